@@ -1,0 +1,160 @@
+"""The `@tfcheck.aot` decorator: mark a tf.function for ahead-of-time compilation.
+
+Decorating imports nothing heavy (no TensorFlow, TVM or NumPy): the decorator only records the
+build options, which `tfcheck build` reads, and wraps the function in `AotFunction`. Calling the
+wrapper dispatches through `tfcheck.runtime.dispatch`, imported on the first call: the compiled
+artifact runs when the cache holds a fresh one for this machine and these input shapes, the
+tf.function otherwise.
+
+Forms::
+
+    @tfcheck.aot
+    @tf.function(input_signature=[...])
+    def f(x): ...
+
+    @tfcheck.aot(name="classify", targets=["llvm"], shapes=[(1, 224, 224, 3), (8, 224, 224, 3)])
+    @tf.function
+    def classify(x): ...
+
+    g = tfcheck.aot(tf.function(h))
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+Shape = tuple[int | None, ...]
+ShapeEntry = tuple[Shape, ...]
+
+
+class AotFunction:
+    """A tf.function marked for AOT compilation; calling it runs the artifact or TensorFlow.
+
+    Attributes:
+        tf_function: the original tf.function, unchanged.
+        aot_options: {"name": str, "targets": list[str] | None, "shapes": list[ShapeEntry] | None};
+            `shapes` is normalized to one tuple of shapes (one per input) per artifact.
+        backend: what ran on the last call: "tensorflow", or "tvm:<device>" such as "tvm:cpu";
+            None before the first call.
+    """
+
+    def __init__(self, tf_function: Any, options: dict[str, Any]) -> None:
+        # updated=() keeps the tf.function's internal __dict__ out of the wrapper.
+        functools.update_wrapper(self, tf_function, updated=())
+        self.tf_function = tf_function
+        self.aot_options = options
+        self.backend: str | None = None
+        self._dispatcher: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._dispatcher is None:
+            from tfcheck.runtime.dispatch import Dispatcher
+
+            self._dispatcher = Dispatcher(self)
+        return self._dispatcher(args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tfcheck.aot {self.aot_options['name']!r} wrapping {self.tf_function!r}>"
+
+
+def aot(
+    fn: Any = None,
+    *,
+    name: str | None = None,
+    targets: Sequence[str] | None = None,
+    shapes: Sequence[Any] | None = None,
+) -> Any:
+    """Mark a tf.function for `tfcheck build`; see the module docstring for the forms.
+
+    Args:
+        fn: the tf.function (when used as `@tfcheck.aot` or `tfcheck.aot(fn)`).
+        name: name of the artifact (`lib.<name>`); defaults to the function's `__name__`.
+        targets: build targets (for example ["llvm", "cuda"]); None lets the build choose.
+        shapes: one entry per artifact; an entry is a tuple of shapes, one per input in signature
+            order, or for a single-input function a plain shape such as (1, 224, 224, 3).
+    """
+    options = {
+        "name": name,
+        "targets": _normalize_targets(targets),
+        "shapes": normalize_shapes(shapes),
+    }
+    if fn is None:
+        return functools.partial(_wrap, options=options)
+    return _wrap(fn, options)
+
+
+def _wrap(fn: Any, options: dict[str, Any]) -> AotFunction:
+    """Check that `fn` is a tf.function and wrap it."""
+    if isinstance(fn, AotFunction):
+        raise TypeError(f"{fn!r} is already decorated with @tfcheck.aot")
+    if not is_tf_function(fn):
+        what = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise TypeError(
+            f"@tfcheck.aot needs a tf.function, got {what!r} ({type(fn).__name__}): "
+            "put @tfcheck.aot above @tf.function"
+        )
+    return AotFunction(fn, {**options, "name": options["name"] or fn.__name__})
+
+
+def is_tf_function(fn: Any) -> bool:
+    """True for a `tf.function` object, checked without importing TensorFlow."""
+    module = type(fn).__module__ or ""
+    return (
+        module.startswith("tensorflow.")
+        and hasattr(fn, "python_function")
+        and hasattr(fn, "get_concrete_function")
+    )
+
+
+def normalize_shapes(shapes: Sequence[Any] | None) -> list[ShapeEntry] | None:
+    """Turn the `shapes=` argument into a list of entries, each a tuple of per-input shapes."""
+    if shapes is None:
+        return None
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Sequence):
+        raise TypeError(f"shapes= must be a list of shape entries, got {shapes!r}")
+    return [_normalize_entry(entry) for entry in shapes]
+
+
+def _normalize_entry(entry: Any) -> ShapeEntry:
+    """A plain shape becomes a one-input entry; a tuple of shapes stays as it is."""
+    if _is_shape(entry):
+        return (tuple(entry),)
+    if isinstance(entry, Sequence) and all(_is_shape(shape) for shape in entry):
+        return tuple(tuple(shape) for shape in entry)
+    raise TypeError(
+        f"shapes= entry {entry!r} is neither a shape like (1, 224, 224, 3) "
+        "nor a tuple of shapes, one per input"
+    )
+
+
+def _is_shape(value: Any) -> bool:
+    """A sequence of ints or None (the empty tuple is a scalar's shape)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and all(
+        dim is None or (isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0)
+        for dim in value
+    )
+
+
+def _normalize_targets(targets: Sequence[str] | None) -> list[str] | None:
+    if targets is None:
+        return None
+    if isinstance(targets, str):
+        return [targets]
+    return list(targets)
+
+
+class _CallableModule(types.ModuleType):
+    """`import tfcheck.aot` binds the module to `tfcheck.aot`, shadowing the decorator that
+    `tfcheck/__init__.py` exposes under the same name; making the module callable keeps
+    `@tfcheck.aot` working whichever way it was imported first."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return aot(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
