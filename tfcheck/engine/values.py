@@ -1,0 +1,155 @@
+"""What kind of value an expression or a name holds, as far as the file says.
+
+Rules need to tell a NumPy array from a tensor, a Python list from a dataset, an iterator from a
+tf.data iterator. The answer is a small set of kinds (a name can be bound to several values).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+
+LIST, DICT, SET, TUPLE = "list", "dict", "set", "tuple"
+ITERATOR, RANGE = "iterator", "range"
+NDARRAY, TENSOR, VARIABLE, DATASET = "ndarray", "tensor", "variable", "dataset"
+NUMBER, STRING, NONE = "number", "string", "none"
+TF_FUNCTION, OPTIMIZER, MODEL, LAYER, OBJECT = "tf_function", "optimizer", "model", "layer", "object"
+CONTAINERS = frozenset({LIST, DICT, SET})
+
+_BUILTIN_KINDS = {
+    "builtins.list": LIST, "builtins.dict": DICT, "builtins.set": SET, "builtins.tuple": TUPLE,
+    "builtins.iter": ITERATOR, "builtins.map": ITERATOR, "builtins.filter": ITERATOR,
+    "builtins.zip": ITERATOR, "builtins.enumerate": ITERATOR, "builtins.reversed": ITERATOR,
+    "builtins.range": RANGE, "builtins.int": NUMBER, "builtins.float": NUMBER, "builtins.len": NUMBER,
+    "builtins.str": STRING, "collections.defaultdict": DICT, "collections.OrderedDict": DICT,
+    "collections.deque": LIST, "itertools.count": ITERATOR, "itertools.cycle": ITERATOR,
+    "itertools.chain": ITERATOR, "itertools.islice": ITERATOR, "itertools.product": ITERATOR,
+}
+# tensorflow.* calls that do not return a tensor.
+_TF_NOT_TENSOR_PREFIXES = (
+    "tensorflow.config.", "tensorflow.TensorSpec", "tensorflow.summary.", "tensorflow.io.gfile",
+    "tensorflow.distribute.", "tensorflow.train.", "tensorflow.saved_model.", "tensorflow.GradientTape",
+    "tensorflow.TensorArray", "tensorflow.Module", "tensorflow.device", "tensorflow.name_scope",
+    "tensorflow.init_scope", "tensorflow.print", "tensorflow.debugging.", "tensorflow.py_function",
+    "tensorflow.numpy_function", "tensorflow.experimental.", "tensorflow.random.Generator",
+    "tensorflow.get_logger", "tensorflow.autograph.", "tensorflow.nest.", "tensorflow.dtypes.",
+    "tensorflow.as_dtype", "tensorflow.is_tensor", "tensorflow.executing_eagerly", "tensorflow.lite.",
+)
+_NUMPY_NOT_ARRAY = ("numpy.dtype", "numpy.float32", "numpy.float64", "numpy.int32", "numpy.int64",
+                    "numpy.pi", "numpy.e", "numpy.inf", "numpy.nan", "numpy.finfo", "numpy.iinfo",
+                    "numpy.prod", "numpy.sum", "numpy.mean", "numpy.max", "numpy.min", "numpy.isscalar",
+                    "numpy.allclose", "numpy.array_equal", "numpy.ndim", "numpy.shape", "numpy.size")
+_DATASET_METHODS = frozenset({
+    "map", "filter", "batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip",
+    "unbatch", "flat_map", "interleave", "zip", "concatenate", "shard", "with_options", "apply",
+    "enumerate", "window", "rebatch", "ragged_batch", "group_by_window", "bucket_by_sequence_length",
+})
+
+
+def call_kind(facts: FileFacts, call: ast.Call, depth: int) -> set[str]:
+    """The kinds a call can return."""
+    name = facts.resolve(call.func)
+    if name is not None:
+        kind = _named_call_kind(facts, name)
+        if kind:
+            return {kind}
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        receiver = expr_kinds(facts, func.value, depth + 1)
+        if DATASET in receiver and func.attr in _DATASET_METHODS:
+            return {DATASET}
+        if func.attr == "numpy" and (TENSOR in receiver or VARIABLE in receiver):
+            return {NDARRAY}
+        if func.attr in ("copy", "reshape", "astype", "T", "transpose") and NDARRAY in receiver:
+            return {NDARRAY}
+    target = facts.called_function(call)
+    if target is not None and target.is_generator:
+        return {ITERATOR}
+    cls = facts.called_class(call)
+    if cls is not None:
+        return {facts.class_kind(cls)}
+    return set()
+
+
+def _named_call_kind(facts: FileFacts, name: str) -> str | None:
+    if name in _BUILTIN_KINDS:
+        return _BUILTIN_KINDS[name]
+    if name.startswith("numpy."):
+        return None if name.startswith(_NUMPY_NOT_ARRAY) else NDARRAY
+    if name.startswith("tensorflow.data."):
+        return DATASET
+    if name in ("tensorflow.Variable", "keras.Variable"):
+        return VARIABLE
+    if name in facts.tf_function_names:
+        return TF_FUNCTION
+    if name.startswith("keras.optimizers."):
+        return OPTIMIZER
+    if name.startswith("keras.layers."):
+        return LAYER
+    if name in ("keras.Model", "keras.Sequential", "keras.models.Model", "keras.models.Sequential") \
+            or name.startswith("keras.applications."):
+        return MODEL
+    if name.startswith("tensorflow.") and not name.startswith(_TF_NOT_TENSOR_PREFIXES):
+        return TENSOR
+    return None
+
+
+def expr_kinds(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> set[str]:
+    """The kinds `expr` can evaluate to; empty when unknown."""
+    if expr is None or depth > 4:
+        return set()
+    if isinstance(expr, (ast.List, ast.ListComp)):
+        return {LIST}
+    if isinstance(expr, (ast.Dict, ast.DictComp)):
+        return {DICT}
+    if isinstance(expr, (ast.Set, ast.SetComp)):
+        return {SET}
+    if isinstance(expr, ast.Tuple):
+        return {TUPLE}
+    if isinstance(expr, ast.GeneratorExp):
+        return {ITERATOR}
+    if isinstance(expr, ast.Constant):
+        return {_constant_kind(expr.value)}
+    if isinstance(expr, ast.Call):
+        return call_kind(facts, expr, depth)
+    if isinstance(expr, ast.Name):
+        return name_kinds(facts, expr, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        both = expr_kinds(facts, expr.left, depth + 1) | expr_kinds(facts, expr.right, depth + 1)
+        return {kind for kind in both if kind in (TENSOR, NDARRAY, NUMBER, LIST, STRING)}
+    if isinstance(expr, ast.UnaryOp):
+        return expr_kinds(facts, expr.operand, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        base = expr_kinds(facts, expr.value, depth + 1)
+        return {kind for kind in base if kind in (TENSOR, NDARRAY)}
+    if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
+        cls = facts.class_of_self(expr)
+        if cls is not None:
+            kinds: set[str] = set()
+            for _, value in facts.self_attribute_values(cls, expr.attr):
+                kinds |= expr_kinds(facts, value, depth + 1)
+            return kinds
+    return set()
+
+
+def _constant_kind(value: object) -> str:
+    if value is None:
+        return NONE
+    if isinstance(value, (str, bytes)):
+        return STRING
+    return NUMBER
+
+
+def name_kinds(facts: FileFacts, name: ast.Name, depth: int) -> set[str]:
+    """Union of the kinds of every value bound to the name `name` refers to."""
+    bindings = facts.bindings_of(name)
+    kinds: set[str] = set()
+    for binding in bindings:
+        if binding.value is not None and binding.value is not name:
+            kinds |= expr_kinds(facts, binding.value, depth)
+        elif binding.kind == "def":
+            kinds.add("function")
+    return kinds

@@ -1,0 +1,122 @@
+"""Can this machine run an artifact? CPU architecture and features, GPU, versions.
+
+Every check returns the reasons an artifact cannot run (empty when it can), so that callers can
+either refuse with all of them at once (`tfcheck.load`) or skip to another artifact (dispatch).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.metadata
+import platform
+import re
+from pathlib import Path
+
+from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest
+
+# LLVM feature names that /proc/cpuinfo spells differently (after removing "_", "." and "-").
+_LLVM_TO_CPUINFO = {"bmi": "bmi1", "lzcnt": "abm", "sahf": "lahflm", "prfchw": "3dnowprefetch",
+                    "sse3": "pni", "cx16": "cx16"}
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def rebuild_hint(manifest: Manifest) -> str:
+    """The command that rebuilds this artifact for the current machine."""
+    source = manifest.raw.get("source_file") or "<your files>"
+    return f"rebuild it on this machine with `tfcheck build {source}`"
+
+
+def incompatibilities(manifest: Manifest) -> list[str]:
+    """Why this machine cannot run the artifact; empty when it can."""
+    reasons = _format_and_versions(manifest)
+    if manifest.device == "cpu":
+        reasons += _cpu_reasons(manifest)
+    elif manifest.device == "cuda":
+        if not cuda_available():
+            reasons.append("it was built for CUDA and this machine has no usable NVIDIA GPU")
+    else:
+        reasons.append(f"unknown device {manifest.device!r}")
+    return reasons
+
+
+def _format_and_versions(manifest: Manifest) -> list[str]:
+    """Format version must be ours; TVM major.minor must match the installed runtime's ABI."""
+    reasons = []
+    if manifest.raw["format_version"] != FORMAT_VERSION:
+        reasons.append(f"artifact format {manifest.raw['format_version']!r}, this tfcheck reads "
+                       f"{FORMAT_VERSION}")
+    built_with = str(manifest.raw.get("versions", {}).get("tvm", ""))
+    installed = installed_tvm_version()
+    if installed is None:
+        reasons.append("apache-tvm is not installed: `pip install tfcheck[runtime]`")
+    elif _major_minor(built_with) != _major_minor(installed):
+        reasons.append(f"built with TVM {built_with or '(unknown)'}, the installed TVM runtime "
+                       f"is {installed}")
+    return reasons
+
+
+def _cpu_reasons(manifest: Manifest) -> list[str]:
+    reasons = []
+    triple = str(manifest.raw.get("target", {}).get("mtriple", ""))
+    arch = triple.split("-", 1)[0]
+    machine = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
+    if arch and arch != machine:
+        reasons.append(f"it was compiled for {triple}, this machine is {machine}")
+    host = host_cpu_features()
+    if host:
+        missing = [name for name in manifest.raw.get("cpu_features", [])
+                   if _feature_key(name) not in host]
+        if missing:
+            reasons.append(f"this CPU lacks {', '.join(missing)}, which the code was compiled for")
+    return reasons
+
+
+@functools.cache
+def host_cpu_features() -> frozenset[str]:
+    """This CPU's feature flags from /proc/cpuinfo, normalized; empty where unreadable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
+    return frozenset(_feature_key(flag) for flag in match.group(1).split()) if match else frozenset()
+
+
+def _feature_key(name: str) -> str:
+    """Normalize an LLVM (`avx512vnni`, `sse4.1`) or cpuinfo (`avx512_vnni`) feature name."""
+    key = re.sub(r"[._\-]", "", name.strip().lstrip("+").lower())
+    return _LLVM_TO_CPUINFO.get(key, key)
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """True when the CUDA driver loads and reports at least one device."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 \
+        and count.value > 0
+
+
+@functools.cache
+def installed_tvm_version() -> str | None:
+    try:
+        return importlib.metadata.version("apache-tvm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _major_minor(version: str) -> tuple[str, ...]:
+    return tuple(version.split(".")[:2])
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
