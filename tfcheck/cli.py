@@ -17,6 +17,9 @@ COMMANDS: dict[str, str] = {
     "check": "tfcheck.commands.check:check",
     "rules": "tfcheck.commands.rules:rules",
     "explain": "tfcheck.commands.rules:explain",
+    "run": "tfcheck.commands.run:run",
+    "ls": "tfcheck.commands.cache:ls",
+    "clean": "tfcheck.commands.cache:clean",
 }
 
 

@@ -11,6 +11,7 @@ from tfcheck.runtime.errors import ArtifactError
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+CACHE_DIR = Path(".tfcheck") / "artifacts"  # where `tfcheck build` puts artifacts by default
 _REQUIRED = ("format_version", "function", "inputs", "outputs", "output_structure", "device",
              "library", "library_sha256", "entry")
 

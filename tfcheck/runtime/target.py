@@ -18,7 +18,7 @@ from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest
 
 # LLVM feature names that /proc/cpuinfo spells differently (after removing "_", "." and "-").
 _LLVM_TO_CPUINFO = {"bmi": "bmi1", "lzcnt": "abm", "sahf": "lahflm", "prfchw": "3dnowprefetch",
-                    "sse3": "pni", "cx16": "cx16"}
+                    "sse3": "pni"}
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
@@ -30,13 +30,10 @@ def rebuild_hint(manifest: Manifest) -> str:
 
 def incompatibilities(manifest: Manifest) -> list[str]:
     """Why this machine cannot run the artifact; empty when it can."""
-    reasons = _format_and_versions(manifest)
-    if manifest.device == "cpu":
-        reasons += _cpu_reasons(manifest)
-    elif manifest.device == "cuda":
-        if not cuda_available():
-            reasons.append("it was built for CUDA and this machine has no usable NVIDIA GPU")
-    else:
+    reasons = _format_and_versions(manifest) + _host_reasons(manifest)
+    if manifest.device == "cuda" and not cuda_available():
+        reasons.append("it was built for CUDA and this machine has no usable NVIDIA GPU")
+    elif manifest.device not in ("cpu", "cuda"):
         reasons.append(f"unknown device {manifest.device!r}")
     return reasons
 
@@ -57,17 +54,20 @@ def _format_and_versions(manifest: Manifest) -> list[str]:
     return reasons
 
 
-def _cpu_reasons(manifest: Manifest) -> list[str]:
+def _host_reasons(manifest: Manifest) -> list[str]:
+    """The host code (all of a CPU artifact, the driver code of a CUDA one) must fit this CPU."""
     reasons = []
-    triple = str(manifest.raw.get("target", {}).get("mtriple", ""))
+    target = manifest.raw.get("target", {})
+    host = target["host"] if isinstance(target.get("host"), dict) else target
+    triple = str(host.get("mtriple", ""))
     arch = triple.split("-", 1)[0]
     machine = _ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
     if arch and arch != machine:
         reasons.append(f"it was compiled for {triple}, this machine is {machine}")
-    host = host_cpu_features()
-    if host:
+    features = host_cpu_features()
+    if features:
         missing = [name for name in manifest.raw.get("cpu_features", [])
-                   if _feature_key(name) not in host]
+                   if _feature_key(name) not in features]
         if missing:
             reasons.append(f"this CPU lacks {', '.join(missing)}, which the code was compiled for")
     return reasons

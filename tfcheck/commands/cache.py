@@ -1,0 +1,114 @@
+"""`tfcheck ls` and `tfcheck clean`: look at and empty the artifact cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
+
+LINT_CACHE = Path(".tfcheck_cache")
+
+cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=CACHE_DIR,
+    show_default=True, help="The artifact cache (or a `tfcheck build --out` folder).")
+
+
+@click.command(name="ls")
+@cache_dir_option
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def ls(cache_dir: Path, output_format: str) -> None:
+    """List the compiled artifacts: function, target, input shapes, size and age."""
+    rows = [_describe(folder) for folder in _artifact_folders(cache_dir)]
+    if output_format == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no artifacts in {cache_dir}")
+        return
+    header = ("FUNCTION", "TARGET", "SHAPES", "SIZE", "AGE", "KEY")
+    table = [header] + [(r["function"], r["target"], r["shapes"], _human_size(r["size_bytes"]),
+                         _human_age(r["age_seconds"]), r["folder"]) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+@click.command()
+@cache_dir_option
+@click.option("--lint-cache/--no-lint-cache", default=False, show_default=True,
+              help=f"Also delete the linter's cache ({LINT_CACHE}/).")
+def clean(cache_dir: Path, lint_cache: bool) -> None:
+    """Delete every artifact in the artifact cache (and its index.json). The linter's cache
+    (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders holding a manifest.json
+    are deleted, so a mistyped --cache-dir cannot remove unrelated files."""
+    folders = _artifact_folders(cache_dir)
+    for folder in folders:
+        shutil.rmtree(folder)
+    (cache_dir / "index.json").unlink(missing_ok=True)
+    click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}")
+    if lint_cache and LINT_CACHE.is_dir():
+        shutil.rmtree(LINT_CACHE)
+        click.echo(f"removed {LINT_CACHE}/")
+
+
+def _artifact_folders(cache_dir: Path) -> list[Path]:
+    if not cache_dir.is_dir():
+        return []
+    return sorted(child for child in cache_dir.iterdir() if (child / MANIFEST).is_file())
+
+
+def _describe(folder: Path) -> dict[str, Any]:
+    """One row of `ls`; an unreadable manifest still gets a row, so it can be seen and cleaned."""
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    try:
+        raw = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raw = {"function": f"(unreadable manifest: {error})"}
+    return {
+        "folder": folder.name,
+        "function": raw.get("qualname") or raw.get("function", "?"),
+        "target": _target(raw),
+        "shapes": ", ".join(str(tuple(spec.get("shape", []))) for spec in raw.get("inputs", [])),
+        "size_bytes": size,
+        "age_seconds": _age(raw.get("created"), folder),
+        "tuned": raw.get("tuned"),
+    }
+
+
+def _target(raw: dict[str, Any]) -> str:
+    target = raw.get("target") or {}
+    if target.get("kind") == "cuda":
+        return f"cuda:{target.get('arch', '?')}"
+    return f"{target.get('kind', '?')}:{target.get('mcpu', 'generic')}"
+
+
+def _age(created: Any, folder: Path) -> float:
+    """Seconds since `created` (ISO 8601), or since the folder changed when that is missing."""
+    try:
+        stamp = datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        stamp = folder.stat().st_mtime
+    return max(0.0, time.time() - stamp)
+
+
+def _human_size(size: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _human_age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f}{unit}"
+    return f"{seconds:.0f}s"

@@ -1,0 +1,232 @@
+"""Transparent dispatch for `@tfcheck.aot` functions: the artifact when fresh, else TensorFlow.
+
+An artifact runs only when all of these hold, and otherwise the tf.function runs (with one warning
+per reason, or NotCompiledError under `TFCHECK_AOT=strict`):
+  - the cache holds an artifact of this function that this machine can run (CPU features, GPU,
+    versions) and whose library passes its SHA-256 check;
+  - its source fingerprint equals the live function's (the source did not change);
+  - its captures fingerprint equals the live captured variables' (their values did not change);
+    this is checked on every call by comparing the variables with a snapshot of the values that
+    last matched, which costs one read of the variables, not a hash;
+  - an artifact was built for the call's input shapes and dtypes.
+
+`TFCHECK_AOT=off` always runs TensorFlow. Outputs are returned as TensorFlow tensors in the
+tf.function's structure, so callers see the same types whichever backend ran.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcheck.fingerprint import source_fingerprint, values_fingerprint
+from tfcheck.runtime.errors import ArtifactError, InputError, NotCompiledError
+from tfcheck.runtime.library import Artifact, CompiledFunction, scan
+from tfcheck.runtime.manifest import CACHE_DIR, Manifest
+
+MODES = ("on", "off", "strict")
+TENSORFLOW = "tensorflow"
+
+
+class AotFallbackWarning(UserWarning):
+    """An `@tfcheck.aot` function ran on TensorFlow instead of its compiled artifact."""
+
+
+class _Fallback(Exception):
+    """Internal: why this call cannot run an artifact."""
+
+
+def aot_mode() -> str:
+    """`TFCHECK_AOT`: "on" (default), "off" (always TensorFlow) or "strict" (never fall back)."""
+    mode = os.environ.get("TFCHECK_AOT", "on").strip().lower() or "on"
+    if mode not in MODES:
+        raise ValueError(f"TFCHECK_AOT={mode!r}: use one of {', '.join(MODES)}")
+    return mode
+
+
+def artifact_roots(python_function: Any) -> list[Path]:
+    """Folders to look in: `TFCHECK_ARTIFACTS` (os.pathsep-separated) when set, else the
+    `.tfcheck/artifacts` cache of the working directory and of each folder above the source."""
+    configured = os.environ.get("TFCHECK_ARTIFACTS")
+    if configured:
+        return [Path(entry) for entry in configured.split(os.pathsep) if entry]
+    places = [Path.cwd()]
+    source = inspect.getsourcefile(python_function)
+    if source:
+        places += list(Path(source).resolve().parents)
+    roots: list[Path] = []
+    for place in places:
+        root = (place / CACHE_DIR).resolve()
+        if root.is_dir() and root not in roots:
+            roots.append(root)
+    return roots
+
+
+class Dispatcher:
+    """The call path of one `AotFunction` (see the module docstring)."""
+
+    def __init__(self, wrapper: Any) -> None:
+        self._wrapper = wrapper
+        self._python_function = wrapper.tf_function.python_function
+        self._lock = threading.Lock()
+        self._compiled: CompiledFunction | _Fallback | None = None
+        self._guards: dict[Path, _CapturesGuard] = {}
+        self._warned: set[str] = set()
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        mode = aot_mode()
+        if mode == "off":
+            return self._tensorflow(args, kwargs)
+        try:
+            artifact, arrays = self._select(args, kwargs)
+            outputs = artifact.run(arrays)
+        except _Fallback as reason:
+            if mode == "strict":
+                raise NotCompiledError(f"TFCHECK_AOT=strict: {reason}") from None
+            self._warn_once(str(reason))
+            return self._tensorflow(args, kwargs)
+        self._wrapper.backend = f"tvm:{artifact.manifest.device}"
+        return _to_tensorflow(outputs)
+
+    def _tensorflow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self._wrapper.backend = TENSORFLOW
+        return self._wrapper.tf_function(*args, **kwargs)
+
+    def _select(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
+        compiled = self._fresh_function()
+        try:
+            artifact, arrays = compiled.select(args, kwargs)
+            artifact.open()
+        except (InputError, ArtifactError) as error:
+            raise _Fallback(f"{self._name}: {error}") from None
+        if not self._guard(artifact).unchanged():
+            raise _Fallback(f"{self._name}: the values of the variables it captures changed "
+                            f"since the build of {artifact.manifest.folder}; rebuild with "
+                            f"`tfcheck build`")
+        return artifact, arrays
+
+    @property
+    def _name(self) -> str:
+        return str(self._wrapper.aot_options["name"])
+
+    def _fresh_function(self) -> CompiledFunction:
+        """The fresh, runnable artifacts of this function, looked up once per process."""
+        with self._lock:
+            if self._compiled is None:
+                try:
+                    self._compiled = self._lookup()
+                except _Fallback as reason:
+                    self._compiled = reason
+        if isinstance(self._compiled, _Fallback):
+            raise self._compiled
+        return self._compiled
+
+    def _lookup(self) -> CompiledFunction:
+        roots = artifact_roots(self._python_function)
+        try:
+            runnable, unavailable = _scan_all(roots)
+        except ArtifactError as error:
+            raise _Fallback(f"{self._name}: {error}") from None
+        mine = [a for a in runnable if self._is_mine(a.manifest)]
+        refused = [why for qualname, reasons in unavailable.items() for why in reasons
+                   if qualname == self._qualname]
+        if not mine:
+            if refused:
+                raise _Fallback(f"{self._name}: its artifacts cannot run here: {' | '.join(refused)}")
+            where = ", ".join(map(str, roots)) or f"./{CACHE_DIR}"
+            raise _Fallback(f"{self._name} is not compiled (no artifact in {where}); running "
+                            f"TensorFlow. Build it with `tfcheck build {self._source_file()}`")
+        current = source_fingerprint(self._wrapper.tf_function)
+        fresh = [a for a in mine if a.manifest.raw.get("source_fingerprint") == current]
+        if not fresh:
+            raise _Fallback(f"{self._name}: its source changed since the last build (stale "
+                            f"artifact); rebuild with `tfcheck build {self._source_file()}`")
+        return CompiledFunction(self._name, fresh)
+
+    @property
+    def _qualname(self) -> str:
+        return f"{self._python_function.__module__}.{self._python_function.__qualname__}"
+
+    def _source_file(self) -> str:
+        return inspect.getsourcefile(self._python_function) or "<file>"
+
+    def _is_mine(self, manifest: Manifest) -> bool:
+        """Same qualified name, or (run as a script: module __main__) same name and file."""
+        if manifest.qualname == self._qualname:
+            return True
+        built_from = manifest.raw.get("source_file")
+        here = inspect.getsourcefile(self._python_function)
+        if manifest.function != self._name or not built_from or not here:
+            return False
+        return Path(here).resolve().parts[-len(Path(built_from).parts):] == Path(built_from).parts
+
+    def _guard(self, artifact: Artifact) -> _CapturesGuard:
+        with self._lock:
+            folder = artifact.manifest.folder
+            if folder not in self._guards:
+                self._guards[folder] = _CapturesGuard(self._wrapper.tf_function, artifact.manifest)
+            return self._guards[folder]
+
+    def _warn_once(self, message: str) -> None:
+        with self._lock:
+            if message in self._warned:
+                return
+            self._warned.add(message)
+        warnings.warn(message, AotFallbackWarning, stacklevel=4)
+
+
+class _CapturesGuard:
+    """Tells whether the captured variables still hold the values the artifact was built with.
+
+    The first check hashes them (as the build did); later checks compare with the snapshot of the
+    last matching values, and hash again only when something differs.
+    """
+
+    def __init__(self, tf_function: Any, manifest: Manifest) -> None:
+        import tensorflow as tf  # the caller is a tf.function, so TensorFlow is already loaded
+
+        specs = [tf.TensorSpec(spec.shape, tf.as_dtype(spec.dtype)) for spec in manifest.inputs]
+        variables = list(tf_function.get_concrete_function(*specs).variables)
+        self._read = tf.function(lambda: [variable.read_value() for variable in variables])
+        self._has_variables = bool(variables)
+        self._expected = manifest.raw.get("captures_fingerprint")
+        self._snapshot: list[np.ndarray] | None = None
+
+    def unchanged(self) -> bool:
+        values = [tensor.numpy() for tensor in self._read()] if self._has_variables else []
+        snapshot = self._snapshot
+        if snapshot is not None and all(np.array_equal(a, b) for a, b in zip(values, snapshot)):
+            return True
+        matches = values_fingerprint(values) == self._expected
+        self._snapshot = values if matches else None
+        return matches
+
+
+def _scan_all(roots: list[Path]) -> tuple[list[Artifact], dict[str, list[str]]]:
+    """Runnable artifacts and refusal reasons (by qualified name) over all roots; unreadable
+    folders are ignored here, since they cannot be attributed to a function."""
+    runnable: list[Artifact] = []
+    unavailable: dict[str, list[str]] = {}
+    for root in roots:
+        found, refused, _ = scan(root)
+        runnable += found
+        for qualname, reasons in refused.items():
+            unavailable.setdefault(qualname, []).extend(reasons)
+    return runnable, unavailable
+
+
+def _to_tensorflow(outputs: Any) -> Any:
+    """NumPy outputs as TensorFlow tensors, in the same structure."""
+    import tensorflow as tf
+
+    if isinstance(outputs, dict):
+        return {key: tf.convert_to_tensor(value) for key, value in outputs.items()}
+    if isinstance(outputs, (tuple, list)):
+        return type(outputs)(tf.convert_to_tensor(value) for value in outputs)
+    return tf.convert_to_tensor(outputs)

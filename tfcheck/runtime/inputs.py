@@ -1,0 +1,86 @@
+"""Turning call arguments into arrays and checking them against an artifact's input specs.
+
+Arrays are taken without a copy where the memory can be used as it is (NumPy arrays, objects with
+`__dlpack__` or `__array__` on the CPU); a copy is made only to get C-contiguous, 64-byte aligned
+memory, which TVM's generated code may assume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tfcheck.runtime.errors import InputError
+from tfcheck.runtime.manifest import TensorSpec
+
+ALIGNMENT = 64
+
+
+def bind_arguments(function: str, specs: Sequence[TensorSpec], args: Sequence[Any],
+                   kwargs: Mapping[str, Any]) -> list[Any]:
+    """Order positional and keyword arguments like the artifact's inputs; check their number."""
+    expected = ", ".join(map(str, specs))
+    if len(args) > len(specs):
+        raise InputError(f"{function}() takes {len(specs)} input(s) ({expected}), "
+                         f"got {len(args)} positional arguments")
+    bound: list[Any] = list(args)
+    names = [spec.name for spec in specs]
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        raise InputError(f"{function}() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                         f"inputs are ({expected})")
+    for spec in specs[len(args):]:
+        if spec.name not in kwargs:
+            raise InputError(f"{function}() is missing input {spec} (inputs are ({expected}))")
+        bound.append(kwargs[spec.name])
+    duplicated = [name for name in names[:len(args)] if name in kwargs]
+    if duplicated:
+        raise InputError(f"{function}() got multiple values for input {duplicated[0]!r}")
+    return bound
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A NumPy view of `value` without a copy where possible (DLPack first, then __array__)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # on another device or an unsupported dtype: __array__ below copies
+    return np.asarray(value)
+
+
+def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) -> np.ndarray:
+    """Check dtype and shape against `spec`; return C-contiguous, aligned memory for TVM.
+
+    Plain Python numbers and lists are converted to the spec's dtype, as TensorFlow does for an
+    input_signature; arrays must already have it, since a silent cast could lose precision.
+    """
+    if _is_python_value(value):
+        array = np.asarray(value, dtype=spec.dtype)
+    if array.dtype != np.dtype(spec.dtype):
+        raise InputError(f"{function}(): argument {spec.name!r} has dtype {array.dtype}, "
+                         f"expected {spec}")
+    if tuple(array.shape) != spec.shape:
+        raise InputError(f"{function}(): argument {spec.name!r} has shape {tuple(array.shape)}, "
+                         f"expected {spec}")
+    return aligned(array)
+
+
+def aligned(array: np.ndarray) -> np.ndarray:
+    """`array` itself when C-contiguous, writable and 64-byte aligned, else an aligned copy."""
+    if (array.flags.c_contiguous and array.flags.writeable
+            and array.ctypes.data % ALIGNMENT == 0):
+        return array
+    buffer = np.empty(array.nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = -buffer.ctypes.data % ALIGNMENT
+    copy = buffer[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def _is_python_value(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex, list, tuple))

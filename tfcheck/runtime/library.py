@@ -1,0 +1,223 @@
+"""`tfcheck.load`: compiled artifacts as callable functions, without TensorFlow.
+
+An artifact folder holds one (function, input shapes, target); a `Library` groups the runnable
+artifacts of a folder by function, and a `CompiledFunction` picks the artifact whose input shapes
+match the call. Artifacts this machine cannot run are kept aside with the reasons, so one bad
+artifact never hides the others, and asking for its function explains how to rebuild it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcheck.runtime.errors import ArtifactError, InputError
+from tfcheck.runtime.inputs import as_array, bind_arguments, check_array
+from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
+from tfcheck.runtime.target import file_sha256, incompatibilities, rebuild_hint
+from tfcheck.runtime.tvm_backend import Executable
+
+
+class Artifact:
+    """One artifact folder; its library is verified and loaded on first use, once."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._executable: Executable | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> Executable:
+        """Check the library's SHA-256 against the manifest, then load it (thread-safe)."""
+        with self._lock:
+            if self._executable is None:
+                path = self.manifest.library_path
+                if not path.is_file():
+                    raise ArtifactError(f"{path}: library missing; {rebuild_hint(self.manifest)}")
+                actual = file_sha256(path)
+                if actual != self.manifest.raw["library_sha256"]:
+                    raise ArtifactError(
+                        f"{path}: SHA-256 {actual} does not match the manifest's "
+                        f"{self.manifest.raw['library_sha256']}: the library was modified or "
+                        f"corrupted; {rebuild_hint(self.manifest)}")
+                self._executable = Executable(path, str(self.manifest.raw["entry"]),
+                                              self.manifest.device)
+            return self._executable
+
+    def run(self, arrays: list[np.ndarray]) -> Any:
+        """Run on checked inputs; return outputs in the tf.function's structure."""
+        outputs = self.open().run(arrays)
+        if len(outputs) != len(self.manifest.outputs):
+            raise ArtifactError(f"{self.manifest.folder}: the library returned {len(outputs)} "
+                                f"outputs, the manifest lists {len(self.manifest.outputs)}")
+        return structure_outputs(self.manifest, outputs)
+
+
+def structure_outputs(manifest: Manifest, outputs: list[Any]) -> Any:
+    """Rebuild the tf.function's output structure (tensor, tuple, list or dict)."""
+    structure = manifest.raw["output_structure"]
+    kind = structure.get("kind")
+    if kind == "tensor" and len(outputs) == 1:
+        return outputs[0]
+    if kind == "tuple":
+        return tuple(outputs)
+    if kind == "list":
+        return list(outputs)
+    if kind == "dict" and len(structure.get("keys", [])) == len(outputs):
+        return dict(zip(structure["keys"], outputs))
+    raise ArtifactError(f"{manifest.folder}: output_structure {structure!r} does not fit "
+                        f"{len(outputs)} outputs")
+
+
+class CompiledFunction:
+    """The runnable artifacts of one function; a call runs the one matching the input shapes."""
+
+    def __init__(self, name: str, artifacts: Sequence[Artifact]) -> None:
+        self.__name__ = name
+        # Newest first: when several artifacts accept the same shapes, the latest build wins.
+        self.artifacts = sorted(artifacts, key=lambda a: str(a.manifest.raw.get("created", "")),
+                                reverse=True)
+
+    @property
+    def device(self) -> str:
+        return self.artifacts[0].manifest.device
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        artifact, arrays = self.select(args, kwargs)
+        return artifact.run(arrays)
+
+    def select(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
+        """The artifact for these arguments and the checked arrays; InputError when none fits."""
+        specs = self.artifacts[0].manifest.inputs
+        values = bind_arguments(self.__name__, specs, args, kwargs)
+        arrays = [as_array(value) for value in values]
+        shapes = tuple(tuple(array.shape) for array in arrays)
+        matching = [a for a in self.artifacts if a.manifest.input_shapes == shapes]
+        if not matching and len(self.artifacts) > 1:
+            available = "; ".join(a.manifest.describe() for a in self.artifacts)
+            given = ", ".join(f"{spec.name}: {shape}" for spec, shape in zip(specs, shapes))
+            raise InputError(f"{self.__name__}(): no artifact for input shapes ({given}); "
+                             f"compiled for: {available}")
+        artifact = (matching or self.artifacts)[0]
+        checked = [check_array(self.__name__, spec, value, array)
+                   for spec, value, array in zip(artifact.manifest.inputs, values, arrays)]
+        return artifact, checked
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.__name__}: {', '.join(a.manifest.describe() for a in self.artifacts)}>"
+
+
+class Library:
+    """Compiled functions by name (`lib.classify`, `lib["classify"]`) and qualified name."""
+
+    def __init__(self, root: Path, artifacts: Sequence[Artifact],
+                 unavailable: dict[str, list[str]], skipped: list[str]) -> None:
+        self.root = root
+        self.unavailable = unavailable  # qualname -> reasons its artifacts cannot run here
+        self.skipped = skipped  # unreadable artifact folders
+        grouped: dict[str, list[Artifact]] = defaultdict(list)
+        for artifact in artifacts:
+            grouped[artifact.manifest.qualname].append(artifact)
+        self._by_qualname = {qualname: CompiledFunction(group[0].manifest.function, group)
+                             for qualname, group in grouped.items()}
+        self._qualnames_by_name: dict[str, list[str]] = defaultdict(list)
+        for qualname, function in self._by_qualname.items():
+            self._qualnames_by_name[function.__name__].append(qualname)
+
+    def __getitem__(self, key: str) -> CompiledFunction:
+        if key in self._by_qualname:
+            return self._by_qualname[key]
+        qualnames = self._qualnames_by_name.get(key, [])
+        if len(qualnames) == 1:
+            return self._by_qualname[qualnames[0]]
+        if len(qualnames) > 1:
+            raise KeyError(f"{key!r} is ambiguous in {self.root}: use one of {sorted(qualnames)}")
+        raise KeyError(self._missing_message(key))
+
+    def __getattr__(self, name: str) -> CompiledFunction:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as error:
+            raise AttributeError(error.args[0]) from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_qualname or key in self._qualnames_by_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._by_qualname))
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._qualnames_by_name))
+
+    @property
+    def functions(self) -> dict[str, CompiledFunction]:
+        """Runnable functions by qualified name."""
+        return dict(self._by_qualname)
+
+    def _missing_message(self, key: str) -> str:
+        reasons = [f"{qualname}: {'; '.join(why)}" for qualname, why in self.unavailable.items()
+                   if qualname == key or qualname.rsplit(".", 1)[-1] == key]
+        if reasons:
+            return f"{key!r} cannot run on this machine: " + " | ".join(reasons)
+        return (f"no compiled function {key!r} in {self.root}; available: "
+                f"{', '.join(sorted(self._qualnames_by_name)) or '(none)'}")
+
+    def __repr__(self) -> str:
+        return f"<tfcheck.Library {self.root}: {', '.join(self)}>"
+
+
+def load(path: str | Path, *, lazy: bool = False) -> Library:
+    """Load the artifacts in `path` (one artifact, a `tfcheck build --out` folder, or the cache).
+
+    Libraries are SHA-256-checked and loaded now unless `lazy` (then on each one's first call).
+    Raises ArtifactError when nothing in `path` can run here, naming every reason.
+    """
+    root = Path(path)
+    runnable, unavailable, skipped = scan(root)
+    if not lazy:
+        runnable = _open_all(runnable, unavailable)
+    if not runnable:
+        problems = [f"{q}: {'; '.join(why)}" for q, why in unavailable.items()] + skipped
+        raise ArtifactError(f"{root}: no artifact can run on this machine"
+                            + (": " + " | ".join(problems) if problems else " (none found)"))
+    return Library(root, runnable, dict(unavailable), skipped)
+
+
+def scan(root: Path) -> tuple[list[Artifact], dict[str, list[str]], list[str]]:
+    """Split the artifacts under `root` into runnable ones, unrunnable ones (with the reasons,
+    by qualified name) and unreadable folders."""
+    runnable: list[Artifact] = []
+    unavailable: dict[str, list[str]] = defaultdict(list)
+    skipped: list[str] = []
+    for folder in find_artifact_folders(root):
+        try:
+            manifest = read_manifest(folder)
+        except ArtifactError as error:
+            skipped.append(str(error))
+            continue
+        reasons = incompatibilities(manifest)
+        if reasons:
+            unavailable[manifest.qualname].append(
+                f"{folder}: {'; '.join(reasons)}; {rebuild_hint(manifest)}")
+        else:
+            runnable.append(Artifact(manifest))
+    return runnable, unavailable, skipped
+
+
+def _open_all(artifacts: list[Artifact], unavailable: dict[str, list[str]]) -> list[Artifact]:
+    """Load every library now; move the ones that fail (bad SHA-256, unloadable) aside."""
+    opened = []
+    for artifact in artifacts:
+        try:
+            artifact.open()
+        except ArtifactError as error:
+            unavailable[artifact.manifest.qualname].append(str(error))
+            continue
+        opened.append(artifact)
+    return opened
