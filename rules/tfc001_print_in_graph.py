@@ -1,0 +1,83 @@
+"""TFC001: Python print() in graph code."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.findings import Edit, Finding, Fix, Severity
+from tfcheck.rule import Rule
+
+
+class PrintInGraph(Rule):
+    """Python `print()` inside graph code runs only while the function is traced.
+
+    ## What it does
+    Finds calls to the built-in `print` in code that runs as a TensorFlow graph: functions decorated
+    with `tf.function`, functions they call, and functions traced by `tf.data` or functional control
+    flow.
+
+    ## Why is this bad
+    Python side effects happen only while tracing. The message is printed on the first call (and on
+    every retrace), not on later calls, and tensors print as symbolic placeholders rather than their
+    values, which makes debugging output misleading.
+
+    ## Example
+    ```python
+    @tf.function
+    def f(x):
+        print("x is", x)
+        return x + 1
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def f(x):
+        tf.print("x is", x)
+        return x + 1
+    ```
+    `tf.print` is an operation in the graph and runs on every call. (Keep `print` on purpose to see
+    when retracing happens; then suppress with `# tfcheck: ignore[TFC001]`.)
+    """
+
+    code = "TFC001"
+    name = "print-in-graph"
+    severity = Severity.WARNING
+    must_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    print(x)\n    return x\n",
+        "import tensorflow as tf\ndef helper(x):\n    print(x)\n@tf.function\ndef f(x):\n    helper(x)\n",
+        "from tensorflow import function\n@function(jit_compile=True)\ndef f(x):\n    print(x)\n",
+        "import tensorflow as tf\nds = tf.data.Dataset.range(3).map(lambda x: print(x) or x)\n",
+    )
+    must_not_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    tf.print(x)\n",
+        "def f(x):\n    print(x)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    with tf.init_scope():\n        print('building')\n",
+        "import tensorflow as tf\ndef log(x):\n    print(x)\n    return x\n"
+        "@tf.function\ndef f(x):\n    return tf.py_function(log, [x], tf.float32)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    print = tf.print\n    print(x)\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        tf_alias = _tensorflow_alias(facts)
+        for call, function in facts.graph_calls("builtins.print"):
+            fix = None
+            if tf_alias is not None:
+                fix = Fix(f"Replace `print` with `{tf_alias}.print`", (_callee_edit(facts, call, f"{tf_alias}.print"),))
+            yield self.finding(facts, call, "print() runs only while tracing, not on every call; use tf.print()",
+                               fix, function)
+
+
+def _tensorflow_alias(facts: FileFacts) -> str | None:
+    """The name this module imports TensorFlow as (`tf`), if it does at module level."""
+    for local, qualified in facts.imports.items():
+        if qualified == "tensorflow" and any(b.kind == "import" for b in facts.module_scope.bindings.get(local, [])):
+            return local
+    return None
+
+
+def _callee_edit(facts: FileFacts, call: ast.Call, replacement: str) -> Edit:
+    line, column, end_line, end_column = facts.span(call.func)
+    return Edit(line, column, end_line, end_column, replacement)

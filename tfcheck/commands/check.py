@@ -1,0 +1,80 @@
+"""`tfcheck check`: lint files and folders for tf.function pitfalls."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tfcheck.config import Config, ConfigError, load_config
+from tfcheck.output import FORMATS, OutputOptions, renderer
+from tfcheck.runner import RunResult, lint_paths
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _codes(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return tuple(code.strip().upper() for code in value.split(",") if code.strip())
+
+
+def load_run_config(config_file: Path | None, paths: tuple[Path, ...], select: str | None, ignore: str | None) -> Config:
+    """The config for a run, with command-line overrides. Exits with code 2 on a config error."""
+    try:
+        config = load_config(paths[0] if paths else Path.cwd(), config_file)
+    except ConfigError as exc:
+        click.echo(f"tfcheck: error: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    selected = _codes(select)
+    ignored = _codes(ignore)
+    return config.with_overrides(select=selected, ignore=(config.ignore + ignored) if ignored else None)
+
+
+def exit_code(result: RunResult, exit_zero: bool) -> int:
+    if result.has_errors:
+        return EXIT_ERROR
+    if result.findings and not exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--select", metavar="CODES", help="Only these rules: comma-separated codes or prefixes (TFC001,TFC01).")
+@click.option("--ignore", metavar="CODES", help="Skip these rules: comma-separated codes or prefixes.")
+@click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
+@click.option("--output-file", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here.")
+@click.option("--statistics", is_flag=True, help="Also print how many findings each rule produced.")
+@click.option("--show-source/--no-show-source", default=True, show_default=True,
+              help="Show the offending source line under each finding (text format).")
+@click.option("--show-suppressed", is_flag=True, help="Also report findings silenced by ignore/noqa comments.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Use this pyproject.toml or tfcheck.toml instead of the nearest one.")
+@click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths given explicitly (pre-commit).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
+@click.option("--color/--no-color", default=None, help="Force colour on or off (default: only on a terminal).")
+def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, output_format: str,
+          output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
+          config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None) -> None:
+    """Find tf.function pitfalls in PATHS (files or folders; default: the current folder).
+
+    Never imports or runs the code it checks. Exit status: 0 no findings, 1 findings, 2 error.
+    """
+    config = load_run_config(config_file, paths, select, ignore)
+    result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude)
+    for message in result.path_errors:
+        click.echo(f"tfcheck: error: {message}", err=True)
+    for error in result.errors:
+        click.echo(f"tfcheck: error: {error}", err=True)
+    options = OutputOptions(show_source=show_source, statistics=statistics, show_suppressed=show_suppressed,
+                            color=False if output_file else color)
+    render = renderer(output_format)
+    if output_file is not None:
+        with output_file.open("w", encoding="utf-8") as stream:
+            render(result, options, stream)
+    else:
+        render(result, options, sys.stdout)
+    sys.exit(exit_code(result, exit_zero))

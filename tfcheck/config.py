@@ -1,0 +1,228 @@
+"""`[tool.tfcheck]` in the nearest pyproject.toml (or a tfcheck.toml): loading and validation.
+
+Every key is checked: an unknown key or a value of the wrong type stops the run with a message that
+names the file and the key, because a silently ignored typo in a linter's config means rules that
+users believe are on are off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tfcheck.engine.facts import EngineSettings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CONFIG_FILES = ("tfcheck.toml", "pyproject.toml")
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """`[tool.tfcheck.build]`: defaults for `tfcheck build`."""
+
+    target: str | None = None
+    cache_dir: str | None = None
+    tuning_db: str | None = None
+    # function qualname ("pkg.mod.fn") -> list of shape entries, one artifact per entry
+    shapes: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings of one run."""
+
+    root: Path = field(default_factory=Path.cwd)
+    source: Path | None = None
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    cache_dir: str = ".tfcheck_cache"
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    build: BuildConfig = field(default_factory=BuildConfig)
+
+    def with_overrides(self, **changes: Any) -> Config:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update({key: value for key, value in changes.items() if value is not None})
+        return Config(**values)
+
+    def relative(self, path: Path) -> str:
+        """A path as shown to users and matched by globs: relative to the config root when inside it."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def is_excluded(self, relative: str, through_parents: bool = False) -> bool:
+        """Whether a path (relative, POSIX) matches an `exclude` glob.
+
+        A folder walk tests each entry as it meets it, so only the entry itself is matched there;
+        `through_parents` also matches the folders above it, for files named on the command line.
+        """
+        return _matches_any(relative, self.exclude, through_parents)
+
+    def ignored_codes(self, relative: str) -> tuple[str, ...]:
+        """Codes ignored in this file by `ignore` and `per-file-ignores`."""
+        codes = list(self.ignore)
+        for pattern, file_codes in self.per_file_ignores:
+            if _matches_any(relative, (pattern,)):
+                codes.extend(file_codes)
+        return tuple(codes)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that changes findings: part of the lint cache key."""
+        data = asdict(self)
+        data.pop("root"), data.pop("source"), data.pop("cache_dir"), data.pop("build")
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _matches_any(relative: str, patterns: Sequence[str], through_parents: bool = True) -> bool:
+    path = PurePosixPath(relative)
+    candidates = [relative]
+    if through_parents:
+        candidates += [p.as_posix() for p in path.parents if p.as_posix() != "."]
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        for candidate in candidates:
+            if fnmatch(candidate, pattern) or fnmatch(PurePosixPath(candidate).name, pattern):
+                return True
+    return False
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest tfcheck.toml, or pyproject.toml with a [tool.tfcheck] table, at or above `start`."""
+    directory = start.resolve()
+    if directory.is_file():
+        directory = directory.parent
+    for candidate_dir in (directory, *directory.parents):
+        for name in CONFIG_FILES:
+            candidate = candidate_dir / name
+            if candidate.is_file() and (name == "tfcheck.toml" or _has_tool_table(candidate)):
+                return candidate
+    return None
+
+
+def _has_tool_table(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "[tool.tfcheck" in text
+
+
+def load_config(start: Path | None = None, explicit: Path | None = None) -> Config:
+    """Load the configuration for a run started at `start` (default: the current directory)."""
+    path = explicit or find_config_file(start or Path.cwd())
+    if path is None:
+        return Config(root=(start or Path.cwd()).resolve())
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table = document if path.name == "tfcheck.toml" else document.get("tool", {}).get("tfcheck", {})
+    return parse_table(table, path)
+
+
+def parse_table(table: Mapping[str, Any], path: Path) -> Config:
+    """Validate a `[tool.tfcheck]` table and build a Config from it."""
+    where = "[tool.tfcheck]" if path.name == "pyproject.toml" else "tfcheck.toml"
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {where}.{unknown[0]}; known keys: {', '.join(sorted(_KEYS))}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        target, convert = _KEYS[key]
+        values[target] = convert(value, f"{path}: {where}.{key}")
+    engine = EngineSettings(function_aliases=values.pop("function_aliases", ()),
+                            keras_call_is_graph=values.pop("keras_call_is_graph", False))
+    return Config(root=path.parent.resolve(), source=path, engine=engine, **values)
+
+
+def _codes(value: Any, where: str) -> tuple[str, ...]:
+    items = _strings(value, where)
+    for item in items:
+        if not (item == "ALL" or (item.startswith("TFC") and item[3:].isdigit() or item == "TFC")):
+            raise ConfigError(f"{where}: {item!r} is not a rule code or prefix such as 'TFC001' or 'TFC0'")
+    return items
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table of glob = [codes], got {value!r}")
+    return tuple((pattern, _codes(codes, f"{where}.{pattern!r}")) for pattern, codes in value.items())
+
+
+def _build(value: Any, where: str) -> BuildConfig:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table, got {value!r}")
+    known = {"target": _string, "cache-dir": _string, "tuning-db": _string, "shapes": _shapes}
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+    return BuildConfig(**{key.replace("-", "_"): known[key](item, f"{where}.{key}") for key, item in value.items()})
+
+
+def _shapes(value: Any, where: str) -> dict[str, list[Any]]:
+    if not isinstance(value, dict) or not all(isinstance(v, list) and v for v in value.values()):
+        raise ConfigError(f"{where}: expected a table of function = [shape entries], got {value!r}")
+    for name, entries in value.items():
+        for entry in entries:
+            if not _is_shape_entry(entry):
+                raise ConfigError(f"{where}.{name}: {entry!r} is not a shape (list of non-negative integers) "
+                                  "or a list of shapes (one per input)")
+    return dict(value)
+
+
+def _is_shape_entry(entry: Any) -> bool:
+    def is_shape(item: Any) -> bool:
+        return isinstance(item, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in item)
+
+    return is_shape(entry) or (isinstance(entry, list) and bool(entry) and all(is_shape(item) for item in entry))
+
+
+_KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "select": ("select", _codes),
+    "ignore": ("ignore", _codes),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
+    "exclude": ("exclude", _strings),
+    "respect-gitignore": ("respect_gitignore", _boolean),
+    "cache-dir": ("cache_dir", _string),
+    "function-aliases": ("function_aliases", _strings),
+    "keras-call-is-graph": ("keras_call_is_graph", _boolean),
+    "build": ("build", _build),
+}

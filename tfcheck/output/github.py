@@ -1,0 +1,28 @@
+"""`--format github`: GitHub Actions workflow commands, which show as annotations on pull requests."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from tfcheck.findings import Severity
+from tfcheck.output import OutputOptions
+from tfcheck.runner import RunResult
+
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
+    for f in result.findings:
+        properties = ",".join([
+            f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
+            f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={_escape_property(f'{f.code} {f.name}')}",
+        ])
+        stream.write(f"::{_LEVEL[f.severity]} {properties}::{_escape_data(f'{f.code} {f.message}')}\n")

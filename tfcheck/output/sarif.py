@@ -1,0 +1,72 @@
+"""`--format sarif`: SARIF 2.1.0, as GitHub code scanning accepts it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from tfcheck import __version__
+from tfcheck.findings import Finding, Severity
+from tfcheck.output import OutputOptions
+from tfcheck.rule import all_rules
+from tfcheck.runner import RunResult
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _rule_descriptor(rule: Any) -> dict[str, Any]:
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary()},
+        "fullDescription": {"text": rule.documentation()},
+        "help": {"text": rule.documentation(), "markdown": rule.documentation()},
+        "helpUri": f"https://tfcheck.invalid/rules/{rule.code}",
+        "defaultConfiguration": {"level": _LEVEL[rule.severity]},
+    }
+
+
+def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "ruleIndex": index[finding.code],
+        "level": _LEVEL[finding.severity],
+        "message": {"text": finding.message},
+        "locations": [{
+            "physicalLocation": {
+                "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
+                "region": {
+                    "startLine": finding.line, "startColumn": finding.column,
+                    "endLine": finding.end_line, "endColumn": max(finding.end_column, 1),
+                },
+            }
+        }],
+    }
+    if finding.suppressed:
+        result["suppressions"] = [{"kind": "inSource"}]
+    return result
+
+
+def document(findings: list[Finding]) -> dict[str, Any]:
+    """A SARIF log with one run holding `findings`."""
+    rules = list(all_rules())
+    index = {rule.code: i for i, rule in enumerate(rules)}
+    return {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "tfcheck", "version": __version__, "informationUri":
+                                "https://tfcheck.invalid", "rules": [_rule_descriptor(r) for r in rules]}},
+            "columnKind": "unicodeCodePoints",
+            "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "The folder tfcheck ran in"}}},
+            "results": [_result(f, index) for f in findings if f.code in index],
+        }],
+    }
+
+
+def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
+    suppressed = result.suppressed if options.show_suppressed else []
+    json.dump(document(result.findings + suppressed), stream, indent=2)
+    stream.write("\n")
+

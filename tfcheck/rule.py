@@ -1,0 +1,90 @@
+"""The shape every rule has, and the registry that discovers rules in `tfcheck.rules`.
+
+A rule is a class with a code, a name, a default severity, a docstring in the sections "What it does /
+Why is this bad / Example / Use instead", examples that must and must not be flagged (run by the
+tests), and a `check` method that reads FileFacts and yields Findings. Adding a rule means adding
+one module to `rules/`; nothing else lists rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import textwrap
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import ClassVar
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.findings import Finding, Fix, Severity
+
+
+class Rule:
+    """Base class of all rules."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.WARNING
+    must_flag: ClassVar[Sequence[str]] = ()
+    must_not_flag: ClassVar[Sequence[str]] = ()
+    # Set when the engine itself reports the rule (parse errors), so it has no check of its own.
+    reported_by_engine: ClassVar[bool] = False
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        raise NotImplementedError(f"{type(self).__name__} must implement check()")
+
+    def finding(self, facts: FileFacts, node: ast.AST, message: str, fix: Fix | None = None,
+                function: FunctionInfo | None = None) -> Finding:
+        """A finding of this rule spanning `node`.
+
+        With `function`, a function that is graph code only indirectly (called from graph code, traced
+        by tf.data, ...) gets the reason appended, so users see why code without a decorator is flagged.
+        """
+        line, column, end_line, end_column = facts.span(node)
+        reason = facts.graph_functions.get(function) if function is not None else None
+        if reason is not None and reason != "decorated with tf.function":
+            message = f"{message} [`{function.name}` is graph code: {reason}]"
+        return Finding(facts.path, line, column, end_line, end_column, self.code, self.name,
+                       self.severity, message, fix)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the documentation."""
+        return cls.documentation().splitlines()[0] if cls.__doc__ else cls.name
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in `tfcheck.rules`, sorted by code. Imports each rule module once."""
+    import tfcheck.rules as package
+
+    found: dict[str, type[Rule]] = {}
+    for module_info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{module_info.name}")
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
+                if obj.code in found:
+                    raise RuntimeError(f"rule code {obj.code} is defined twice: {found[obj.code]} and {obj}")
+                found[obj.code] = obj
+    return tuple(found[code] for code in sorted(found))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    """Look a rule up by code (`TFC001`) or name (`print-in-graph`)."""
+    wanted = code.strip()
+    for rule in all_rules():
+        if rule.code == wanted.upper() or rule.name == wanted.lower():
+            return rule
+    return None
+
+
+def matches(code: str, selectors: Sequence[str]) -> bool:
+    """Whether a code is selected by one of `selectors`: codes or prefixes (`TFC0`, `ALL`)."""
+    return any(s == "ALL" or code.startswith(s) for s in selectors)
