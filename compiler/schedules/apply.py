@@ -1,0 +1,80 @@
+"""``apply_default_schedules``: legalise, fuse and schedule a Relax module for a CPU without tuning."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import tvm
+from tvm import relax, s_tir, tirx
+from tvm.s_tir import dlight
+from tvm.target import Target
+
+from .contraction import schedule_contraction
+from .injective import schedule_injective
+
+logger = logging.getLogger(__name__)
+
+Rule = Callable[[tirx.PrimFunc, Target], "s_tir.Schedule | None"]
+
+
+def _dlight_reduction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+    """TVM's own CPU rule for row reductions mixed with elementwise blocks (softmax, layer norm)."""
+    result = dlight.cpu.Reduction().apply(func, target, False)
+    return result[0] if isinstance(result, list) else result
+
+
+# First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
+RULES: tuple[Rule, ...] = (schedule_contraction, _dlight_reduction, schedule_injective)
+
+
+def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc | None:
+    """The scheduled version of one PrimFunc, or None to keep it unscheduled.
+
+    A rule that fails on a function is logged and skipped, so one odd operator never stops the build.
+    """
+    for rule in RULES:
+        try:
+            sch = rule(func, target)
+        except Exception as error:  # noqa: BLE001 - TVM raises many kinds; any of them means "rule does not fit"
+            logger.info("schedule rule %s failed on %s: %s", rule.__name__, name, error)
+            continue
+        if sch is not None:
+            return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    return None
+
+
+def _legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators."""
+    passes = [
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination(),
+    ]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """Apply the first matching rule to every unscheduled PrimFunc of an already legalised module."""
+    updated = {}
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc) and not func.attrs.get("tirx.is_scheduled", False):
+            scheduled = _schedule_function(gvar.name_hint, func, target)
+            if scheduled is not None:
+                updated[gvar] = scheduled
+    for gvar, func in updated.items():
+        mod[gvar] = func
+    return mod
+
+
+def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """Legalise, fuse and schedule a Relax module (as imported from TFLite) for a CPU target.
+
+    The result is ready for ``tvm.compile(mod, target=target)``: the default CPU pipeline's
+    legalisation and fusion passes find nothing left to do and keep the schedules.
+    """
+    return schedule_module(_legalize_and_fuse(mod, target), target)

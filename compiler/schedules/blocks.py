@@ -1,0 +1,47 @@
+"""Read-only questions about the blocks of a PrimFunc that the schedule rules ask before changing it."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+SBlockRV = s_tir.schedule.SBlockRV
+
+
+def child_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
+    """The top-level blocks of the function, in program order."""
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def is_reduction(sch: s_tir.Schedule, block: SBlockRV) -> bool:
+    """Whether the block has a reduction iterator (matmul, conv, pooling, sums)."""
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+def iter_kinds(sch: s_tir.Schedule, block: SBlockRV) -> str:
+    """'S'/'R' per block iterator, e.g. 'SSSSRRR' for conv2d."""
+    return "".join("R" if iv.iter_type == tirx.IterVar.CommReduce else "S" for iv in sch.get(block).iter_vars)
+
+
+def innermost_index(region: tvm.ir.TensorRegion) -> tirx.Expr | None:
+    """The index expression of a single-element access along the buffer's last (contiguous) axis."""
+    if not region.region:
+        return None
+    last = region.region[-1]
+    return last.min if isinstance(last.extent, tirx.IntImm) and last.extent.value == 1 else None
+
+
+def is_var(expr: tirx.Expr | None, var: tirx.Var) -> bool:
+    """Whether ``expr`` is exactly ``var`` (a contiguous access when it is the innermost index)."""
+    return isinstance(expr, tirx.Var) and expr.same_as(var)
+
+
+def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:
+    """Bit width of the element type the block writes (sets the vector lanes)."""
+    return tvm.DataType(sch.get(block).writes[0].source.dtype).bits if sch.get(block).writes else 32
+
+
+def extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int | None:
+    """The constant extent of a loop, or None when it is symbolic."""
+    value = sch.get(loop).extent
+    return int(value.value) if isinstance(value, tirx.IntImm) else None

@@ -1,0 +1,129 @@
+"""The rule for reductions whose innermost output axis is contiguous: matmul, conv2d, depthwise, pooling.
+
+All of them are ``out[..., rows, cols] = reduce over r of f(inputs)`` where ``cols`` (the output
+channels for NHWC convolutions, N for matmul) is the last axis of the output and of at least one
+input. The rule builds the classic CPU micro-kernel around that:
+
+- a register tile of ``rows x cols`` accumulators (``cols`` a few whole vectors), kept in registers
+  by computing it into a small intermediate and unrolling over ``rows``;
+- all reduction loops between the outer (parallel) loops and the register tile;
+- the bias/activation epilogue computed right after each tile, while it is still in cache;
+- outer tiles fused into one loop, split over the cores;
+- zero-padding and other producers left as their own (parallel, vectorised) loops, so the
+  micro-kernel has no conditionals.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+from tvm.target import Target
+
+from . import blocks, injective, target as cpu
+from .tiling import register_tile
+
+SBlockRV = s_tir.schedule.SBlockRV
+LoopRV = s_tir.schedule.LoopRV
+
+
+def _main_block(sch: s_tir.Schedule) -> SBlockRV | None:
+    """The single reduction block of the function, when its shape fits the micro-kernel."""
+    reductions = [b for b in blocks.child_blocks(sch) if blocks.is_reduction(sch, b)]
+    if len(reductions) != 1:
+        return None
+    main = reductions[0]
+    kinds = blocks.iter_kinds(sch, main)
+    loops = sch.get_loops(main)
+    if len(loops) != len(kinds) or "RS" in kinds or not kinds.startswith("S"):
+        return None
+    if any(blocks.extent(sch, loop) is None for loop in loops):
+        return None
+    return main if _cols_axis_is_contiguous(sch.get(main)) else None
+
+
+def _cols_axis_is_contiguous(block: tirx.SBlock) -> bool:
+    """Whether the last spatial iterator indexes the last axis of the output and of some input."""
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
+    cols = spatial[-1]
+    if not block.writes or not blocks.is_var(blocks.innermost_index(block.writes[0]), cols):
+        return False
+    return any(blocks.is_var(blocks.innermost_index(read), cols) for read in block.reads)
+
+
+def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
+    """Index of the spatial loop to tile into register rows: the innermost one (before cols) longer than 1."""
+    for index in range(len(spatial) - 2, -1, -1):
+        if blocks.extent(sch, spatial[index]) > 1:
+            return index
+    return None
+
+
+def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV) -> SBlockRV | None:
+    """Inline the elementwise chain after ``main`` into its last block and return that block.
+
+    Raises ScheduleError when a consumer is not inlinable, which makes the rule give up.
+    """
+    after = blocks.child_blocks(sch)
+    names = [sch.get(b).name_hint for b in after]
+    tail = after[names.index(sch.get(main).name_hint) + 1 :]
+    for block in tail[:-1]:
+        sch.compute_inline(block)
+    return tail[-1] if tail else None
+
+
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV]:
+    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it."""
+    kinds = blocks.iter_kinds(sch, main)
+    loops = sch.get_loops(main)
+    spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
+    lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
+    rows_index = _rows_loop(sch, spatial)
+    rows_extent = blocks.extent(sch, spatial[rows_index]) if rows_index is not None else 1
+    rows, cols = register_tile(rows_extent, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
+    cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
+    outer = [cols_outer]
+    rows_inner = None
+    for index, loop in enumerate(spatial[:-1]):
+        if index == rows_index:
+            rows_outer, rows_inner = sch.split(loop, factors=[None, rows])
+            outer.append(rows_outer)
+        else:
+            outer.append(loop)
+    inner = [rows_inner] if rows_inner is not None else []
+    sch.reorder(*outer, *reduction, *inner, cols_inner)
+    return sch.fuse(*outer), rows_inner, cols_inner
+
+
+def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, target: Target) -> None:
+    """Compute the epilogue (or a plain write-back) per tile, vectorised along its last axis."""
+    epilogue = _consumers_to_epilogue(sch, main)
+    if epilogue is None:
+        epilogue = sch.cache_write(main, 0, "global")
+    sch.reverse_compute_at(epilogue, fused, preserve_unit_loops=True)
+    sch.vectorize(sch.get_loops(epilogue)[-1])
+
+
+def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> None:
+    """Give the blocks before ``main`` (zero padding, casts) the elementwise schedule."""
+    for block in blocks.child_blocks(sch):
+        if sch.get(block).name_hint == sch.get(main).name_hint:
+            return
+        injective.schedule_block(sch, block, target)
+
+
+def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern."""
+    sch = s_tir.Schedule(func)
+    main = _main_block(sch)
+    if main is None:
+        return None
+    _schedule_producers(sch, main, target)
+    fused, rows_inner, cols_inner = _tile(sch, main, target)
+    _schedule_epilogue(sch, main, fused, target)
+    if rows_inner is not None:
+        sch.unroll(rows_inner)
+    sch.vectorize(cols_inner)
+    if cpu.num_cores(target) > 1 and blocks.extent(sch, fused) > 1:
+        sch.parallel(fused)
+    # After vectorize: the update block without its init no longer counts as a reduction block.
+    sch.decompose_reduction(main, sch.get_loops(main)[1])
+    return sch

@@ -1,0 +1,46 @@
+"""Pure tile-size arithmetic, kept apart from TIR so it can be tested on plain integers.
+
+Tiles are always divisors of the loop extent: a split with a remainder leaves a predicate in the
+innermost loop, which stops TVM's vectoriser and costs more than a slightly smaller tile.
+"""
+
+from __future__ import annotations
+
+
+def divisors(extent: int) -> list[int]:
+    """All divisors of ``extent`` in increasing order."""
+    small = [d for d in range(1, int(extent**0.5) + 1) if extent % d == 0]
+    return sorted(set(small + [extent // d for d in small]))
+
+
+def _alignment(value: int, lanes: int) -> int:
+    """The largest power of two that divides ``value``, capped at ``lanes``: how well it fills vectors."""
+    return min(value & -value, lanes)
+
+
+def vector_tile(extent: int, lanes: int, max_vectors: int) -> int:
+    """Width of the vectorised tile over an output axis of ``extent`` elements.
+
+    Prefers tiles that fill whole vectors (e.g. 32 of 512 with 16 lanes), then wider tiles; 1000
+    becomes 40 (two full vectors and a half), 10 stays 10.
+    """
+    limit = max(lanes * max_vectors, 1)
+    candidates = [d for d in divisors(extent) if d <= limit]
+    return max(candidates, key=lambda d: (_alignment(d, lanes), d))
+
+
+def row_tile(extent: int, max_rows: int) -> int:
+    """Rows of the register tile over the second output axis: the largest divisor up to ``max_rows``."""
+    return max(d for d in divisors(extent) if d <= max_rows)
+
+
+def register_tile(rows_extent: int, cols_extent: int, lanes: int, budget: int) -> tuple[int, int]:
+    """(rows, cols) of a register tile of accumulators that fits in ``budget`` vector registers.
+
+    More independent accumulators hide the FMA latency; a single row (GEMV) therefore gets more
+    vectors across the columns.
+    """
+    rows = row_tile(rows_extent, max_rows=8)
+    vectors = max(1, min(budget // rows, 8 if rows == 1 else 4))
+    cols = vector_tile(cols_extent, lanes, vectors)
+    return rows, cols
