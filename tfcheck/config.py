@@ -129,7 +129,7 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> Conf
     """Load the configuration for a run started at `start` (default: the current directory)."""
     path = explicit or find_config_file(start or Path.cwd())
     if path is None:
-        return Config(root=(start or Path.cwd()).resolve())
+        return Config(root=Path.cwd().resolve())
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

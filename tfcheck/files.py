@@ -84,7 +84,8 @@ def _read_gitignore(directory: Path) -> list[_IgnorePattern]:
         text = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    return [p for p in (_compile_gitignore_line(line, directory) for line in text.splitlines()) if p]
+    base = directory.absolute()
+    return [p for p in (_compile_gitignore_line(line, base) for line in text.splitlines()) if p]
 
 
 def _is_ignored(path: Path, is_dir: bool, patterns: Sequence[_IgnorePattern]) -> bool:
@@ -140,7 +141,7 @@ def discover(paths: Sequence[Path], config: Config, force_exclude: bool = False)
 
 def _walk(root: Path, config: Config) -> Iterator[Path]:
     """Python files under `root`, skipping ignored and excluded folders; never follows symlinked folders."""
-    inherited = _inherited_gitignores(root.resolve(), config.root.resolve()) if config.respect_gitignore else []
+    inherited = _inherited_gitignores(root.absolute(), config.root) if config.respect_gitignore else []
     stack: list[tuple[Path, list[_IgnorePattern]]] = [(root, inherited)]
     while stack:
         directory, patterns = stack.pop()
@@ -160,7 +161,7 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
                 continue
             if config.exclude and config.is_excluded(config.relative(path)):
                 continue
-            if patterns and _is_ignored(path.resolve() if entry.is_symlink() else path.absolute(), is_dir, patterns):
+            if patterns and _is_ignored(path.absolute(), is_dir, patterns):
                 continue
             if is_dir:
                 stack.append((path, patterns))

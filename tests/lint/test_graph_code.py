@@ -1,0 +1,301 @@
+"""Which functions the engine treats as graph code: every spelling in the foundation issue."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tfcheck.engine import EngineSettings, analyze_source
+
+
+def graph_names(code: str, settings: EngineSettings | None = None) -> set[str]:
+    facts = analyze_source("m.py", textwrap.dedent(code), "m", settings)
+    return {info.qualname for info in facts.graph_functions}
+
+
+GRAPH = {
+    "decorator": """
+        import tensorflow as tf
+        @tf.function
+        def f(x): return x
+    """,
+    "decorator call": """
+        import tensorflow as tf
+        @tf.function(jit_compile=True, reduce_retracing=True)
+        def f(x): return x
+    """,
+    "plain import": """
+        import tensorflow
+        @tensorflow.function
+        def f(x): return x
+    """,
+    "from import": """
+        from tensorflow import function
+        @function
+        def f(x): return x
+    """,
+    "from import alias": """
+        from tensorflow import function as tff
+        @tff()
+        def f(x): return x
+    """,
+    "compat v2": """
+        import tensorflow.compat.v2 as tf
+        @tf.function
+        def f(x): return x
+    """,
+    "internal def_function": """
+        from tensorflow.python.eager import def_function
+        @def_function.function
+        def f(x): return x
+    """,
+    "method": """
+        import tensorflow as tf
+        class M(tf.Module):
+            @tf.function
+            def f(self, x): return x
+    """,
+    "tf.function(f)": """
+        import tensorflow as tf
+        def f(x): return x
+        g = tf.function(f, input_signature=[tf.TensorSpec([None])])
+    """,
+    "tf.function(self.method)": """
+        import tensorflow as tf
+        class M:
+            def __init__(self):
+                self.g = tf.function(self.f)
+            def f(self, x): return x
+    """,
+    "dataset map": """
+        import tensorflow as tf
+        def f(x): return x
+        ds = tf.data.Dataset.range(10).map(f)
+    """,
+    "dataset filter keyword": """
+        import tensorflow as tf
+        def f(x): return x > 1
+        ds = tf.data.Dataset.range(10)
+        ds = ds.filter(predicate=f)
+    """,
+    "dataset flat_map interleave reduce": """
+        import tensorflow as tf
+        def f(x): return x
+        ds = tf.data.Dataset.range(10).batch(2).flat_map(f)
+    """,
+    "map_fn": """
+        import tensorflow as tf
+        def f(x): return x
+        y = tf.map_fn(f, tf.range(3))
+    """,
+    "while_loop body and cond": """
+        import tensorflow as tf
+        def f(i): return i < 3
+        y = tf.while_loop(f, lambda i: i + 1, [0])
+    """,
+    "cond": """
+        import tensorflow as tf
+        def f(): return 1
+        y = tf.cond(tf.constant(True), f, lambda: 2)
+    """,
+    "switch_case": """
+        import tensorflow as tf
+        def f(): return 1
+        y = tf.switch_case(tf.constant(0), [f, lambda: 2])
+    """,
+    "vectorized_map": """
+        import tensorflow as tf
+        def f(x): return x
+        y = tf.vectorized_map(f, tf.range(3))
+    """,
+    "keras train_step": """
+        import keras
+        class M(keras.Model):
+            def train_step(self, data): return self.f(data)
+            def f(self, data): return data
+    """,
+    "transitive": """
+        import tensorflow as tf
+        def f(x): return x
+        @tf.function
+        def g(x): return f(x)
+    """,
+    "transitive through self": """
+        import tensorflow as tf
+        class M(tf.keras.Model):
+            def train_step(self, data):
+                return self.f(data)
+            def f(self, data): return data
+    """,
+}
+
+
+@pytest.mark.parametrize("code", GRAPH.values(), ids=GRAPH.keys())
+def test_graph_code(code: str) -> None:
+    assert any(name.split(".")[-1] in ("f", "<lambda>") for name in graph_names(code)), code
+
+
+NOT_GRAPH = {
+    "plain function": """
+        import tensorflow as tf
+        def f(x): return x
+    """,
+    "py_function target": """
+        import tensorflow as tf
+        def f(x): return x
+        @tf.function
+        def g(x): return tf.py_function(f, [x], tf.float32)
+    """,
+    "numpy_function target": """
+        import tensorflow as tf
+        def f(x): return x
+        @tf.function
+        def g(x): return tf.numpy_function(func=f, inp=[x], Tout=tf.float32)
+    """,
+    "called only under init_scope": """
+        import tensorflow as tf
+        def f(): return 1
+        @tf.function
+        def g(x):
+            with tf.init_scope():
+                f()
+            return x
+    """,
+    "another library's function decorator": """
+        import other
+        @other.function
+        def f(x): return x
+    """,
+    "map of a non-dataset": """
+        def f(x): return x
+        ys = list(map(f, [1, 2]))
+        pool = Pool()
+        pool.map(f, [1, 2])
+    """,
+    "keras call without config": """
+        import keras
+        class L(keras.layers.Layer):
+            def f(self, x): return x
+            def call(self, x): return self.f(x)
+    """,
+    "train_step of a non-model": """
+        class Trainer:
+            def train_step(self, batch): return self.f(batch)
+            def f(self, batch): return batch
+    """,
+    "shadowed tf": """
+        import tensorflow as tf
+        def outer(tf):
+            @tf.function
+            def f(x): return x
+    """,
+}
+
+
+@pytest.mark.parametrize("code", NOT_GRAPH.values(), ids=NOT_GRAPH.keys())
+def test_not_graph_code(code: str) -> None:
+    assert not any(name.split(".")[-1] == "f" for name in graph_names(code)), code
+
+
+def test_function_alias_from_config() -> None:
+    code = """
+        from tf_agents.utils import common
+        @common.function
+        def f(x): return x
+    """
+    assert graph_names(code) == set()
+    assert graph_names(code, EngineSettings(function_aliases=("tf_agents.utils.common.function",))) == {"f"}
+
+
+def test_keras_call_when_configured() -> None:
+    code = """
+        import tensorflow as tf
+        class L(tf.keras.layers.Layer):
+            def call(self, x): return x
+        class Sub(L):
+            def call(self, x): return x
+    """
+    assert graph_names(code) == set()
+    assert graph_names(code, EngineSettings(keras_call_is_graph=True)) == {"L.call", "Sub.call"}
+
+
+def test_reasons_say_why() -> None:
+    facts = analyze_source("m.py", textwrap.dedent("""
+        import tensorflow as tf
+        def helper(x): return x
+        @tf.function
+        def f(x): return helper(x)
+    """), "m")
+    reasons = {info.qualname: reason for info, reason in facts.graph_functions.items()}
+    assert reasons["f"] == "decorated with tf.function"
+    assert "called from f (line 5)" in reasons["helper"]
+
+
+def test_cross_file_helpers_are_graph_code(project, run_cli) -> None:
+    root = project({
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def helper(x):\n    print(x)\n    return x\n\ndef unused(x):\n    print(x)\n",
+        "pkg/deep.py": "from pkg import util\n\ndef middle(x):\n    return util.helper(x)\n",
+        "pkg/main.py": "import tensorflow as tf\nfrom pkg.deep import middle\n\n@tf.function\ndef f(x):\n    return middle(x)\n",
+    })
+    result = run_cli(root, "check", "--format", "json", ".")
+    import json
+
+    flagged = {(f["path"], f["line"]) for f in json.loads(result.stdout)}
+    assert flagged == {("pkg/util.py", 2)}
+
+
+def test_rebound_names() -> None:
+    facts = analyze_source("m.py", textwrap.dedent("""
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        if flag:
+            mode = 1
+        else:
+            mode = 2
+        once = 1
+        twice = 1
+        twice = 2
+        looped = 0
+        for i in range(3):
+            looped = i
+        via_global = 0
+        def bump():
+            global via_global
+            via_global += 1
+        def outer():
+            count = 0
+            def inner():
+                nonlocal count
+                count = 1
+            fixed = 1
+            return inner, fixed
+    """), "m")
+    module = facts.module_scope
+    rebound = {name for name in module.bindings if facts.is_rebound(module, name)}
+    assert rebound == {"twice", "looped", "via_global", "i"}
+    outer = next(info for info in facts.functions if info.name == "outer")
+    assert facts.is_rebound(outer.scope, "count") and not facts.is_rebound(outer.scope, "fixed")
+
+
+def test_value_kinds() -> None:
+    facts = analyze_source("m.py", textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+        def gen():
+            yield 1
+        a = [1, 2]
+        b = np.zeros(3)
+        c = iter(a)
+        d = gen()
+        e = tf.Variable(1.0)
+        f = tf.data.Dataset.range(3).batch(2)
+        g = tf.constant(1)
+        h = {}
+    """), "m")
+    kinds = {b.name: facts.kinds(b.value) for bs in facts.module_scope.bindings.values() for b in bs if b.value}
+    assert kinds == {"a": {"list"}, "b": {"ndarray"}, "c": {"iterator"}, "d": {"iterator"}, "e": {"variable"},
+                     "f": {"dataset"}, "g": {"tensor"}, "h": {"dict"}}
