@@ -1,0 +1,172 @@
+"""Artifacts and the content-addressed cache (docs/artifact-format.md).
+
+An artifact is a folder `<cache>/<key>/` with `manifest.json` and `lib.so`. Why the design:
+
+- The key hashes everything the compiled code depends on (frozen graph, input specs, target,
+  compile options, tool versions), so a lookup can never return code built from something else.
+- An entry is built in a private temporary folder inside the cache and renamed into place in one
+  `rename`: readers see a complete entry or none, and two builds racing on the same key both end
+  with the same complete entry (the loser discards its copy).
+- An entry whose manifest is unreadable or whose library no longer matches its SHA-256 is moved
+  out of the way (again by rename) and rebuilt, never used.
+- `index.json` is only an acceleration structure for listing; it is rewritten under a file lock
+  and can always be rebuilt from the manifests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tfcheck.compiler.targets import canonical_json
+from tfcheck.runtime.target import file_sha256
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+INDEX = "index.json"
+_TEMP = ".tmp"
+
+
+def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str, Any],
+              compile_options: dict[str, Any], versions: dict[str, str]) -> str:
+    """SHA-256 over the format version, frozen graph, input specs, target, options and versions."""
+    parts = {
+        "format_version": FORMAT_VERSION,
+        "graph_sha256": graph_sha256,
+        "inputs": inputs,
+        "target": canonical_json(target),
+        "compile_options": compile_options,
+        "versions": versions,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+class ArtifactCache:
+    """A folder of artifacts by key; safe for concurrent builds on one file system."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def entry(self, key: str) -> Path:
+        return self.root / key
+
+    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(manifest, None) for a valid entry; (None, why) when the entry is corrupt, after moving
+        it out of the way; (None, None) when there is none."""
+        folder = self.entry(key)
+        if not folder.exists():
+            return None, None
+        problem = entry_problem(folder)
+        if problem is None:
+            return json.loads((folder / MANIFEST).read_text(encoding="utf-8")), None
+        self._discard(folder)
+        return None, problem
+
+    def new_staging(self) -> Path:
+        """A private folder inside the cache (same file system, so the final rename is atomic)."""
+        staging = self.root / _TEMP / uuid.uuid4().hex
+        staging.mkdir(parents=True)
+        return staging
+
+    def commit(self, staging: Path, manifest: dict[str, Any]) -> Path:
+        """Write the manifest into `staging` and rename it to its key; if another build got there
+        first with a valid entry, keep theirs."""
+        _write_json(staging / MANIFEST, manifest)
+        final = self.entry(manifest["key"])
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if entry_problem(final) is not None:
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
+        self._index_add(manifest)
+        return final
+
+    def discard_staging(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _discard(self, folder: Path) -> None:
+        """Move a corrupt entry aside atomically, then delete it (another build may race us)."""
+        trash = self.root / _TEMP / f"corrupt-{uuid.uuid4().hex}"
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(folder, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _index_add(self, manifest: dict[str, Any]) -> None:
+        """Record the entry in index.json (read-modify-write under the cache's lock)."""
+        with self._locked():
+            index_path = self.root / INDEX
+            try:
+                index = json.loads(index_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                index = {}
+            index[manifest["key"]] = {
+                "function": manifest["function"], "qualname": manifest["qualname"],
+                "device": manifest["device"], "inputs": manifest["inputs"], "created": manifest["created"],
+            }
+            _write_json(index_path, index)
+
+
+def entry_problem(folder: Path) -> str | None:
+    """Why an artifact folder cannot be used (None when it can)."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        return f"unreadable manifest ({type(error).__name__})"
+    library = folder / str(manifest.get("library", ""))
+    if not library.is_file():
+        return "library file missing"
+    if file_sha256(library) != manifest.get("library_sha256"):
+        return "library does not match its SHA-256"
+    return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write through a temporary file and `os.replace`, so readers never see half a file."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shape_tag(inputs: list[dict[str, Any]]) -> str:
+    """`1x224x224x3` (inputs joined by `_`), to tell apart the artifacts of one function."""
+    return "_".join("x".join(str(d) for d in spec["shape"]) or "scalar" for spec in inputs)
+
+
+def export_artifact(folder: Path, out_dir: Path, name: str) -> Path:
+    """Copy an artifact to `out_dir/name`, replacing an older export of the same name atomically
+    enough for deployment folders: copy beside it, then swap."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    destination = out_dir / name
+    staging = out_dir / f".{name}.{uuid.uuid4().hex}"
+    shutil.copytree(folder, staging)
+    if destination.exists():
+        old = out_dir / f".{name}.old.{uuid.uuid4().hex}"
+        os.rename(destination, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.rename(staging, destination)
+    return destination

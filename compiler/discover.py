@@ -1,0 +1,149 @@
+"""Finding `@tfcheck.aot` functions statically, with the linter's engine (nothing is imported).
+
+Recognised spellings, through the engine's name resolution (so `import tfcheck as tc` or
+`from tfcheck import aot` work too)::
+
+    @tfcheck.aot                      @tfcheck.aot(name=..., targets=[...], shapes=[...])
+    @tf.function(...)                 @tf.function(...)
+    def f(x): ...                     def g(x): ...
+
+    h = tfcheck.aot(tf.function(k))   h = tfcheck.aot(name="h")(k_tf_function)   (module level)
+
+Only module-level names can be imported and built; a decorated method or nested function is
+reported as such instead of being skipped silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfcheck.engine import ParseFailure, analyze_file
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.modules import module_name_for
+
+AOT = "tfcheck.aot"
+
+
+@dataclass(frozen=True)
+class AnnotatedFunction:
+    """One `@tfcheck.aot` function as written in a file."""
+
+    path: Path
+    module: str  # dotted module name, importable with `root` on sys.path
+    root: Path
+    qualname: str  # the module-level name the wrapper is bound to
+    line: int  # first line, decorators included
+    end_line: int
+    name: str | None = None  # `name=` literal, if given
+    shapes: list[Any] | None = None  # `shapes=` literal, if given
+    problem: str | None = None  # why it cannot be built (e.g. a method)
+
+    @property
+    def label(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
+@dataclass
+class DiscoveryResult:
+    functions: list[AnnotatedFunction] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def resolve_module_argument(argument: str, search_path: Sequence[str] | None = None) -> Path | None:
+    """The file of a dotted module name (`pkg.models`), found without importing anything."""
+    relative = Path(*argument.split("."))
+    for base in [str(Path.cwd()), *(search_path if search_path is not None else sys.path)]:
+        for candidate in (Path(base or ".") / relative.with_suffix(".py"), Path(base or ".") / relative / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def import_root(path: Path, module: str) -> Path:
+    """The sys.path entry from which `module` (the dotted name of `path`) imports."""
+    root = path.resolve().parent
+    levels = module.count(".") + (1 if path.name == "__init__.py" else 0)
+    for _ in range(levels):
+        root = root.parent
+    return root
+
+
+def discover(files: Sequence[Path], config: object | None = None) -> DiscoveryResult:
+    """The annotated functions of `files`, in file and line order; unreadable files are errors."""
+    result = DiscoveryResult()
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as error:
+            result.errors.append(f"{path}: cannot read: {error.strerror}")
+            continue
+        if "aot" not in text:  # cheap pre-filter: no spelling of the decorator can avoid "aot"
+            continue
+        try:
+            facts = analyze_file(path, config)
+        except ParseFailure as failure:
+            result.errors.append(f"{failure.path}:{failure.line}: {failure.message}")
+            continue
+        result.functions.extend(sorted(_annotated(facts, path), key=lambda f: f.line))
+    return result
+
+
+def _annotated(facts: FileFacts, path: Path) -> Iterator[AnnotatedFunction]:
+    module, _ = module_name_for(path)
+    root = import_root(path, module)
+    for info in facts.functions:
+        if isinstance(info.node, ast.Lambda):
+            continue
+        for decorator in info.node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            if facts.resolve(call.func if call else decorator) != AOT:
+                continue
+            first = min([info.node.lineno, *(d.lineno for d in info.node.decorator_list)])
+            problem = None if info.parent is None and info.cls is None else (
+                f"{info.qualname} is not a module-level function: tfcheck build imports functions by "
+                "module-level name; move it to module level")
+            yield _make(path, module, root, info.qualname, first, info.node.end_lineno or first,
+                        call, problem)
+    yield from _module_level_calls(facts, path, module, root)
+
+
+def _module_level_calls(facts: FileFacts, path: Path, module: str, root: Path) -> Iterator[AnnotatedFunction]:
+    """`name = tfcheck.aot(fn)` and `name = tfcheck.aot(options...)(fn)` at module level."""
+    for statement in facts.source.tree.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.Call)):
+            continue
+        call = statement.value
+        options = call.func if isinstance(call.func, ast.Call) else call
+        if facts.resolve(options.func) != AOT or not call.args:
+            continue
+        wrapped = facts.function_target(call.args[0])
+        line, end = (wrapped[0].node.lineno, wrapped[0].node.end_lineno) if wrapped else (statement.lineno, statement.end_lineno)
+        start = min(line, statement.lineno)
+        yield _make(path, module, root, statement.targets[0].id, start, max(end or start, statement.end_lineno or start),
+                    options, None)
+
+
+def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_line: int,
+          call: ast.Call | None, problem: str | None) -> AnnotatedFunction:
+    keywords = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
+    return AnnotatedFunction(
+        path=path, module=module, root=root, qualname=qualname, line=line, end_line=end_line,
+        name=_literal(keywords.get("name")), shapes=_literal(keywords.get("shapes")), problem=problem,
+    )
+
+
+def _literal(node: ast.expr | None) -> Any:
+    """The value of a literal keyword argument; None when absent or not a literal (the traced
+    wrapper's `aot_options` is authoritative anyway)."""
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return None

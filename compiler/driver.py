@@ -1,0 +1,312 @@
+"""`tfcheck build` in the main process: discover, lint, trace, look up, compile, verify, store.
+
+Nothing here imports TensorFlow; TVM is imported only for the host target and the importer's
+operator table. Each function goes through its own child processes (`compiler/trace.py`, then
+`compiler/pipeline.py`), and every failure becomes a `BuildRecord` with a message, so one broken
+function never stops the others.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tfcheck import __version__
+from tfcheck.compiler.artifact import (
+    FORMAT_VERSION,
+    ArtifactCache,
+    cache_key,
+    export_artifact,
+    now_utc,
+    shape_tag,
+)
+from tfcheck.compiler.child import run_child
+from tfcheck.compiler.discover import AnnotatedFunction
+from tfcheck.compiler.importer import unimportable
+from tfcheck.compiler.pipeline import LIBRARY
+from tfcheck.compiler.targets import describe, device_of
+from tfcheck.runtime.target import file_sha256
+
+SEED = 0
+
+
+@dataclass
+class BuildOptions:
+    """What the command line (and config) decided for this run."""
+
+    target: dict[str, Any]
+    cache_dir: Path
+    out_dir: Path | None = None
+    lint: bool = True
+    dry_run: bool = False
+    shapes: dict[str, list[Any]] = field(default_factory=dict)  # config: qualname -> entries
+    tuning: dict[str, Any] | None = None
+    config: Any = None  # tfcheck.config.Config, for the lint gate
+    timeout: float = 1800.0
+
+
+@dataclass
+class BuildRecord:
+    """One row of the final table: one function, one shape entry, one target."""
+
+    function: str  # module.qualname
+    name: str
+    target: str
+    status: str  # built, cached, failed, checked (dry run)
+    seconds: float = 0.0
+    ops: int | None = None
+    operators: list[dict[str, Any]] = field(default_factory=list)
+    unsupported: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    verified: bool | None = None
+    size: int | None = None
+    artifact: str | None = None
+    exported: str | None = None
+    message: str | None = None
+    op: str | None = None
+
+
+class Reporter(Protocol):
+    def stage(self, function: AnnotatedFunction, stage: str) -> None: ...
+
+    def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None: ...
+
+
+def versions(tensorflow: str) -> dict[str, str]:
+    """The tool versions that go into the cache key and the manifest."""
+    return {"tfcheck": __version__, "tvm": importlib.metadata.version("apache-tvm"), "tensorflow": tensorflow}
+
+
+def compile_options(options: BuildOptions) -> dict[str, Any]:
+    """The compile choices that change the generated code, for the cache key."""
+    if device_of(options.target) == "cuda":
+        return {"schedules": "dlight-gpu"}
+    if options.tuning:
+        return {"schedules": "metaschedule", "trials": options.tuning["trials"]}
+    return {"schedules": "tfcheck-default"}
+
+
+def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporter: Reporter) -> list[BuildRecord]:
+    """Build every function; the records come back in order, failures included."""
+    records: list[BuildRecord] = []
+    lint = _LintGate(options.config) if options.lint else None
+    work_root = Path(tempfile.mkdtemp(prefix="tfcheck-build-"))
+    try:
+        for index, function in enumerate(functions):
+            started = time.monotonic()
+            result = _build_one(function, options, lint, work_root / str(index),
+                                lambda stage, f=function: reporter.stage(f, stage))
+            for record in result:
+                record.seconds = round(time.monotonic() - started, 2)
+            reporter.done(function, result)
+            records.extend(result)
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
+    return records
+
+
+def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
+               work_dir: Path, on_stage: Callable[[str], None]) -> list[BuildRecord]:
+    target_label = describe(options.target)
+    failed = BuildRecord(function.label, function.name or function.qualname, target_label, "failed")
+    if function.problem:
+        failed.message = function.problem
+        return [failed]
+    if lint is not None:
+        on_stage("lint")
+        blocking = lint.errors_in(function)
+        if blocking:
+            failed.message = "error-level findings would be frozen into the artifact (--no-lint skips " \
+                             "this check):\n" + "\n".join(blocking)
+            return [failed]
+    traced = run_child("tfcheck.compiler.trace", _trace_request(function, options, work_dir), work_dir,
+                       on_stage=on_stage, timeout=options.timeout)
+    if traced.result is None:
+        failed.message, failed.op = f"{function.label}: {traced.error}", traced.op
+        return [failed]
+    name = traced.result["name"]
+    variants = traced.result["variants"]
+    return [
+        _build_variant(function, options, traced.result, variant, name, len(variants) > 1, on_stage)
+        for variant in variants
+    ]
+
+
+def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> dict[str, Any]:
+    """What the tracing child needs; `cache` lets it stop right after freezing when the cache
+    already holds the artifact (not in a dry run, which reports the operators)."""
+    config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
+    versions_without_tf = {k: v for k, v in versions("").items() if k != "tensorflow"}
+    cache = None if options.dry_run else {
+        "dir": str(options.cache_dir), "target": options.target,
+        "compile_options": compile_options(options), "versions": versions_without_tf,
+    }
+    return {"root": str(function.root), "module": function.module, "qualname": function.qualname,
+            "config_shapes": config_shapes, "work_dir": str(work_dir), "seed": SEED, "cache": cache}
+
+
+def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
+                   variant: dict[str, Any], name: str, several: bool,
+                   on_stage: Callable[[str], None]) -> BuildRecord:
+    export_name = f"{name}__{shape_tag(variant['inputs'])}" if several else name
+    cache = ArtifactCache(options.cache_dir)
+    if variant.get("key"):
+        return _from_cache(function, options, variant["key"], name, export_name, cache)
+    record = BuildRecord(function.label, name, describe(options.target), "checked",
+                         ops=sum(op["count"] for op in variant["operators"]),
+                         operators=variant["operators"], unsupported=unimportable(variant["operators"]),
+                         inputs=variant["inputs"])
+    if record.unsupported:
+        record.status = "failed"
+        record.op = ", ".join(op["op"] for op in record.unsupported)
+        record.message = f"{function.label}: TVM's TFLite importer cannot import " + "; ".join(
+            f"{op['op']} (from TensorFlow node {op['example']!r})" for op in record.unsupported)
+        return record
+    if options.dry_run:
+        return record
+    build_versions = versions(traced["tensorflow"])
+    key = cache_key(variant["graph_sha256"], variant["inputs"], options.target, compile_options(options),
+                    build_versions)
+    manifest, corrupt = cache.lookup(key)
+    if manifest is None:
+        manifest = _compile_and_store(function, options, traced, variant, name, key, build_versions,
+                                      cache, record, on_stage)
+        if manifest is None:
+            return record
+        record.status = "built"
+        if corrupt:
+            record.message = f"rebuilt: the cached entry was corrupt ({corrupt})"
+    else:  # stored by a concurrent build since the tracing step looked
+        record.status = "cached"
+    _finish(record, manifest, cache.entry(key), options, export_name)
+    return record
+
+
+def _from_cache(function: AnnotatedFunction, options: BuildOptions, key: str, name: str,
+                export_name: str, cache: ArtifactCache) -> BuildRecord:
+    """The record of an artifact that the tracing step found in the cache."""
+    record = BuildRecord(function.label, name, describe(options.target), "cached")
+    manifest, problem = cache.lookup(key)
+    if manifest is None:
+        record.status = "failed"
+        record.message = f"{function.label}: the cached artifact {key[:12]} went away during the build " \
+                         f"({problem or 'removed'}); run the build again"
+        return record
+    record.operators = manifest["operators"]
+    record.ops = sum(op["count"] for op in record.operators)
+    record.inputs = manifest["inputs"]
+    _finish(record, manifest, cache.entry(key), options, export_name)
+    return record
+
+
+def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options: BuildOptions,
+            export_name: str) -> None:
+    """Fill in what the artifact says, and export it when --out was given."""
+    _fill_verify(record, manifest["verify"])
+    record.artifact = str(folder)
+    record.size = (folder / manifest["library"]).stat().st_size
+    if options.out_dir is not None:
+        record.exported = str(export_artifact(folder, options.out_dir, export_name))
+
+
+def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
+                       variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
+                       cache: ArtifactCache, record: BuildRecord,
+                       on_stage: Callable[[str], None]) -> dict[str, Any] | None:
+    """Compile into a staging folder; store only a verified (or, for CUDA without a GPU,
+    not runnable here) artifact. Fills `record` with the failure otherwise."""
+    staging = cache.new_staging()
+    request = {"variant_dir": variant["dir"], "target": options.target, "out_dir": str(staging),
+               "tuning": options.tuning}
+    compiled = run_child("tfcheck.compiler.pipeline", request, Path(variant["dir"]), on_stage=on_stage,
+                         timeout=options.timeout)
+    result = compiled.result
+    if result is None or result["verify"]["passed"] is False:
+        cache.discard_staging(staging)
+        record.status = "failed"
+        if result is None:
+            record.message = f"{function.label}: {compiled.error}"
+        else:
+            _fill_verify(record, result["verify"])
+            record.message = f"{function.label}: the artifact does not match TensorFlow: {result['verify']['message']}"
+        return None
+    manifest = _manifest(function, options, traced, variant, name, key, build_versions, result,
+                         staging / LIBRARY)
+    cache.commit(staging, manifest)
+    return manifest
+
+
+def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
+              variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
+              result: dict[str, Any], library: Path) -> dict[str, Any]:
+    """The manifest of docs/artifact-format.md, plus `operators`, `compile_options`,
+    `compile_seconds` and, for CUDA, `device_code`."""
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "key": key,
+        "function": name,
+        "qualname": traced["qualname"],
+        "module": function.module,
+        "source_file": _display_path(function.path),
+        "source_fingerprint": traced["source_fingerprint"],
+        "captures_fingerprint": variant["captures_fingerprint"],
+        "graph_fingerprint": variant["graph_sha256"],
+        "inputs": variant["inputs"],
+        "outputs": variant["outputs"],
+        "output_structure": variant["output_structure"],
+        "target": options.target,
+        "device": device_of(options.target),
+        "versions": build_versions,
+        "library": LIBRARY,
+        "library_sha256": file_sha256(library),
+        "entry": "main",
+        "tuned": bool(options.tuning),
+        "compile_options": compile_options(options),
+        "verify": {k: result["verify"][k] for k in ("max_abs_error", "max_rel_error", "passed")},
+        "operators": variant["operators"],
+        "compile_seconds": result["compile_seconds"],
+        "created": now_utc(),
+    }
+    for optional in ("cpu_features", "device_code"):
+        if optional in result:
+            manifest[optional] = result[optional]
+    return manifest
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _fill_verify(record: BuildRecord, verify: dict[str, Any]) -> None:
+    record.max_abs_error = verify.get("max_abs_error")
+    record.max_rel_error = verify.get("max_rel_error")
+    record.verified = verify.get("passed")
+
+
+class _LintGate:
+    """Runs the linter once per file and answers which error-level findings fall in a function."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+        self._by_file: dict[Path, list[Any]] = {}
+
+    def errors_in(self, function: AnnotatedFunction) -> list[str]:
+        from tfcheck.findings import Severity
+        from tfcheck.runner import lint_paths
+
+        path = function.path.resolve()
+        if path not in self._by_file:
+            self._by_file[path] = lint_paths([path], self._config, jobs=1, force_exclude=False).findings
+        return [f"{f.path}:{f.line}: {f.code} {f.message}" for f in self._by_file[path]
+                if f.severity == Severity.ERROR and f.line <= function.end_line and f.end_line >= function.line]

@@ -1,0 +1,107 @@
+"""Child process: TFLite flatbuffer -> Relax -> schedules (or tuning) -> compile -> export -> verify.
+
+Run as `python -m tfcheck.compiler.pipeline request.json` (see `compiler/child.py`), so that a
+crash inside TVM or LLVM fails one function instead of the whole build. The request names the
+traced variant's folder, the target JSON and the folder to export `lib.so` into; the result says
+what the manifest needs (CPU features, device code, verification).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tfcheck.compiler.child import EventWriter, StepError, child_main
+from tfcheck.compiler.targets import device_of
+
+LIBRARY = "lib.so"
+
+
+def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
+    """Compile one traced variant for one target and verify the exported library."""
+    import tvm
+
+    from tfcheck.compiler.importer import import_tflite
+
+    events.stage("compile")
+    started = time.monotonic()
+    variant = Path(request["variant_dir"])
+    target_json = request["target"]
+    target = tvm.target.Target(target_json)
+    device = device_of(target_json)
+    mod = _lower(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
+    executable = tvm.compile(mod, target=target)
+    library = Path(request["out_dir"]) / LIBRARY
+    result: dict[str, Any] = {"tvm": tvm.__version__}
+    if device == "cuda":
+        from tfcheck.compiler.cuda import export_cuda_library
+
+        result["device_code"] = export_cuda_library(executable, library, target_json["arch"], variant)
+    else:
+        executable.export_library(str(library))
+        result["cpu_features"] = compiled_cpu_features(target)
+    result["compile_seconds"] = round(time.monotonic() - started, 3)
+    events.stage("verify")
+    result["verify"] = _verify(library, variant / "io.npz", device)
+    return result
+
+
+def _lower(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> Any:
+    """Schedule the imported module so that `tvm.compile` makes fast (CPU) or valid (GPU) code.
+
+    GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
+    default schedules, or MetaSchedule tuning when asked for.
+    """
+    if device == "cuda":
+        from tvm import relax
+        from tvm.s_tir import dlight
+
+        with target:
+            mod = relax.get_pipeline("zero")(mod)
+            return dlight.ApplyDefaultSchedule(
+                dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
+                dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
+            )(mod)
+    if tuning:
+        from tfcheck.compiler.tuning import RpcConfig, tune
+
+        rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
+        return tune(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
+    from tfcheck.compiler.schedules import apply_default_schedules
+
+    return apply_default_schedules(mod, target)
+
+
+def compiled_cpu_features(target: Any) -> list[str]:
+    """The ISA features the code may use: LLVM's features for the target's CPU that this (the
+    building) machine's /proc/cpuinfo also lists. LLVM's list mixes in tuning flags such as
+    `prefer-256-bit` that no CPU reports; keeping only real flags lets the runtime compare."""
+    from tvm.target.codegen import llvm_get_cpu_features
+
+    from tfcheck.runtime.target import _feature_key, host_cpu_features
+
+    host = host_cpu_features()
+    return sorted(name for name in llvm_get_cpu_features(target) if _feature_key(name) in host)
+
+
+def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
+    """Run and compare where the device exists; a CUDA build on a machine without a GPU is
+    reported as not verified rather than failed."""
+    from tfcheck.compiler.verify import compare, expected_outputs, run_library
+
+    if device == "cuda":
+        from tfcheck.runtime.target import cuda_available
+
+        if not cuda_available():
+            return {"passed": None, "max_abs_error": None, "max_rel_error": None,
+                    "message": "not run: this machine has no NVIDIA GPU"}
+    try:
+        actual = run_library(library, io_path, device)
+    except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
+        raise StepError(f"running the compiled library failed: {type(error).__name__}: {error}") from error
+    return compare(actual, expected_outputs(io_path))
+
+
+if __name__ == "__main__":
+    child_main(compile_variant)

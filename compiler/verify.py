@@ -1,0 +1,70 @@
+"""Checking a compiled library against TensorFlow's outputs for the same generated inputs.
+
+The exported library file itself is loaded and run (not the in-memory executable), so what is
+verified is exactly what the cache stores. An element passes when
+`|tvm - tf| <= atol + rtol * |tf|` with a tolerance for its dtype; integers and booleans must match
+exactly. The reported relative error is `max(|tvm - tf| / (|tf| + atol))`, which stays finite
+where TensorFlow's output is zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# dtype name -> (atol, rtol). float32 is loose enough for reassociated sums over ~10^5 terms
+# (ResNet50's widest reductions) and tight enough to catch a wrong layout or a dropped bias.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "float32": (1e-4, 1e-3),
+    "float64": (1e-8, 1e-7),
+}
+
+
+def compare(actual: list[np.ndarray], expected: list[np.ndarray]) -> dict[str, Any]:
+    """Max absolute and relative error over all outputs, and whether all are within tolerance."""
+    if len(actual) != len(expected):
+        return {"passed": False, "max_abs_error": None, "max_rel_error": None,
+                "message": f"the artifact returned {len(actual)} outputs, TensorFlow {len(expected)}"}
+    max_abs = max_rel = 0.0
+    failures = []
+    for index, (got, want) in enumerate(zip(actual, expected)):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            failures.append(f"output {index}: {got.dtype}{list(got.shape)} instead of {want.dtype}{list(want.shape)}")
+            continue
+        atol, rtol = TOLERANCES.get(str(want.dtype), (0.0, 0.0))
+        difference = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        reference = np.abs(want.astype(np.float64))
+        if difference.size:
+            max_abs = max(max_abs, float(difference.max()))
+            max_rel = max(max_rel, float((difference / (reference + max(atol, 1e-30))).max()))
+        bad = int(np.count_nonzero(difference > atol + rtol * reference))
+        if bad:
+            failures.append(f"output {index}: {bad} of {difference.size} elements beyond "
+                            f"atol={atol:g}, rtol={rtol:g}")
+    return {"passed": not failures, "max_abs_error": max_abs, "max_rel_error": max_rel,
+            "message": "; ".join(failures)}
+
+
+def run_library(library: Path, io_path: Path, device: str) -> list[np.ndarray]:
+    """Load the exported library and run its `main` on the saved inputs."""
+    import tvm
+    from tvm import relax
+
+    data = np.load(io_path)
+    count = sum(1 for key in data.files if key.startswith("input_"))
+    dev = tvm.cuda() if device == "cuda" else tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), dev)
+    result = vm["main"](*[tvm.runtime.tensor(data[f"input_{i}"], dev) for i in range(count)])
+    results = [result] if hasattr(result, "numpy") else list(result)
+    return [r.numpy() for r in results]
+
+
+def expected_outputs(io_path: Path) -> list[np.ndarray]:
+    """TensorFlow's outputs saved by the tracing step, in order."""
+    data = np.load(io_path)
+    count = sum(1 for key in data.files if key.startswith("output_"))
+    return [data[f"output_{i}"] for i in range(count)]

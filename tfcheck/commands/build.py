@@ -1,0 +1,252 @@
+"""`tfcheck build` and `tfcheck inspect`: compile `@tfcheck.aot` functions with Apache TVM.
+
+The main process never imports TensorFlow: functions are found statically, and tracing and
+compiling happen in child processes (see `compiler/driver.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tfcheck.config import Config, ConfigError, load_config
+from tfcheck.runtime.manifest import CACHE_DIR
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def _console(output_format: str) -> Console:
+    """Progress and tables; on stderr in JSON mode. Wide enough for the table in CI logs."""
+    stream = sys.stderr if output_format == "json" else sys.stdout
+    return Console(stderr=output_format == "json", width=None if stream.isatty() else 120)
+
+
+def _load_config() -> Config:
+    try:
+        return load_config(Path.cwd())
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[Any], list[str]]:
+    """Annotated functions in the given files, folders or dotted module names (default: `.`)."""
+    from tfcheck.compiler.discover import discover, resolve_module_argument
+    from tfcheck.files import discover as discover_files
+
+    paths: list[Path] = []
+    errors: list[str] = []
+    for argument in arguments or (".",):
+        if os.path.lexists(argument):
+            paths.append(Path(argument))
+        elif (module_file := resolve_module_argument(argument)) is not None:
+            paths.append(module_file)
+        else:
+            errors.append(f"{argument}: no such file, folder or module")
+    found_files = discover_files(paths, config)
+    found = discover(found_files.files, config)
+    return found.functions, errors + found_files.errors + found.errors
+
+
+def _resolve_target(target: str | None, arch: str | None, config: Config) -> dict[str, Any]:
+    from tfcheck.compiler.targets import TargetError, resolve_target
+
+    try:
+        return resolve_target(target or config.build.target or "cpu", arch)
+    except TargetError as error:
+        raise click.BadParameter(str(error), param_hint="--target/--arch") from None
+
+
+class _RichReporter:
+    """One progress line per function (lint, trace, convert, compile, verify), then its result."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._tasks: dict[str, Any] = {}
+
+    def stage(self, function: Any, stage: str) -> None:
+        if function.label not in self._tasks:
+            self._tasks[function.label] = self._progress.add_task(function.label, total=None)
+        self._progress.update(self._tasks[function.label], description=f"{function.label}: {stage}")
+
+    def done(self, function: Any, records: list[Any]) -> None:
+        statuses = ", ".join(sorted({r.status for r in records}))
+        task = self._tasks.get(function.label)
+        if task is None:
+            task = self._progress.add_task(function.label, total=None)
+        self._progress.update(task, description=f"{function.label}: {statuses}", total=1, completed=1)
+
+
+class _SilentReporter:
+    def stage(self, function: Any, stage: str) -> None:
+        """No progress output (JSON mode keeps stdout machine-readable)."""
+
+    def done(self, function: Any, records: list[Any]) -> None:
+        """Nothing to show before the JSON document."""
+
+
+def _run(functions: list[Any], options: Any, output_format: str, console: Console) -> list[Any]:
+    from tfcheck.compiler.driver import build_all
+
+    if output_format == "json":
+        return build_all(functions, options, _SilentReporter())
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        return build_all(functions, options, _RichReporter(progress))
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
+
+
+def _error_text(record: Any) -> str:
+    if record.max_abs_error is None:
+        return "not run" if record.status in ("built", "cached") else "-"
+    return f"{record.max_abs_error:.1e} / {record.max_rel_error:.1e}"
+
+
+def _print_table(records: list[Any], console: Console) -> None:
+    table = Table(title="tfcheck build")
+    for column in ("function", "target", "status", "ops", "build time", "max error abs / rel", "size"):
+        table.add_column(column, justify="right" if column in ("ops", "build time", "size") else "left")
+    for record in records:
+        style = {"failed": "red", "cached": "cyan", "built": "green"}.get(record.status, "")
+        several = sum(other.function == record.function for other in records) > 1
+        name = f"{record.function} {_shapes(record.inputs)}" if several else record.function
+        table.add_row(name, record.target, f"[{style}]{record.status}[/]" if style else record.status,
+                      "-" if record.ops is None else str(record.ops), f"{record.seconds:.1f} s",
+                      _error_text(record), _size(record.size))
+    console.print(table)
+    for record in records:
+        if record.message:
+            console.print(f"[red]✗[/] {record.message}" if record.status == "failed" else f"• {record.message}",
+                          highlight=False, markup=record.status == "failed")
+
+
+def _shapes(inputs: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{spec['dtype']}{spec['shape']}" for spec in inputs)
+
+
+def _exit_code(records: list[Any], errors: list[str]) -> int:
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FAILED if any(record.status == "failed" for record in records) else EXIT_OK
+
+
+def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | None, rpc_key: str | None,
+            config: Config) -> dict[str, Any] | None:
+    if not tune:
+        if rpc_tracker or rpc_key or tuning_db:
+            raise click.BadParameter("needs --tune", param_hint="--tuning-db/--rpc-tracker/--rpc-key")
+        return None
+    if bool(rpc_tracker) != bool(rpc_key):
+        raise click.BadParameter("give both or neither", param_hint="--rpc-tracker/--rpc-key")
+    from tfcheck.compiler.tuning import default_database_root
+
+    database = tuning_db or (Path(config.build.tuning_db) if config.build.tuning_db else default_database_root())
+    return {"trials": trials, "database_dir": str(database.resolve()), "rpc_tracker": rpc_tracker, "rpc_key": rpc_key}
+
+
+@click.command()
+@click.argument("paths", nargs=-1)
+@click.option("--target", help="cpu (default: this machine's CPU), cuda (with --arch) or a TVM target JSON object.")
+@click.option("--arch", help="GPU architecture for --target cuda, e.g. sm_90.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help=f"Artifact cache [default: {CACHE_DIR}, or [tool.tfcheck.build] cache_dir].")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also copy the artifacts here, one folder per function (and shape), for deployment.")
+@click.option("--no-lint", is_flag=True, help="Do not stop a function's build on error-level lint findings.")
+@click.option("--dry-run", is_flag=True, help="Trace and report operators (and what TVM cannot import); compile nothing.")
+@click.option("--tune", is_flag=True, help="Tune with MetaSchedule instead of the default schedules (CPU).")
+@click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True, help="Tuning trials in total.")
+@click.option("--tuning-db", type=click.Path(file_okay=False, path_type=Path),
+              help="Tuning database root (default: [tool.tfcheck.build] tuning_db or ~/.cache/tfcheck/tuning).")
+@click.option("--rpc-tracker", metavar="HOST:PORT", help="Measure tuning candidates on devices of this RPC tracker.")
+@click.option("--rpc-key", help="The device key registered with --rpc-tracker.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
+              help="Seconds each tracing or compiling process may take.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_dir: Path | None,
+          out_dir: Path | None, no_lint: bool, dry_run: bool, tune: bool, trials: int, tuning_db: Path | None,
+          rpc_tracker: str | None, rpc_key: str | None, timeout: float, output_format: str) -> None:
+    """Compile the @tfcheck.aot functions in PATHS (files, folders or module names; default: .).
+
+    Each function is linted, traced and frozen, converted to TFLite, imported into TVM Relax,
+    compiled, verified against TensorFlow and cached. Exit status: 0 all built, 1 a function
+    failed, 2 bad arguments or unreadable files.
+    """
+    from tfcheck.compiler.driver import BuildOptions
+
+    config = _load_config()
+    console = _console(output_format)
+    functions, errors = _find_functions(paths, config)
+    options = BuildOptions(
+        target=_resolve_target(target, arch, config),
+        cache_dir=(cache_dir or Path(config.build.cache_dir or CACHE_DIR)),
+        out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
+        tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
+    )
+    for error in errors:
+        click.echo(f"tfcheck: error: {error}", err=True)
+    if not functions and output_format == "text":
+        console.print("no @tfcheck.aot functions found")
+    records = _run(functions, options, output_format, console)
+    if output_format == "json":
+        click.echo(json.dumps({"functions": [asdict(r) for r in records], "errors": errors}, indent=2))
+    elif dry_run:
+        _print_operator_report(records, console)
+    elif records:
+        _print_table(records, console)
+    sys.exit(_exit_code(records, errors))
+
+
+def _print_operator_report(records: list[Any], console: Console) -> None:
+    """Per function: each TFLite operator, how often, whether TVM imports it, an example TF node."""
+    for record in records:
+        console.print(f"[bold]{record.function}[/] {_shapes(record.inputs)}", highlight=False)
+        if not record.operators:
+            console.print(f"  [red]✗[/] {record.message}", highlight=False)
+            continue
+        unsupported = {op["op"] for op in record.unsupported}
+        table = Table(show_header=True, box=None, padding=(0, 2))
+        for column in ("TFLite op", "count", "TVM import", "example TensorFlow node"):
+            table.add_column(column)
+        for op in record.operators:
+            status = "[red]unsupported[/]" if op["op"] in unsupported else "[green]ok[/]"
+            table.add_row(op["op"], str(op["count"]), status, op["example"])
+        console.print(table)
+
+
+@click.command()
+@click.argument("paths", nargs=-1)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True,
+              help="Seconds each tracing process may take.")
+def inspect(paths: tuple[str, ...], output_format: str, timeout: float) -> None:
+    """Trace the @tfcheck.aot functions in PATHS and report their operators, marking those that
+    TVM's TFLite importer cannot import (the same as `tfcheck build --dry-run --no-lint`)."""
+    from tfcheck.compiler.driver import BuildOptions
+
+    config = _load_config()
+    console = _console(output_format)
+    functions, errors = _find_functions(paths, config)
+    for error in errors:
+        click.echo(f"tfcheck: error: {error}", err=True)
+    options = BuildOptions(target={"kind": "llvm"}, cache_dir=Path(CACHE_DIR), lint=False, dry_run=True,
+                           shapes=dict(config.build.shapes), config=config, timeout=timeout)
+    records = _run(functions, options, output_format, console)
+    if output_format == "json":
+        click.echo(json.dumps({"functions": [asdict(r) for r in records], "errors": errors}, indent=2))
+    else:
+        _print_operator_report(records, console)
+    sys.exit(_exit_code(records, errors))
