@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "run": "tfcheck.commands.run:run",
     "ls": "tfcheck.commands.cache:ls",
     "clean": "tfcheck.commands.cache:clean",
+    "build": "tfcheck.commands.build:build",
+    "inspect": "tfcheck.commands.build:inspect",
 }
 
 
