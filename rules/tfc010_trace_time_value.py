@@ -1,0 +1,150 @@
+"""TFC010: Python randomness and clocks evaluated once, at trace time, in graph code."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+# Calls whose value changes from call to call in Python, with what to use in graph code instead.
+_CLOCKS = frozenset({
+    "time.time", "time.time_ns", "time.monotonic", "time.monotonic_ns", "time.perf_counter",
+    "time.perf_counter_ns", "time.process_time", "time.process_time_ns", "time.localtime", "time.gmtime",
+    "time.ctime", "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
+    "datetime.date.today",
+})
+_ENTROPY = frozenset({"uuid.uuid1", "uuid.uuid4", "os.urandom", "os.getrandom"})
+_RANDOM_MODULES = ("numpy.random.", "random.", "secrets.")
+# Calls in those modules that make a generator or set state rather than produce a value; values drawn
+# from a generator made this way are caught at the method call (`rng.normal()`).
+_GENERATOR_FACTORIES = frozenset({
+    "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator", "numpy.random.PCG64",
+    "numpy.random.SeedSequence", "numpy.random.MT19937", "numpy.random.Philox", "random.Random",
+    "random.SystemRandom",
+})
+_STATE_SETTERS = frozenset({"numpy.random.seed", "numpy.random.set_state", "numpy.random.get_state",
+                            "random.seed", "random.setstate", "random.getstate"})
+
+
+class TraceTimeValue(Rule):
+    """Python randomness or a clock read in graph code is evaluated once, while tracing.
+
+    ## What it does
+    Finds calls in graph code that produce a different value on every Python call: NumPy and Python
+    random numbers (`np.random.*`, `random.*`, draws from a `np.random.default_rng()` or
+    `random.Random()` generator, `secrets`), clocks (`time.time()`, `datetime.now()`, ...) and other
+    entropy (`uuid.uuid4()`, `os.urandom()`). Constants such as `np.pi` and calls that only create a
+    generator or set a seed are not reported.
+
+    ## Why is this bad
+    Python code in a tf.function runs only while tracing. The random number or timestamp is computed
+    once and baked into the graph as a constant, so every later call sees the same "random" dropout
+    mask, augmentation or timestamp, silently. The function and any SavedModel or compiled artifact made
+    from it keep that frozen value. The severity is WARNING: the code runs, but computes the wrong thing.
+
+    ## Example
+    ```python
+    @tf.function
+    def augment(image):
+        if np.random.rand() < 0.5:
+            image = tf.image.flip_left_right(image)
+        noise = np.random.normal(size=image.shape)
+        return image + noise
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def augment(image):
+        if tf.random.uniform([]) < 0.5:
+            image = tf.image.flip_left_right(image)
+        noise = tf.random.normal(tf.shape(image))
+        return image + noise
+    ```
+    Use `tf.random.*` (or a `tf.random.Generator` created outside the function) for randomness, and
+    `tf.timestamp()` for the time: they are graph operations evaluated on every call.
+    """
+
+    code = "TFC010"
+    name = "trace-time-value"
+    severity = Severity.WARNING
+    must_flag = (
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    return x + np.random.normal(size=[3])\n",
+        "import random\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    if random.random() < 0.5:\n        x = -x\n    return x\n",
+        "import time\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return x * time.time()\n",
+        "from datetime import datetime\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    stamp = datetime.now().isoformat()\n    return tf.strings.join([x, stamp])\n",
+        "import uuid\nimport tensorflow as tf\ndef key():\n    return str(uuid.uuid4())\n"
+        "@tf.function\ndef f(x):\n    return tf.strings.join([x, key()])\n",
+        # Draws from a NumPy generator made outside the function.
+        "import numpy as np\nimport tensorflow as tf\nrng = np.random.default_rng(0)\n"
+        "@tf.function\ndef f(x):\n    return x + rng.normal()\n",
+        "import numpy as np\nimport tensorflow as tf\nclass Aug(tf.keras.layers.Layer):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.rng = np.random.RandomState(1)\n"
+        "    @tf.function\n    def call(self, x):\n        return x * self.rng.uniform()\n",
+        "import numpy as np\nimport tensorflow as tf\nds = tf.data.Dataset.range(4).map(lambda x: x + np.random.randint(9))\n",
+    )
+    must_not_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return x * np.pi + np.sqrt(2.0)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x * tf.timestamp()\n",
+        # Outside graph code.
+        "import numpy as np\nimport tensorflow as tf\nnoise = np.random.normal(size=[3])\n"
+        "@tf.function\ndef f(x, n):\n    return x + n\nf(1.0, noise)\n",
+        # Making a generator or seeding is not drawing a value.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    np.random.seed(0)\n    rng = np.random.default_rng(0)\n    return x\n",
+        "import random\nimport tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n"
+        "@tf.function\ndef f(x):\n    return x + g.normal([])\n",
+        # An eager py_function callback runs on every call.
+        "import numpy as np\nimport tensorflow as tf\ndef noise(x):\n    return x + np.random.rand()\n"
+        "@tf.function\ndef f(x):\n    return tf.numpy_function(noise, [x], tf.float64)\n",
+        # `random` as a local name is not the module.
+        "import tensorflow as tf\n@tf.function\ndef f(x, random):\n    return x + random.uniform()\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for node, function in facts.graph_nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            what = _trace_time_source(facts, node)
+            if what is not None:
+                yield self.finding(
+                    facts, node,
+                    f"`{facts.text(node.func)}()` is {what} evaluated once while tracing and frozen into the graph; "
+                    f"use {'tf.timestamp()' if what == 'a clock' else 'tf.random.* or a tf.random.Generator'}",
+                    function=function)
+
+
+def _trace_time_source(facts: FileFacts, call: ast.Call) -> str | None:
+    """`a random number`, `a clock` or `entropy` when the call produces one in Python, else None."""
+    name = facts.resolve(call.func)
+    if name is None:
+        return "a random number" if _is_generator_draw(facts, call.func) else None
+    if name in _CLOCKS:
+        return "a clock"
+    if name in _ENTROPY:
+        return "entropy"
+    if name.startswith(_RANDOM_MODULES) and name not in _GENERATOR_FACTORIES and name not in _STATE_SETTERS:
+        return "a random number"
+    return None
+
+
+def _is_generator_draw(facts: FileFacts, func: ast.expr) -> bool:
+    """`rng.normal()` / `self.rng.uniform()` where `rng` is only ever bound to a Python/NumPy generator."""
+    if not isinstance(func, ast.Attribute):
+        return False
+    receiver = func.value
+    if isinstance(receiver, ast.Name):
+        assigned = [b.value for b in facts.bindings_of(receiver)]
+    elif facts.is_self_attribute(receiver):
+        cls = facts.class_of_self(receiver)  # type: ignore[arg-type]
+        assigned = [value for _, value in facts.self_attribute_values(cls, receiver.attr)] if cls else []
+    else:
+        return False
+    return bool(assigned) and all(isinstance(value, ast.Call) and facts.resolve(value.func) in _GENERATOR_FACTORIES
+                                  for value in assigned)

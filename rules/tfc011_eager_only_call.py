@@ -1,0 +1,127 @@
+"""TFC011: eager-only operations on tensors (`.numpy()`, NumPy functions) in graph code."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.tensors import eager_guarded, is_tensor_value
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+# NumPy functions that look at their argument without converting it to an array.
+_NON_CONVERTING = frozenset({"numpy.isscalar", "numpy.dtype", "numpy.issubdtype", "numpy.iinfo", "numpy.finfo",
+                             "numpy.result_type", "numpy.ndim", "numpy.shape"})
+# Values `.numpy()` is a plain method of, not the eager-only tensor method.
+_NUMPY_METHOD_OWNERS = frozenset({values.NDARRAY, values.LIST, values.DICT, values.SET, values.TUPLE,
+                                  values.STRING, values.NUMBER, values.DATASET, values.OBJECT})
+
+
+class EagerOnlyCall(Rule):
+    """Eager-only operations on tensors (`.numpy()`, NumPy functions) fail while tracing.
+
+    ## What it does
+    Finds, in graph code, `.numpy()` calls and NumPy functions applied to tensors (`np.mean(x)` where `x`
+    is the result of a TensorFlow operation, a `tf.Variable` or a parameter typed by an
+    `input_signature`). NumPy constants, NumPy arrays built from Python values, and `float()`/`int()` of
+    a tensor (which AutoGraph converts) are fine. Functions that test `tf.executing_eagerly()` are
+    written to run both ways and are left alone.
+
+    ## Why is this bad
+    While tracing, a tensor is symbolic: it has no value to hand to NumPy. `.numpy()` raises
+    `AttributeError` (or `NotImplementedError` for variables) and NumPy functions raise
+    `NotImplementedError: Cannot convert a symbolic tf.Tensor to a numpy array`. The code works in eager
+    mode and breaks as soon as it is decorated or traced by tf.data or Keras. The severity is ERROR:
+    the function cannot be traced, so it can be neither saved nor compiled.
+
+    ## Example
+    ```python
+    @tf.function
+    def scale(x):
+        peak = np.max(tf.abs(x))
+        return x / peak.numpy()
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def scale(x):
+        peak = tf.reduce_max(tf.abs(x))
+        return x / peak
+    ```
+    Use the TensorFlow operation (`tf.reduce_mean`, `tf.math.*`, `tf.experimental.numpy.*`) instead of
+    NumPy, keep values as tensors instead of calling `.numpy()`, or, if Python really must see the value,
+    wrap that part in `tf.numpy_function`.
+    """
+
+    code = "TFC011"
+    name = "eager-only-call"
+    severity = Severity.ERROR
+    must_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    y = tf.reduce_sum(x)\n    return y.numpy()\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return np.mean(tf.abs(x))\n",
+        "import numpy as np\nimport tensorflow as tf\n"
+        "@tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])\ndef f(x):\n    return np.sum(x)\n",
+        "import tensorflow as tf\nv = tf.Variable(1.0)\n@tf.function\ndef f(x):\n    return x * v.numpy()\n",
+        # `.numpy()` on anything in graph code: only eager tensors and variables have it.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x.numpy() + 1\n",
+        "import tensorflow as tf\ndef to_list(t):\n    return t.numpy().tolist()\n"
+        "ds = tf.data.Dataset.range(3).map(lambda x: to_list(x))\n",
+    )
+    must_not_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.reduce_max(tf.abs(x))\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    return x * np.pi + np.float32(2.0) + np.array([1.0, 2.0])\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    return tf.reshape(x, [np.prod(x.shape[1:])]) * float(tf.reduce_sum(x))\n",
+        # A parameter the file does not type may be a NumPy array or Python value.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x, weights):\n"
+        "    return x * np.sum(weights)\n",
+        # Guarded by an eager check.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
+        "        print(x.numpy())\n    return x\n",
+        # `.numpy()` of a NumPy-like Python object; and eager code.
+        "import numpy as np\nimport tensorflow as tf\nclass Box:\n    def numpy(self):\n        return 1\n"
+        "@tf.function\ndef f(x):\n    b = Box()\n    return x * b.numpy()\n",
+        "import tensorflow as tf\ndef log(x):\n    return x.numpy()\n"
+        "@tf.function\ndef f(x):\n    return tf.py_function(log, [x], tf.float32)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x\nprint(f(1.0).numpy())\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        guarded: dict[FunctionInfo, bool] = {}
+        for node, function in facts.graph_nodes(ast.Call):
+            assert isinstance(node, ast.Call)
+            message = _eager_only(facts, node)
+            if message is None:
+                continue
+            if function not in guarded:
+                guarded[function] = eager_guarded(facts, function)
+            if not guarded[function]:
+                yield self.finding(facts, node, message, function=function)
+
+
+def _eager_only(facts: FileFacts, call: ast.Call) -> str | None:
+    """Why this call cannot run while tracing, or None when it can."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "numpy" and not call.args and not call.keywords:
+        if facts.kinds(func.value) & _NUMPY_METHOD_OWNERS:
+            return None
+        return ("`.numpy()` works only on eager tensors; while tracing the value is symbolic "
+                "(keep it a tensor, or use tf.numpy_function)")
+    name = facts.resolve(func)
+    if name is None or not name.startswith("numpy.") or name.startswith("numpy.random.") or name in _NON_CONVERTING:
+        return None
+    tensor = next((arg for arg in _arguments(call) if is_tensor_value(facts, arg)), None)
+    if tensor is None:
+        return None
+    return (f"`{facts.text(func)}()` converts the tensor `{facts.text(tensor)}` to a NumPy array, which raises "
+            "NotImplementedError while tracing; use the TensorFlow operation (tf.math, tf.experimental.numpy)")
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args] + \
+        [keyword.value for keyword in call.keywords]

@@ -1,0 +1,173 @@
+"""TFC013: a tf.function created in a loop, or created and called on every call of a function."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+class FunctionInLoop(Rule):
+    """A tf.function created where it is used again and again traces a new graph every time.
+
+    ## What it does
+    Finds `tf.function(...)` (or a def decorated with `@tf.function`) that is created inside a loop and
+    called in the same loop, or created inside a function that calls it and then drops it, so every
+    call of that function makes a new tf.function. Factories that return or store the tf.function, and
+    drivers that create it once and call it in a loop, are fine. Creation inside graph code (at trace
+    time only) is not reported.
+
+    ## Why is this bad
+    Each `tf.function` object has its own trace cache: a new object traces again from scratch on its
+    first call. Creating one per iteration (or per call) pays the full tracing cost, often much more
+    than running the graph, every time, and keeps growing memory with new graphs. The code is correct
+    but slow, so the severity is WARNING.
+
+    ## Example
+    ```python
+    for batch in dataset:
+        step = tf.function(train_step)
+        step(batch)
+
+    def predict(x):
+        return tf.function(model)(x)
+    ```
+
+    ## Use instead
+    ```python
+    step = tf.function(train_step)
+    for batch in dataset:
+        step(batch)
+
+    predict_fn = tf.function(model)
+
+    def predict(x):
+        return predict_fn(x)
+    ```
+    """
+
+    code = "TFC013"
+    name = "function-in-loop"
+    severity = Severity.WARNING
+    must_flag = (
+        "import tensorflow as tf\ndef train_step(b):\n    return b\n"
+        "for batch in range(10):\n    step = tf.function(train_step)\n    step(batch)\n",
+        "import tensorflow as tf\ndef predict(model, x):\n    return tf.function(model)(x)\n",
+        "import tensorflow as tf\ndef run(xs):\n    for x in xs:\n        @tf.function\n"
+        "        def f(y):\n            return y * 2\n        f(x)\n",
+        "import tensorflow as tf\nclass Runner:\n    def __call__(self, x):\n"
+        "        fn = tf.function(self.impl)\n        return fn(x)\n    def impl(self, x):\n        return x\n",
+        "import tensorflow as tf\ndef g(x):\n    return x\nwhile True:\n    tf.function(g)(1)\n",
+    )
+    must_not_flag = (
+        "import tensorflow as tf\ndef train_step(b):\n    return b\n"
+        "step = tf.function(train_step)\nfor batch in range(10):\n    step(batch)\n",
+        # The guide: a new Function forces retracing on purpose, at module level.
+        "import tensorflow as tf\ndef f():\n    print('Tracing!')\n    tf.print('Executing')\n"
+        "tf.function(f)()\ntf.function(f)()\n",
+        # Factories.
+        "import tensorflow as tf\ndef make(fn):\n    return tf.function(fn, jit_compile=True)\n",
+        "import tensorflow as tf\ndef make(model):\n    @tf.function\n    def serve(x):\n        return model(x)\n"
+        "    serve(tf.zeros([1, 3]))\n    return serve\n",
+        "import tensorflow as tf\nclass T:\n    def compile(self):\n"
+        "        self.train_function = tf.function(self.step)\n    def step(self, x):\n        return x\n",
+        "import tensorflow as tf\nfns = []\nfor k in range(3):\n    fn = tf.function(lambda x: x * k)\n"
+        "    fns.append(fn)\n    fn(1.0)\n",
+        # A driver: created once per run, called in a loop.
+        "import tensorflow as tf\ndef main(ds):\n    @tf.function\n    def step(b):\n        return b\n"
+        "    for b in ds:\n        step(b)\n",
+        # Explicit concrete functions.
+        "import tensorflow as tf\ndef evaluate(m, x):\n    return m(x)\n"
+        "for m in [1, 2]:\n    c = tf.function(evaluate).get_concrete_function(m, 1.0)\n",
+        # Created inside graph code: only while tracing.
+        "import tensorflow as tf\n@tf.function\ndef outer(x):\n    return tf.function(lambda y: y + 1)(x)\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for creation, function in _creations(facts):
+            if facts.is_graph_function(function):
+                continue
+            message = _repeated_creation(facts, creation, function)
+            if message is not None:
+                yield self.finding(facts, creation, message)
+
+
+def _creations(facts: FileFacts) -> Iterator[tuple[ast.AST, FunctionInfo | None]]:
+    """Every `tf.function(f)` call and `@tf.function` decorator, with the function the creation runs in."""
+    for call, function in facts.calls:
+        if call.args and facts.resolve(call.func) in facts.tf_function_names:
+            yield call, function
+    for info in facts.functions:
+        decorator = facts.decorated_tf_function(info)
+        if decorator is not None:
+            yield info.node, facts.function_of(info.node)
+
+
+def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) -> str | None:
+    """Why this creation makes a new tf.function per use, or None when it is made once or escapes."""
+    loop = _enclosing_loop(facts, creation, function)
+    uses = _uses(facts, creation, function)
+    if uses is None or not uses:
+        return None
+    if loop is not None:
+        if any(_inside(facts, use, loop) for use in uses):
+            return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
+                    "create it once, before the loop")
+        return None
+    if function is None or any(_enclosing_loop(facts, use, function) is not None for use in uses):
+        return None
+    return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
+            "create it once (at module level or in __init__) and reuse it")
+
+
+def _enclosing_loop(facts: FileFacts, node: ast.AST, function: FunctionInfo | None) -> ast.AST | None:
+    """The innermost loop around `node` whose body contains it, within `function` (or the module)."""
+    previous = node
+    stop = function.node if function is not None else None
+    for ancestor in facts.ancestors(node):
+        if ancestor is stop or isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(ancestor, _LOOPS) and previous in ancestor.body:
+            return ancestor
+        previous = ancestor
+    return None
+
+
+def _inside(facts: FileFacts, node: ast.AST, container: ast.AST) -> bool:
+    return any(ancestor is container for ancestor in facts.ancestors(node))
+
+
+def _uses(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) -> list[ast.AST] | None:
+    """The calls of the created tf.function, or None when it escapes (returned, stored, passed on)."""
+    parent = facts.parent(creation)
+    if isinstance(creation, ast.Call) and isinstance(parent, ast.Call) and parent.func is creation:
+        return [parent]
+    name = _bound_name(facts, creation)
+    if name is None:
+        return None
+    scope_node = function.node if function is not None else facts.source.tree
+    calls: list[ast.AST] = []
+    for node in ast.walk(scope_node):
+        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+            continue
+        call = facts.parent(node)
+        if not (isinstance(call, ast.Call) and call.func is node) or facts.function_of(node) is not function:
+            return None
+        calls.append(call)
+    return calls
+
+
+def _bound_name(facts: FileFacts, creation: ast.AST) -> str | None:
+    """The local name a creation is bound to: the decorated def's name, or `name = tf.function(...)`."""
+    if isinstance(creation, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return creation.name
+    parent = facts.parent(creation)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return parent.targets[0].id
+    return None

@@ -1,0 +1,94 @@
+"""TFC014: `tf.config.run_functions_eagerly(True)` that is never switched back off."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_SWITCHES = frozenset({"tensorflow.config.run_functions_eagerly",
+                       "tensorflow.config.experimental_run_functions_eagerly"})
+# Test files may switch eager mode on for the whole test session on purpose.
+_TEST_FILE = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+
+
+class EagerModeLeftOn(Rule):
+    """`tf.config.run_functions_eagerly(True)` left on makes every tf.function run eagerly.
+
+    ## What it does
+    Finds calls of `tf.config.run_functions_eagerly(True)` (and the older
+    `tf.config.experimental_run_functions_eagerly(True)`) in a function or module that does not switch
+    it back off later in the same scope, with `run_functions_eagerly(False)` or by restoring the
+    previous setting (`run_functions_eagerly(previous)`). Test files are not checked: turning eager
+    mode on for a test session is what the switch is for.
+
+    ## Why is this bad
+    The switch is global. Once on, every tf.function in the process runs as plain Python: no graph,
+    no Grappler optimisations, no XLA, often several times slower, and Python side effects run on every
+    call, hiding the very bugs that appear in graph mode. A debugging aid left in library or training
+    code silently slows everything down. The severity is WARNING: results are right, just slow.
+
+    ## Example
+    ```python
+    tf.config.run_functions_eagerly(True)
+    result = train(dataset)
+    ```
+
+    ## Use instead
+    ```python
+    tf.config.run_functions_eagerly(True)
+    try:
+        result = train(dataset)
+    finally:
+        tf.config.run_functions_eagerly(False)
+    ```
+    """
+
+    code = "TFC014"
+    name = "eager-mode-left-on"
+    severity = Severity.WARNING
+    must_flag = (
+        "import tensorflow as tf\ntf.config.run_functions_eagerly(True)\n",
+        "import tensorflow as tf\ndef debug(ds):\n    tf.config.run_functions_eagerly(True)\n    return list(ds)\n",
+        "from tensorflow import config\nconfig.experimental_run_functions_eagerly(True)\n",
+        # Switched off in another function is not the same scope.
+        "import tensorflow as tf\ndef on():\n    tf.config.run_functions_eagerly(True)\n"
+        "def off():\n    tf.config.run_functions_eagerly(False)\n",
+        # Switched off before, not after.
+        "import tensorflow as tf\ntf.config.run_functions_eagerly(False)\ntf.config.run_functions_eagerly(run_eagerly=True)\n",
+    )
+    must_not_flag = (
+        # The article: on before the function, off after it.
+        "import tensorflow as tf\ntf.config.run_functions_eagerly(True)\n@tf.function\ndef square(x):\n"
+        "    return x * x\nsquare(tf.constant(2.0))\ntf.config.run_functions_eagerly(False)\n",
+        "import tensorflow as tf\ndef debug(f, x):\n    previous = tf.config.functions_run_eagerly()\n"
+        "    tf.config.run_functions_eagerly(True)\n    try:\n        return f(x)\n    finally:\n"
+        "        tf.config.run_functions_eagerly(previous)\n",
+        # A user's choice, not a literal True.
+        "import tensorflow as tf\ndef main(args):\n    tf.config.run_functions_eagerly(args.eager)\n",
+        "import tensorflow as tf\ntf.config.run_functions_eagerly(False)\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        if _TEST_FILE.search(facts.path.replace("\\", "/")):
+            return
+        by_scope: dict[object, list[ast.Call]] = {}
+        for call, function in facts.calls:
+            if facts.resolve(call.func) in _SWITCHES:
+                by_scope.setdefault(function, []).append(call)
+        for calls in by_scope.values():
+            for index, call in enumerate(calls):
+                if _turns_on(call) and not any(not _turns_on(later) for later in calls[index + 1:]):
+                    yield self.finding(facts, call, "`run_functions_eagerly(True)` is never switched back off in "
+                                       "this scope: every tf.function in the process runs eagerly (slowly); "
+                                       "restore it with run_functions_eagerly(False) in a `finally:`")
+
+
+def _turns_on(call: ast.Call) -> bool:
+    """A literal `True` argument (positional or `run_eagerly=True`)."""
+    arguments = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "run_eagerly"]
+    return any(isinstance(arg, ast.Constant) and arg.value is True for arg in arguments)
