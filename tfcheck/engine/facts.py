@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tfcheck.engine import values
+from tfcheck.engine import tfcalls, values
 from tfcheck.engine.names import BUILTIN_NAMES, TF_FUNCTION, canonical
 from tfcheck.engine.scopes import Binding, ClassInfo, FunctionInfo, Scope, collect_scopes
 from tfcheck.engine.source import SourceFile
@@ -411,6 +411,11 @@ class FileFacts:
                        or (isinstance(node, ast.Name) and self._is_tensor_param(node))
                        for node in ast.walk(loop.test) if isinstance(node, (ast.Call, ast.Name)))
         return False
+
+    @cached_property
+    def tf_function_calls(self) -> list[tfcalls.TfFunctionCall]:
+        """Calls of this file's tf.functions with arguments bound to parameters (tfcheck.engine.tfcalls)."""
+        return tfcalls.find_tf_function_calls(self)
 
     def _is_tensor_param(self, name: ast.Name) -> bool:
         """A parameter of a tf.function with an input_signature: a tensor for sure."""

@@ -1,0 +1,144 @@
+"""TFC005: a loop in graph code over Python or NumPy data, unrolled into the graph at trace time."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.pydata import LARGE_RANGE, is_number_data, module_constant, python_data
+from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+
+class PythonDataLoop(Rule):
+    """A loop over Python or NumPy data in graph code is unrolled into the graph.
+
+    ## What it does
+    Finds `for` loops in graph code over NumPy arrays, over `range()` of a large literal, over
+    module-level lists of numbers, or over a parameter that a call in the same file fills with such
+    data; and `while` loops counting a Python number up to a large literal. Loops over `tf.range`,
+    tensors, datasets and structural lists (`self.layers`, a list of functions) are not flagged.
+
+    ## Why is this bad
+    AutoGraph converts a loop into a graph loop only when it iterates over a tensor or a dataset. A
+    loop over Python data runs while tracing and adds a copy of its body to the graph for every
+    element: the graph (and tracing time, and memory) grows with the data, and new data means a new
+    trace. It is a warning because the result is still correct, only slow and large.
+
+    ## Example
+    ```python
+    @tf.function
+    def train(dataset):
+        loss = tf.constant(0)
+        for x, y in dataset:
+            loss += tf.abs(y - x)
+        return loss
+
+    train([(1, 1)] * 10)  # 10 copies of the loop body in the graph
+    ```
+
+    ## Use instead
+    ```python
+    train(tf.data.Dataset.from_tensor_slices(data))  # the loop body appears once
+    ```
+    Wrap Python or NumPy data in a `tf.data.Dataset`, or loop with `tf.range` over a tensor.
+    """
+
+    code = "TFC005"
+    name = "python-data-loop"
+    severity = Severity.WARNING
+    must_flag = (
+        # Reference: looping over Python data passed to a tf.function (through a measuring helper).
+        "import tensorflow as tf\ndef measure_graph_size(f, *args):\n  g = f.get_concrete_function(*args).graph\n"
+        "@tf.function\ndef train(dataset):\n  loss = tf.constant(0)\n  for x, y in dataset:\n"
+        "    loss += tf.abs(y - x) # Some dummy computation.\n  return loss\n"
+        "small_data = [(1, 1)] * 3\nbig_data = [(1, 1)] * 10\nmeasure_graph_size(train, small_data)\n"
+        "measure_graph_size(train, big_data)\n",
+        "import tensorflow as tf\n@tf.function\ndef train(data):\n    for x in data:\n        tf.print(x)\n"
+        "train([1.0, 2.0, 3.0])\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    for w in np.linspace(0.0, 1.0, 50):\n        x = x * w\n    return x\n",
+        "import numpy as np\nimport tensorflow as tf\nWEIGHTS = np.ones(1000)\n@tf.function\ndef f(x):\n"
+        "    for w in WEIGHTS:\n        x += w\n    return x\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in range(1000):\n        x = x + i\n    return x\n",
+        "import tensorflow as tf\nSTEPS = 500\n@tf.function\ndef f(x):\n    for i in range(STEPS):\n"
+        "        x = x * 0.9\n    return x\n",
+        "import tensorflow as tf\nDATA = [(0.5, 1.0), (1.5, 2.0), (2.5, 3.0)]\n@tf.function\ndef f(x):\n    for d in DATA:\n"
+        "        x += d\n    return x\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    i = 0\n    while i < 1000:\n        x = x + 1\n"
+        "        i += 1\n    return x\n",
+    )
+    must_not_flag = (
+        # Reference: the same loop fed a dataset.
+        "import tensorflow as tf\ndef measure_graph_size(f, *args):\n  g = f.get_concrete_function(*args).graph\n"
+        "@tf.function\ndef train(dataset):\n  loss = tf.constant(0)\n  for x, y in dataset:\n"
+        "    loss += tf.abs(y - x) # Some dummy computation.\n  return loss\n"
+        "small_data = [(1, 1)] * 3\nmeasure_graph_size(train, tf.data.Dataset.from_generator(\n"
+        "    lambda: small_data, (tf.int32, tf.int32)))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(n):\n    for i in tf.range(n):\n        tf.print(i)\n",
+        "import tensorflow as tf\nclass M(tf.keras.Model):\n    def train_step(self, x):\n"
+        "        for layer in self.layers:\n            x = layer(x)\n        return x\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in range(3):\n        x = x + i\n    return x\n",
+        "import tensorflow as tf\nSCALES = [0.5, 1.0, 2.0]\n@tf.function\ndef f(x):\n"
+        "    for s in SCALES:\n        x = x * s\n    return x\n",
+        "import tensorflow as tf\nACTIVATIONS = [tf.nn.relu, tf.nn.tanh]\n@tf.function\ndef f(x):\n"
+        "    for act in ACTIVATIONS:\n        x = act(x)\n    return x\n",
+        "import numpy as np\nWEIGHTS = np.ones(1000)\ndef f(x):\n    for w in WEIGHTS:\n        x += w\n"
+        "    return x\n",
+        "import tensorflow as tf\n@tf.function\ndef f(ds):\n    for batch in ds:\n        tf.print(batch)\n"
+        "f(tf.data.Dataset.range(10))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    i = tf.constant(0)\n    while i < 1000:\n"
+        "        i += 1\n    return x\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
+            if facts.is_graph_loop(loop):
+                continue
+            what = _unrolled_data(facts, loop, function)
+            if what is not None:
+                yield self.finding(
+                    facts, loop, f"loop over {what} runs while tracing and unrolls into the graph, one copy of "
+                    "its body per element; wrap the data in a tf.data.Dataset or loop over tf.range",
+                    function=function)
+
+
+def _unrolled_data(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> str | None:
+    if isinstance(loop, ast.While):
+        return _counted_while(facts, loop.test)
+    assert isinstance(loop, (ast.For, ast.AsyncFor))
+    return python_data(facts, loop.iter) or _data_parameter(facts, loop.iter, function)
+
+
+def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo) -> str | None:
+    """A parameter of a tf.function that a call in this file fills with Python data."""
+    if not isinstance(iterable, ast.Name) or iterable.id not in function.params:
+        return None
+    scope = facts.binding_scope(iterable)
+    if scope is None or scope.node is not function.node:
+        return None
+    for tf_call in facts.tf_function_calls:
+        argument = tf_call.arguments.get(iterable.id)
+        if tf_call.function is not function or argument is None:
+            continue
+        what = python_data(facts, argument) or ("a Python list" if is_number_data(argument) else None)
+        if what is not None:
+            return f"`{iterable.id}`, which line {tf_call.call.lineno} passes {what}"
+    return None
+
+
+def _counted_while(facts: FileFacts, test: ast.expr) -> str | None:
+    """`while i < 1000:` with `i` a Python number: 1000 unrolled iterations."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))
+            and isinstance(test.left, ast.Name)):
+        return None
+    bound = test.comparators[0]
+    if isinstance(bound, ast.Name):
+        bound = module_constant(facts, bound) or bound
+    if not (isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value >= LARGE_RANGE):
+        return None
+    kinds = facts.kinds(test.left)
+    return f"a Python counter up to {bound.value}" if kinds == {values.NUMBER} else None

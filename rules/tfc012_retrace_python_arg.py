@@ -1,0 +1,235 @@
+"""TFC012: a tf.function called with changing Python numbers or new plain objects: one trace each."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import ClassInfo, FunctionInfo
+from tfcheck.engine.tfcalls import TfFunctionCall
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Methods that give a class its own trace identity, so new instances need not retrace.
+_TRACE_IDENTITY_METHODS = frozenset({"__tf_tracing_type__", "__eq__", "__hash__"})
+_COUNTER_SOURCES = frozenset({"builtins.range", "builtins.enumerate"})
+_NUMBER_CONVERSIONS = frozenset({"builtins.int", "builtins.float"})
+
+
+class RetracePythonArg(Rule):
+    """A tf.function called with Python values that change on every call retraces every time.
+
+    ## What it does
+    Finds calls of a tf.function without an `input_signature` that pass the counter of a Python loop
+    (`for step in range(n): train_step(x, step)`), that pass different Python numbers in different
+    calls to a parameter the function only feeds to TensorFlow ops, or that pass a new instance of a
+    plain Python class on each call.
+
+    ## Why is this bad
+    A tf.function keys its traces on the values of Python arguments (and on the identity of plain
+    objects). Each new number or object means a new trace: Python runs the whole function again and
+    builds a new graph, which is slow and grows memory with every call, while the graphs are the same.
+    It is a warning because results stay correct.
+
+    ## Example
+    ```python
+    @tf.function
+    def train(num_steps):
+        for _ in tf.range(num_steps):
+            train_one_step()
+
+    train(num_steps=10)
+    train(num_steps=20)  # traces again
+    ```
+
+    ## Use instead
+    ```python
+    train(num_steps=tf.constant(10))
+    train(num_steps=tf.constant(20))  # reuses the trace
+    ```
+    Pass tensors, give the function an `input_signature`, or give the class a trace type
+    (`tf.experimental.ExtensionType`, or `__tf_tracing_type__`).
+    """
+
+    code = "TFC012"
+    name = "retrace-python-arg"
+    severity = Severity.WARNING
+    must_flag = (
+        # Reference: different Python numbers for a parameter only fed to TensorFlow ops.
+        "import tensorflow as tf\ndef train_one_step():\n  pass\n\n@tf.function\ndef train(num_steps):\n"
+        "  print(\"Tracing with num_steps = \", num_steps)\n  tf.print(\"Executing with num_steps = \", num_steps)\n"
+        "  for _ in tf.range(num_steps):\n    train_one_step()\n\ntrain(num_steps=10)\ntrain(num_steps=20)\n",
+        # Reference: new instances of plain classes on every call.
+        "import tensorflow as tf\n@tf.function\ndef get_mixed_flavor(fruit_a, fruit_b):\n"
+        "  return fruit_a.flavor + fruit_b.flavor\n\nclass Fruit:\n  flavor = tf.constant([0, 0])\n\n"
+        "class Apple(Fruit):\n  flavor = tf.constant([1, 2])\n\nclass Mango(Fruit):\n"
+        "  flavor = tf.constant([3, 4])\n\nget_mixed_flavor(Apple(), Mango())\nget_mixed_flavor(Apple(), Mango())\n",
+        # The counter of a Python loop.
+        "import tensorflow as tf\n@tf.function\ndef train_step(x, step):\n    return x * step\n"
+        "for step in range(1000):\n    train_step(tf.ones(3), step)\n",
+        "import tensorflow as tf\nclass Trainer:\n    @tf.function\n    def step(self, x, epoch):\n"
+        "        return x + epoch\n    def fit(self, x):\n        for epoch, batch in enumerate(x):\n"
+        "            self.step(batch, epoch)\n",
+        "import tensorflow as tf\nf = tf.function(lambda x, i: x + i)\ni = 0\nwhile i < 10:\n    f(1.0, float(i))\n"
+        "    i += 1\n",
+        "import tensorflow as tf\nclass Config:\n    def __init__(self):\n        self.scale = 2.0\n"
+        "@tf.function\ndef f(x, cfg):\n    return x * cfg.scale\nfor batch in range(3):\n    f(1.0, Config())\n",
+    )
+    must_not_flag = (
+        # Reference: tensors instead of Python numbers; a fixed input_signature.
+        "import tensorflow as tf\ndef train_one_step():\n  pass\n\n@tf.function\ndef train(num_steps):\n"
+        "  for _ in tf.range(num_steps):\n    train_one_step()\n\n"
+        "train(num_steps=tf.constant(10))\ntrain(num_steps=tf.constant(20))\n",
+        "import tensorflow as tf\n@tf.function(input_signature=(tf.TensorSpec(shape=[None], dtype=tf.int32),))\n"
+        "def g(x):\n  return x\nfor i in range(10):\n  g(tf.constant([i]))\n",
+        # Python numbers that configure the graph; flags; one value.
+        "import tensorflow as tf\n@tf.function\ndef f(x, num_layers):\n    for _ in range(num_layers):\n"
+        "        x = tf.nn.relu(x)\n    return x\nf(1.0, 2)\nf(1.0, 3)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x, training):\n    return tf.nn.dropout(x, 0.5) if training else x\n"
+        "f(1.0, True)\nf(1.0, False)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    return x * tf.cast(n, tf.float32)\nf(1.0, 3)\nf(2.0, 3)\n",
+        # The loop counter converted to a tensor; a loop inside graph code; an object made once.
+        "import tensorflow as tf\n@tf.function\ndef step(x, i):\n    return x + i\nfor i in range(10):\n"
+        "    step(1.0, tf.constant(i))\n",
+        "import tensorflow as tf\n@tf.function\ndef inner(x, i):\n    return x * i\n@tf.function\ndef outer(x):\n"
+        "    for i in range(3):\n        x = inner(x, i)\n    return x\n",
+        "import tensorflow as tf\nclass Config:\n    pass\n@tf.function\ndef f(x, cfg):\n    return x\n"
+        "cfg = Config()\nfor _ in range(3):\n    f(1.0, cfg)\n",
+        # A class with its own trace type.
+        "import tensorflow as tf\nclass Key:\n    def __eq__(self, other):\n        return True\n"
+        "    def __hash__(self):\n        return 0\n@tf.function\ndef f(x, k):\n    return x\n"
+        "for _ in range(3):\n    f(1.0, Key())\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        calls = [c for c in facts.tf_function_calls
+                 if not c.has_signature and not facts.is_graph_function(c.caller)]
+        for tf_call in calls:
+            for parameter, argument in tf_call.arguments.items():
+                reason = _loop_counter(facts, argument, tf_call.call) or _new_plain_object(facts, argument, tf_call,
+                                                                                           calls)
+                if reason is not None:
+                    yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
+                                       f"{reason} passed as `{parameter}`; pass a tensor (tf.constant) or give "
+                                       "the tf.function an input_signature")
+        for tf_call, parameter, argument in _varying_numbers(facts, calls):
+            yield self.finding(facts, argument, f"`{tf_call.function.name}` is called with different Python numbers "
+                               f"for `{parameter}`, which it only uses as a tensor: each value is a new trace; "
+                               "pass tf.constant(...) instead")
+
+
+def _loop_counter(facts: FileFacts, argument: ast.expr, call: ast.Call) -> str | None:
+    """`i` (or `float(i)`, `i * 2`) where `i` counts the iterations of a Python loop around the call."""
+    for name in _number_names(facts, argument):
+        for binding in facts.bindings_of(name):
+            loop = _enclosing_loop_binding(facts, binding.node, call)
+            counter = binding.kind == "augassign" and facts.kinds(name) == {values.NUMBER}
+            if loop is not None and (counter or _counts(facts, loop, binding.node)):
+                return f"value of the loop counter `{name.id}` (line {loop.lineno})"
+    return None
+
+
+def _number_names(facts: FileFacts, argument: ast.expr) -> list[ast.Name]:
+    """The names whose Python value the argument is: `i`, `float(i)`, `i + 1`; not `tf.constant(i)`."""
+    if isinstance(argument, ast.Name):
+        return [argument]
+    if isinstance(argument, ast.Call) and facts.resolve(argument.func) in _NUMBER_CONVERSIONS and argument.args:
+        return _number_names(facts, argument.args[0])
+    if isinstance(argument, ast.BinOp):
+        return _number_names(facts, argument.left) + _number_names(facts, argument.right)
+    return []
+
+
+def _enclosing_loop_binding(facts: FileFacts, bound: ast.AST, call: ast.Call) -> ast.AST | None:
+    """The innermost loop that both binds (or increments) the name and contains the call."""
+    call_loops = {id(a) for a in facts.ancestors(call) if isinstance(a, _LOOPS)}
+    return next((a for a in facts.ancestors(bound) if isinstance(a, _LOOPS) and id(a) in call_loops), None)
+
+
+def _counts(facts: FileFacts, loop: ast.AST, target: ast.AST) -> bool:
+    """`for i in range(...)` or the index of `for i, x in enumerate(...)`."""
+    if not (isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.iter, ast.Call)):
+        return False
+    source = facts.resolve(loop.iter.func)
+    if source == "builtins.range":
+        return loop.target is target
+    return source == "builtins.enumerate" and isinstance(loop.target, ast.Tuple) \
+        and bool(loop.target.elts) and loop.target.elts[0] is target
+
+
+def _new_plain_object(facts: FileFacts, argument: ast.expr, tf_call: TfFunctionCall,
+                      calls: list[TfFunctionCall]) -> str | None:
+    """`f(Config())` repeated (in a loop, or at a second call site) with a plain Python class."""
+    if not isinstance(argument, ast.Call):
+        return None
+    cls = facts.called_class(argument)
+    if cls is None or not _plain_class(facts, cls, 0):
+        return None
+    in_loop = any(isinstance(a, _LOOPS) for a in facts.ancestors(tf_call.call))
+    earlier = any(other.identity is tf_call.identity and other.call.lineno < tf_call.call.lineno
+                  and any(facts.called_class(a) is not None for a in other.arguments.values()
+                          if isinstance(a, ast.Call))
+                  for other in calls)
+    return f"new `{cls.name}` instance (compared by identity)" if in_loop or earlier else None
+
+
+def _plain_class(facts: FileFacts, cls: ClassInfo, depth: int) -> bool:
+    """A class of this file with no trace type: not Keras/tf.Module, no decorators, no __eq__/__hash__."""
+    if depth > 8 or cls.node.decorator_list or cls.node.keywords or facts.class_kind(cls) != values.OBJECT:
+        return False
+    if any(name in cls.methods for name in _TRACE_IDENTITY_METHODS):
+        return False
+    for base in cls.node.bases:
+        if isinstance(base, ast.Name) and base.id == "object":
+            continue
+        local = [b for b in facts.bindings_of(base) if b.kind == "class"] if isinstance(base, ast.Name) else []
+        base_info = next((c for c in facts.classes if local and c.node is local[0].node), None)
+        if base_info is None or not _plain_class(facts, base_info, depth + 1):
+            return False
+    return True
+
+
+def _varying_numbers(facts: FileFacts, calls: list[TfFunctionCall]) -> Iterator[tuple[TfFunctionCall, str, ast.expr]]:
+    """Calls passing a parameter a Python number different from an earlier call's, when a tensor would do."""
+    first: dict[tuple[int, str], object] = {}
+    for tf_call in calls:
+        for parameter, argument in tf_call.arguments.items():
+            number = _number_literal(argument)
+            if number is None or not _only_tensor_uses(facts, tf_call.function, parameter):
+                continue
+            seen = first.setdefault((id(tf_call.identity), parameter), number)
+            if seen != number:
+                yield tf_call, parameter, argument
+
+
+def _number_literal(expr: ast.expr) -> object | None:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        inner = _number_literal(expr.operand)
+        return -inner if isinstance(inner, (int, float)) else None  # type: ignore[operator]
+    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float):
+        return expr.value
+    return None
+
+
+def _only_tensor_uses(facts: FileFacts, function: FunctionInfo, parameter: str) -> bool:
+    """The parameter is given to a TensorFlow op and never needs its Python value (range, if, layer sizes)."""
+    uses = [node for node in function.nodes if isinstance(node, ast.Name) and node.id == parameter
+            and facts.binding_scope(node) is function.scope]
+    tensor_use = False
+    for use in uses:
+        parent = facts.parent(use)
+        if isinstance(parent, ast.keyword):
+            parent = facts.parent(parent)
+        if isinstance(parent, ast.Call) and use is not parent.func:
+            qualified = facts.resolve(parent.func) or ""
+            if qualified == "tensorflow.print" or values.TENSOR in facts.kinds(parent):
+                tensor_use = tensor_use or qualified != "tensorflow.print"
+                continue
+            if qualified != "builtins.print":
+                return False
+        elif isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Subscript, ast.Compare, ast.BoolOp)):
+            return False
+    return tensor_use

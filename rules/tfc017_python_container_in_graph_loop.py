@@ -1,0 +1,155 @@
+"""TFC017: appending to or assigning into a Python list or dict inside a graph (AutoGraph) loop."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_GROWING_METHODS = {values.LIST: frozenset({"append", "extend", "insert"}),
+                    values.DICT: frozenset({"update", "setdefault"})}
+_EMPTY_CONSTRUCTORS = frozenset({"builtins.list", "builtins.dict", "collections.defaultdict",
+                                 "collections.OrderedDict"})
+
+
+class PythonContainerInGraphLoop(Rule):
+    """Growing a Python list or dict inside a loop that AutoGraph turns into a graph loop.
+
+    ## What it does
+    Finds `lst.append(...)` (also `extend`, `insert`), `d.update(...)`/`d.setdefault(...)`, and
+    `container[key] = value` with a new key, inside a `for` over `tf.range`/a tensor/a dataset or a
+    `while` on a tensor in graph code.
+
+    ## Why is this bad
+    AutoGraph turns such a loop into a `tf.while_loop` whose body is traced once. A Python list or
+    dict is not part of the graph: the append happens once, while tracing, and the loop cannot carry a
+    structure that grows, so the code raises or keeps only the traced placeholder instead of one value
+    per iteration. This is reported as an error because the result is wrong or the function fails.
+
+    ## Example
+    ```python
+    @tf.function
+    def f(x):
+        outputs = []
+        for i in tf.range(x.shape[0]):
+            outputs.append(x[i] * 2)
+        return tf.stack(outputs)
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def f(x):
+        outputs = tf.TensorArray(tf.float32, size=x.shape[0])
+        for i in tf.range(x.shape[0]):
+            outputs = outputs.write(i, x[i] * 2)
+        return outputs.stack()
+    ```
+    """
+
+    code = "TFC017"
+    name = "python-container-in-graph-loop"
+    severity = Severity.ERROR
+    must_flag = (
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    outputs = []\n    for i in tf.range(10):\n"
+        "        outputs.append(x * tf.cast(i, tf.float32))\n    return tf.stack(outputs)\n",
+        "import tensorflow as tf\n@tf.function\ndef f():\n    seen = {}\n    for batch in tf.data.Dataset.range(6).batch(2):\n"
+        "        seen[len(seen)] = batch\n    return seen\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    acc = list()\n    i = tf.constant(0)\n"
+        "    while i < 10:\n        acc.extend([x])\n        i += 1\n    return acc\n",
+        "import tensorflow as tf\nclass Rnn(tf.Module):\n    def __init__(self):\n        self.states = []\n"
+        "    @tf.function\n    def __call__(self, x):\n        for t in tf.range(tf.shape(x)[0]):\n"
+        "            self.states.append(x[t])\n        return x\n",
+        "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([None])])\ndef f(xs):\n"
+        "    by_step = dict()\n    for i in tf.range(3):\n        by_step[i] = xs\n    return xs\n",
+    )
+    must_not_flag = (
+        # Reference: accumulate with tf.TensorArray.
+        "import tensorflow as tf\n@tf.function\ndef dynamic_rnn(rnn_step, input_data, initial_state):\n"
+        "  # [batch, time, features] -> [time, batch, features]\n  input_data = tf.transpose(input_data, [1, 0, 2])\n"
+        "  max_seq_len = input_data.shape[0]\n\n  states = tf.TensorArray(tf.float32, size=max_seq_len)\n"
+        "  state = initial_state\n  for i in tf.range(max_seq_len):\n    state = rnn_step(input_data[i], state)\n"
+        "    states = states.write(i, state)\n  return tf.transpose(states.stack(), [1, 0, 2])\n",
+        # A Python loop (unrolled at trace time) may build a list.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    outputs = []\n    for i in range(3):\n"
+        "        outputs.append(x * i)\n    return tf.stack(outputs)\n",
+        # Not graph code.
+        "import tensorflow as tf\ndef f(ds):\n    out = []\n    for batch in ds:\n        out.append(batch)\n"
+        "    return out\n",
+        # A fixed structure updated in place keeps its shape: AutoGraph carries it as a loop variable.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    state = {'h': x}\n    for i in tf.range(3):\n"
+        "        state['h'] = state['h'] * 2\n    return state['h']\n",
+        # A list built in a nested function defined in the loop is that function's business.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in tf.range(3):\n"
+        "        fns = lambda: [].append(i)\n    return x\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
+            if not facts.is_graph_loop(loop):
+                continue
+            for node, container, kind in _container_growth(facts, loop, function):
+                yield self.finding(
+                    facts, node, f"`{facts.text(container)}` is a Python {kind} grown inside a graph loop "
+                    f"(line {loop.lineno}): the change happens once, while tracing; use tf.TensorArray",
+                    function=function)
+
+
+def _container_growth(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+    """Appends/updates on Python lists and dicts, and subscript assignments with new keys, in the loop body."""
+    body = [n for n in function.nodes if n is not loop and _inside(facts, n, loop)]
+    for node in body:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            kind = _container_kind(facts, node.func.value)
+            if kind is not None and node.func.attr in _GROWING_METHODS[kind]:
+                yield node, node.func.value, kind
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _new_key(facts, target, loop):
+                    kind = _container_kind(facts, target.value)
+                    if kind is not None:
+                        yield node, target.value, kind
+
+
+def _inside(facts: FileFacts, node: ast.AST, loop: ast.AST) -> bool:
+    """In the loop's body (not its iterable or test)."""
+    previous = node
+    for ancestor in facts.ancestors(node):
+        if ancestor is loop:
+            return previous in loop.body  # type: ignore[attr-defined]
+        previous = ancestor
+    return False
+
+
+def _container_kind(facts: FileFacts, expr: ast.expr) -> str | None:
+    """`list` or `dict` when every value the expression can hold is that kind of container."""
+    kinds = facts.kinds(expr)
+    for kind in (values.LIST, values.DICT):
+        if kinds == {kind}:
+            return kind
+    return None
+
+
+def _new_key(facts: FileFacts, target: ast.Subscript, loop: ast.AST) -> bool:
+    """A key that changes every iteration (a name the loop binds or increments, `len(d)`) or an empty container."""
+    key_names = {n.id for n in ast.walk(target.slice) if isinstance(n, ast.Name)}
+    loop_bound = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if key_names & loop_bound or any(isinstance(n, ast.Call) and facts.resolve(n.func) == "builtins.len"
+                                     for n in ast.walk(target.slice)):
+        return True
+    return _starts_empty(facts, target.value)
+
+
+def _starts_empty(facts: FileFacts, container: ast.expr) -> bool:
+    if not isinstance(container, ast.Name):
+        return False
+    created = [b.value for b in facts.bindings_of(container) if b.value is not None]
+    return bool(created) and all(
+        (isinstance(v, (ast.List, ast.Dict)) and not (v.elts if isinstance(v, ast.List) else v.keys))
+        or (isinstance(v, ast.Call) and not v.args and facts.resolve(v.func) in _EMPTY_CONSTRUCTORS)
+        for v in created)

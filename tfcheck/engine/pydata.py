@@ -1,0 +1,145 @@
+"""Python data and Python iterators: values that graph code can only see at trace time.
+
+Two questions the loop and iterator rules share. Is a value *Python data* (a NumPy array, a
+module-level list of numbers, a large `range`), so that a loop over it unrolls into the graph? Is it
+a *Python iterator* (`iter(list)`, a generator, `zip(...)`), whose state advances only while tracing,
+as opposed to a tf.data iterator, which is a graph resource? The answers are deliberately narrow:
+a value the file does not pin down is neither, because a false alarm is worse than a miss.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from tfcheck.engine import values
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+
+# `range(N)` with N at least this unrolls into a graph big enough to matter; smaller literal ranges are
+# how graph code repeats structure (`for i in range(num_heads)`), which is what tracing is for.
+LARGE_RANGE = 100
+# A module-level list of at least this many plain numbers is data; shorter ones are settings (`SCALES`).
+LARGE_LIST = 16
+_GRAPH_KINDS = frozenset({values.TENSOR, values.DATASET, values.VARIABLE})
+_PYTHON_SEQUENCES = frozenset({values.LIST, values.TUPLE, values.DICT, values.SET, values.RANGE, values.STRING,
+                               values.NDARRAY})
+_ITERATOR_BUILTINS = frozenset({"builtins.iter", "builtins.map", "builtins.filter", "builtins.zip",
+                                "builtins.enumerate", "builtins.reversed"})
+
+
+def python_data(facts: FileFacts, expr: ast.expr) -> str | None:
+    """What Python data a loop over `expr` walks, in words ("a NumPy array", ...), or None.
+
+    NumPy arrays, `range()` of a literal of at least LARGE_RANGE, and module-level names bound once to a
+    list or tuple of numbers (or a repeated one, `[(1, 1)] * 3`).
+    """
+    kinds = facts.kinds(expr)
+    if values.NDARRAY in kinds and not kinds & _GRAPH_KINDS:
+        return "a NumPy array"
+    if isinstance(expr, ast.Call) and facts.resolve(expr.func) == "builtins.range":
+        size = _range_size(facts, expr)
+        return f"range({size})" if size is not None and size >= LARGE_RANGE else None
+    if isinstance(expr, ast.Name):
+        value = module_constant(facts, expr)
+        if value is not None and is_number_data(value) and _looks_like_data(value):
+            return f"the module-level list `{expr.id}`"
+    return None
+
+
+def _looks_like_data(expr: ast.expr) -> bool:
+    """Records (tuples of numbers), repetition, or at least LARGE_LIST numbers; not `SCALES = [0.5, 1, 2]`."""
+    if isinstance(expr, ast.BinOp):
+        return True
+    elements = expr.elts  # type: ignore[attr-defined]
+    return len(elements) >= LARGE_LIST or any(isinstance(e, (ast.List, ast.Tuple)) for e in elements)
+
+
+def module_constant(facts: FileFacts, name: ast.Name) -> ast.expr | None:
+    """The value of a module-level name bound exactly once by a plain assignment, else None."""
+    scope, bindings = facts.lookup(name.id, facts.scope_of_name(name))
+    if scope is not facts.module_scope or len(bindings) != 1 or bindings[0].kind != "assign":
+        return None
+    return bindings[0].value
+
+
+def is_number_data(expr: ast.expr) -> bool:
+    """A literal list/tuple of numbers or of tuples of numbers, possibly repeated with `* n`."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return is_number_data(expr.left) or is_number_data(expr.right)
+    if not isinstance(expr, (ast.List, ast.Tuple)) or not expr.elts:
+        return False
+    return all(_is_number(element) or (isinstance(element, (ast.List, ast.Tuple)) and element.elts
+                                       and all(_is_number(e) for e in element.elts))
+               for element in expr.elts)
+
+
+def _is_number(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        expr = expr.operand
+    return isinstance(expr, ast.Constant) and type(expr.value) in (int, float)
+
+
+def _range_size(facts: FileFacts, call: ast.Call) -> int | None:
+    """The number of iterations of `range(...)` when its arguments are literal (or module constants)."""
+    if call.keywords or not 1 <= len(call.args) <= 3:
+        return None
+    numbers = [_int_value(facts, arg) for arg in call.args]
+    if any(n is None for n in numbers):
+        return None
+    try:
+        return len(range(*numbers))  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
+def _int_value(facts: FileFacts, expr: ast.expr) -> int | None:
+    if isinstance(expr, ast.Name):
+        constant = module_constant(facts, expr)
+        return _int_value(facts, constant) if constant is not None and not isinstance(constant, ast.Name) else None
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr.value
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        inner = _int_value(facts, expr.operand)
+        return -inner if inner is not None else None
+    return None
+
+
+def is_python_iterator(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> bool:
+    """Whether `expr` is surely a Python iterator or generator object (never a tf.data iterator)."""
+    if expr is None or depth > 4:
+        return False
+    if isinstance(expr, ast.GeneratorExp):
+        return True
+    if isinstance(expr, ast.Name):
+        bindings = facts.bindings_of(expr)
+        return bool(bindings) and all(b.value is not None and b.value is not expr
+                                      and is_python_iterator(facts, b.value, depth + 1) for b in bindings)
+    if not isinstance(expr, ast.Call):
+        return False
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr == "as_numpy_iterator":
+        return True
+    target = facts.called_function(expr)
+    if target is not None:
+        return target.is_generator
+    name = facts.resolve(expr.func)
+    if name in ("itertools.count", "itertools.cycle", "itertools.repeat"):
+        return True
+    if name in ("builtins.map", "builtins.filter"):
+        return _all_python_iterables(facts, expr.args[1:], depth)
+    if name in _ITERATOR_BUILTINS or (name or "").startswith("itertools."):
+        return _all_python_iterables(facts, expr.args, depth)
+    return False
+
+
+def _all_python_iterables(facts: FileFacts, args: list[ast.expr], depth: int) -> bool:
+    """The iterables given to iter/zip/map/...: all known to be Python values, none a dataset or tensor."""
+    iterables = [a for a in args if not isinstance(a, (ast.Lambda, ast.Starred))]
+    if not iterables:
+        return False
+    for arg in iterables:
+        kinds = facts.kinds(arg)
+        if kinds & _GRAPH_KINDS or not (kinds & _PYTHON_SEQUENCES or is_python_iterator(facts, arg, depth + 1)):
+            return False
+    return True

@@ -1,0 +1,150 @@
+"""Calls of tf.functions: which Python function a call traces, and which argument each parameter gets.
+
+Several pitfalls are about what a tf.function is *called with*, not what it does: Python numbers that
+change from call to call (one trace each), new plain objects (one trace each), a second optimizer or
+an unbuilt model (variables created on a later trace), Python lists or iterators passed where the
+body loops or calls `next()`. They all need the same fact, found once per file: the call sites of
+the file's tf.functions with their arguments bound to parameters.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+    from tfcheck.engine.scopes import FunctionInfo
+
+
+@dataclass(frozen=True, eq=False)
+class TfFunctionCall:
+    """One call of a tf.function of this file (`f(...)` or `f.get_concrete_function(...)`).
+
+    `identity` is the node that creates the tf.function object (the decorated def, or the
+    `tf.function(g)` call a name is bound to): two calls with the same identity share one trace cache.
+    """
+
+    call: ast.Call
+    function: FunctionInfo
+    identity: ast.AST
+    has_signature: bool
+    arguments: dict[str, ast.expr]
+    caller: FunctionInfo | None
+
+
+def find_tf_function_calls(facts: FileFacts) -> list[TfFunctionCall]:
+    """Every call of a tf.function of this file, in source order, including through forwarding helpers."""
+    found: list[TfFunctionCall] = []
+    for call, caller in facts.calls:
+        direct = _direct_call(facts, call, caller)
+        if direct is not None:
+            found.append(direct)
+        else:
+            found.extend(_forwarded_call(facts, call, caller))
+    found.sort(key=lambda c: (c.call.lineno, c.call.col_offset))
+    return found
+
+
+def _direct_call(facts: FileFacts, call: ast.Call, caller: FunctionInfo | None) -> TfFunctionCall | None:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "get_concrete_function":
+        func = func.value
+    target = tf_function_object(facts, func)
+    if target is None:
+        return None
+    function, identity, has_signature = target
+    skip_self = function.cls is not None and isinstance(func, ast.Attribute)
+    return TfFunctionCall(call, function, identity, has_signature,
+                          bind_arguments(function, call.args, call.keywords, skip_self), caller)
+
+
+def tf_function_object(facts: FileFacts, expr: ast.expr) -> tuple[FunctionInfo, ast.AST, bool] | None:
+    """What a callable expression is when it is a tf.function of this file: (function, identity, signed).
+
+    A name bound to a decorated def, `self.method` of a decorated method, or a name bound (once) to
+    `tf.function(g, ...)`. A plain def is not a tf.function even if some other call wraps it.
+    """
+    if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
+        targets = facts.function_target(expr)
+        return _decorated(facts, targets[0]) if len(targets) == 1 else None
+    if not isinstance(expr, ast.Name):
+        return None
+    bindings = facts.bindings_of(expr)
+    if len(bindings) != 1:
+        return None
+    binding = bindings[0]
+    if binding.kind == "def":
+        info = facts.function_info(binding.node)
+        return _decorated(facts, info) if info is not None else None
+    value = binding.value
+    if binding.kind == "assign" and isinstance(value, ast.Call) and value.args \
+            and facts.resolve(value.func) in facts.tf_function_names:
+        targets = facts.function_target(value.args[0])
+        if len(targets) == 1:
+            return targets[0], value, any(k.arg == "input_signature" for k in value.keywords)
+    return None
+
+
+def _decorated(facts: FileFacts, info: FunctionInfo) -> tuple[FunctionInfo, ast.AST, bool] | None:
+    decorator = facts.decorated_tf_function(info)
+    if decorator is None:
+        return None
+    return info, info.node, facts.has_input_signature(decorator)
+
+
+def bind_arguments(function: FunctionInfo, args: list[ast.expr], keywords: list[ast.keyword],
+                   skip_self: bool = False) -> dict[str, ast.expr]:
+    """Parameter name -> argument expression, as Python binds them (stops at the first `*args`)."""
+    node_args = function.node.args
+    positional = [a.arg for a in node_args.posonlyargs + node_args.args]
+    if skip_self:
+        positional = positional[1:]
+    bound: dict[str, ast.expr] = {}
+    for name, arg in zip(positional, args):
+        if isinstance(arg, ast.Starred):
+            break
+        bound[name] = arg
+    for keyword in keywords:
+        if keyword.arg is not None:
+            bound[keyword.arg] = keyword.value
+    return bound
+
+
+def _forwarded_call(facts: FileFacts, call: ast.Call, caller: FunctionInfo | None) -> list[TfFunctionCall]:
+    """`helper(f, a, b)` where `helper(fn, *args)` calls `fn(*args)` or `fn.get_concrete_function(*args)`."""
+    helper = facts.called_function(call)
+    if helper is None or isinstance(helper.node, ast.Lambda) or helper.node.args.vararg is None:
+        return []
+    forwarded = _forwarding_parameter(helper)
+    if forwarded is None:
+        return []
+    positional = [a.arg for a in helper.node.args.posonlyargs + helper.node.args.args]
+    index = positional.index(forwarded)
+    if index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args):
+        return []
+    target = tf_function_object(facts, call.args[index])
+    if target is None:
+        return []
+    function, identity, has_signature = target
+    rest = call.args[len(positional):]
+    return [TfFunctionCall(call, function, identity, has_signature, bind_arguments(function, rest, []), caller)]
+
+
+def _forwarding_parameter(helper: FunctionInfo) -> str | None:
+    """The parameter `fn` of a helper whose body calls `fn(*args)` / `fn.get_concrete_function(*args)`."""
+    vararg = helper.node.args.vararg
+    assert vararg is not None
+    positional = {a.arg for a in helper.node.args.posonlyargs + helper.node.args.args}
+    for node in helper.nodes:
+        if not (isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Starred)):
+            continue
+        star = node.args[0].value
+        if not (isinstance(star, ast.Name) and star.id == vararg.arg):
+            continue
+        func = node.func.value if isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "get_concrete_function" else node.func
+        if isinstance(func, ast.Name) and func.id in positional:
+            return func.id
+    return None
