@@ -83,6 +83,9 @@ class EagerOnlyCall(Rule):
         # Guarded by an eager check.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
         "        print(x.numpy())\n    return x\n",
+        # Switched to eager mode explicitly (tf.data's dataset_ops.py).
+        "import tensorflow as tf\nfrom tensorflow.python.eager import context\n@tf.function\ndef f(x):\n"
+        "    with context.eager_mode():\n        v = tf.constant(1).numpy()\n    return x + v\n",
         # `.numpy()` of a NumPy-like Python object; and eager code.
         "import numpy as np\nimport tensorflow as tf\nclass Box:\n    def numpy(self):\n        return 1\n"
         "@tf.function\ndef f(x):\n    b = Box()\n    return x * b.numpy()\n",

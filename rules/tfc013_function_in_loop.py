@@ -11,6 +11,8 @@ from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Functions that run once per process or per test: creating a tf.function in them and calling it is fine.
+_RUN_ONCE = ("test", "main", "setUp", "setup")
 
 
 class FunctionInLoop(Rule):
@@ -19,8 +21,9 @@ class FunctionInLoop(Rule):
     ## What it does
     Finds `tf.function(...)` (or a def decorated with `@tf.function`) that is created inside a loop and
     called in the same loop, or created inside a function that calls it and then drops it, so every
-    call of that function makes a new tf.function. Factories that return or store the tf.function, and
-    drivers that create it once and call it in a loop, are fine. Creation inside graph code (at trace
+    call of that function makes a new tf.function. Factories that return or store the tf.function,
+    drivers that create it once and call it in a loop, and functions that run once (`main`, test
+    methods) are fine. Creation inside graph code (at trace
     time only) is not reported.
 
     ## Why is this bad
@@ -82,6 +85,9 @@ class FunctionInLoop(Rule):
         # A driver: created once per run, called in a loop.
         "import tensorflow as tf\ndef main(ds):\n    @tf.function\n    def step(b):\n        return b\n"
         "    for b in ds:\n        step(b)\n",
+        # Runs once: a test method, a main function.
+        "import tensorflow as tf\nclass T:\n    def test_xla(self, x):\n"
+        "        fn = tf.function(lambda y: y * 2, jit_compile=True)\n        self.assertEqual(fn(x), 2)\n",
         # Explicit concrete functions.
         "import tensorflow as tf\ndef evaluate(m, x):\n    return m(x)\n"
         "for m in [1, 2]:\n    c = tf.function(evaluate).get_concrete_function(m, 1.0)\n",
@@ -120,7 +126,8 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
             return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
                     "create it once, before the loop")
         return None
-    if function is None or any(_enclosing_loop(facts, use, function) is not None for use in uses):
+    if function is None or function.name.startswith(_RUN_ONCE) \
+            or any(_enclosing_loop(facts, use, function) is not None for use in uses):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")

@@ -37,9 +37,9 @@ _INTERNAL_OP_MODULES = ("tensorflow.python.ops.math_ops.", "tensorflow.python.op
                         "tensorflow.python.ops.gen_math_ops.", "tensorflow.python.ops.gen_array_ops.")
 _IDENTITY_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 _TENSOR_KINDS = frozenset({values.TENSOR, values.VARIABLE})
-# Calls that ask whether execution is eager (or whether a value is an eager tensor).
+# Calls that ask whether execution is eager (or whether a value is an eager tensor), or switch to it.
 _EAGER_CHECK_CALLS = frozenset({"executing_eagerly", "executing_eagerly_outside_functions", "inside_function",
-                                "is_symbolic_tensor", "functions_run_eagerly"})
+                                "is_symbolic_tensor", "functions_run_eagerly", "eager_mode"})
 
 
 def is_tensor_value(facts: FileFacts, expr: ast.AST | None, depth: int = 0) -> bool:
@@ -91,7 +91,8 @@ def eager_guarded(facts: FileFacts, info: FunctionInfo) -> bool:
     """Whether a function tests for eager execution (or eager tensors) anywhere in its own code.
 
     Such functions are written to run both ways (`if tf.executing_eagerly(): x.numpy()`, or an early
-    return when tracing); their eager-only calls sit behind the test, so rules leave them alone.
+    return when tracing), or switch to eager mode (`with context.eager_mode():`); their eager-only calls
+    sit behind the test, so rules leave them alone.
     """
     return any(isinstance(node, ast.Call) and _is_eager_check(facts, node) for node in info.nodes)
 

@@ -1,0 +1,222 @@
+"""The reference texts' examples for TFC006, TFC008, TFC010, TFC011, TFC013, TFC014, TFC015.
+
+Each case is code from `shared/reference/*.txt` (the tf.function guide, its older edition, and the
+eager-vs-graph article) with the exact set of codes that ALL rules together report on it: bad examples
+must be flagged by their rule, and the fixes the texts recommend must produce no finding from any rule.
+Where the article describes code in words only, the case transcribes that description (marked so).
+Then the fixtures `fixtures/lint/misc_bad.py` / `misc_good.py`, and TFC008's fixes applied to a file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tfcheck.config import Config
+from tfcheck.engine import analyze_source
+from tfcheck.findings import Edit
+from tfcheck.rule import all_rules
+from tfcheck.rules.tfc008_python_assert import PythonAssert
+from tfcheck.runner import lint_paths
+
+CASES: dict[str, tuple[str, set[str]]] = {
+    # tf_function_guide.txt, "Recursive tf.functions are not supported".
+    "guide-recursive-fn": ("""
+import tensorflow as tf
+
+@tf.function
+def recursive_fn(n):
+  if n > 0:
+    return recursive_fn(n - 1)
+  else:
+    return 1
+
+recursive_fn(tf.constant(5))  # Bad - maximum recursion error.
+""", {"TFC006"}),
+    # tf_function_guide_older.txt, "Python side effects": tf.py_function as the exit hatch. The callback
+    # runs eagerly (its print and append are fine); the py_function itself makes the graph unportable.
+    "older-guide-py-function-exit-hatch": ("""
+import tensorflow as tf
+
+external_list = []
+
+def side_effect(x):
+  print('Python side effect')
+  external_list.append(x)
+
+@tf.function
+def f(x):
+  tf.py_function(side_effect, inp=[x], Tout=[])
+
+f(1)
+f(1)
+f(1)
+# The list append happens all three times!
+assert len(external_list) == 3
+# The list contains tf.constant(1), not 1, because py_function casts everything to tensors.
+assert external_list[0].numpy() == 1
+""", {"TFC015"}),
+    # tf_function_guide.txt, "Controlling retracing": a new Function forces retracing, on purpose, at
+    # module level (not a loop). The prints are there to show tracing: TFC001 reports them, as its
+    # documentation says (suppress where deliberate).
+    "guide-new-function-forces-retrace": ("""
+import tensorflow as tf
+
+def f():
+  print('Tracing!')
+  tf.print('Executing')
+
+tf.function(f)()
+tf.function(f)()
+""", {"TFC001"}),
+    # tf_function_guide.txt, "Obtaining concrete functions": asserts outside graph code are fine.
+    "guide-concrete-function-assert": ("""
+import tensorflow as tf
+
+@tf.function
+def pow(a, b):
+  return a ** b
+
+square = pow.get_concrete_function(a=tf.TensorSpec(None, tf.float32), b=2)
+print(square)
+assert square(tf.constant(10.0)) == 100
+""", set()),
+    # eager_vs_graph_article.txt, "Not to use Assert" (described in words; transcribed): a Python
+    # assert inside a tf.function throws ...
+    "article-assert-bad": ("""
+import tensorflow as tf
+
+@tf.function
+def f(x):
+  assert tf.reduce_all(x > 0)
+  return x
+""", {"TFC008"}),
+    # ... use tf.debugging.assert_{condition} instead, for both modes.
+    "article-assert-fix": ("""
+import tensorflow as tf
+
+@tf.function
+def f(x):
+  tf.debugging.assert_greater(x, 0.0)
+  return x
+""", set()),
+    # eager_vs_graph_article.txt (described in words; transcribed): run_functions_eagerly(True) before
+    # the square function and False later, to break inside it in a debugger.
+    "article-run-functions-eagerly-on-then-off": ("""
+import tensorflow as tf
+
+tf.config.run_functions_eagerly(True)
+
+@tf.function
+def square(x):
+  return x * x
+
+square(tf.constant(2.0))
+tf.config.run_functions_eagerly(False)
+""", set()),
+    # The same, with the switch left on: every tf.function in the process then runs eagerly.
+    "article-run-functions-eagerly-left-on": ("""
+import tensorflow as tf
+
+tf.config.run_functions_eagerly(True)
+
+@tf.function
+def square(x):
+  return x * x
+
+square(tf.constant(2.0))
+""", {"TFC014"}),
+    # tf_function_guide.txt, "Executing Python side effects": tf.print, not print, runs on every call;
+    # the guide's takeaway "NumPy and Python calls are converted to constants" is about Python values.
+    "guide-takeaway-numpy-constants": ("""
+import numpy as np
+import tensorflow as tf
+
+@tf.function
+def f(x):
+  tf.print("Executed with", x)
+  return x * np.pi
+""", set()),
+}
+
+
+def codes(snippet: str) -> set[str]:
+    facts = analyze_source("reference.py", snippet, "reference")
+    return {finding.code for rule in all_rules() if not rule.reported_by_engine for finding in rule().check(facts)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reference_case(name: str) -> None:
+    snippet, expected = CASES[name]
+    assert codes(snippet) == expected
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
+
+
+def expected_findings(path: Path) -> list[tuple[int, str]]:
+    """The `# expect: TFC0xx ...` comments of a fixture, as (line, code) pairs."""
+    found = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        match = re.search(r"# expect: ((?:TFC\d{3} ?)+)$", line)
+        if match:
+            found.extend((number, code) for code in match.group(1).split())
+    return sorted(found)
+
+
+def lint(path: Path) -> list:
+    return lint_paths([path], Config(root=FIXTURES), jobs=1).findings
+
+
+def test_misc_bad_fixture_reports_exactly_its_expectations() -> None:
+    path = FIXTURES / "misc_bad.py"
+    assert sorted((f.line, f.code) for f in lint(path)) == expected_findings(path)
+
+
+def test_misc_good_fixture_reports_nothing() -> None:
+    assert lint(FIXTURES / "misc_good.py") == []
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Apply single-line edits bottom-up (enough for TFC008's one-statement replacements)."""
+    lines = text.splitlines(keepends=True)
+    for edit in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
+        assert edit.line == edit.end_line
+        line = lines[edit.line - 1]
+        lines[edit.line - 1] = line[:edit.column - 1] + edit.replacement + line[edit.end_column - 1:]
+    return "".join(lines)
+
+
+def test_tfc008_fixes_on_the_fixture_parse_and_clear_the_finding(tmp_path: Path) -> None:
+    source = (FIXTURES / "misc_bad.py").read_text()
+    findings = [f for f in lint(FIXTURES / "misc_bad.py") if f.code == "TFC008"]
+    assert findings and all(f.fix is not None and f.fix.safe for f in findings)
+    fixed = apply_edits(source, [edit for f in findings for edit in f.fix.edits])
+    ast.parse(fixed)
+    assert 'tf.debugging.Assert(tf.reduce_all(x >= 0.0), ["x must be non-negative"])' in fixed
+    assert "tf.debugging.assert_greater(total, 0.0)" in fixed
+    target = tmp_path / "fixed.py"
+    target.write_text(fixed)
+    assert [f.code for f in lint_paths([target], Config(root=tmp_path), jobs=1).findings if f.code == "TFC008"] == []
+
+
+@pytest.mark.parametrize(("snippet", "replacement", "safe"), [
+    ("assert x != y, f'{x}'", "tf.debugging.assert_none_equal(x, y, message=f'{x}')", True),
+    ("assert tf.reduce_any(x > 0)", "tf.debugging.Assert(tf.reduce_any(x > 0), ['assert tf.reduce_any(x > 0) failed'])",
+     True),
+    ("assert x * 2", "tf.debugging.Assert(tf.reduce_all(x * 2), ['assert x * 2 failed'])", False),
+    ("assert x > 0 and y > 0", None, None),
+])
+def test_tfc008_fix_choices(snippet: str, replacement: str | None, safe: bool | None) -> None:
+    code = ("import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([], tf.float32)] * 2)\n"
+            f"def f(x, y):\n    {snippet}\n    return x\n")
+    [finding] = [f for f in PythonAssert().check(analyze_source("e.py", code, "e"))]
+    if replacement is None:
+        assert finding.fix is None
+    else:
+        assert finding.fix is not None and finding.fix.safe is safe
+        assert [e.replacement for e in finding.fix.edits] == [replacement]
+        ast.parse(apply_edits(code, list(finding.fix.edits)))
