@@ -7,25 +7,21 @@ from typing import Callable
 
 import tvm
 from tvm import relax, s_tir, tirx
-from tvm.s_tir import dlight
 from tvm.target import Target
 
 from .contraction import schedule_contraction
-from .injective import schedule_injective
+from .injective import schedule_fallback
 
 logger = logging.getLogger(__name__)
 
 Rule = Callable[[tirx.PrimFunc, Target], "s_tir.Schedule | None"]
 
 
-def _dlight_reduction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """TVM's own CPU rule for row reductions mixed with elementwise blocks (softmax, layer norm)."""
-    result = dlight.cpu.Reduction().apply(func, target, False)
-    return result[0] if isinstance(result, list) else result
-
+# The PrimFunc attribute naming the rule that scheduled it (for tests, debugging and reports).
+RULE_ATTR = "tfcheck.schedule_rule"
 
 # First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
-RULES: tuple[Rule, ...] = (schedule_contraction, _dlight_reduction, schedule_injective)
+RULES: tuple[Rule, ...] = (schedule_contraction, schedule_fallback)
 
 
 def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc | None:
@@ -40,7 +36,7 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
             logger.info("schedule rule %s failed on %s: %s", rule.__name__, name, error)
             continue
         if sch is not None:
-            return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+            return sch.mod["main"].with_attrs({"tirx.is_scheduled": True, RULE_ATTR: rule.__name__})
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tvm
 from tvm import s_tir, tirx
+from tvm.sym.pattern import detect_linear_equation
 
 SBlockRV = s_tir.schedule.SBlockRV
 
@@ -34,6 +35,17 @@ def innermost_index(region: tvm.ir.TensorRegion) -> tirx.Expr | None:
 def is_var(expr: tirx.Expr | None, var: tirx.Var) -> bool:
     """Whether ``expr`` is exactly ``var`` (a contiguous access when it is the innermost index)."""
     return isinstance(expr, tirx.Var) and expr.same_as(var)
+
+
+def is_unit_stride(expr: tirx.Expr | None, var: tirx.Var) -> bool:
+    """Whether ``expr`` is ``var + c`` with ``c`` free of ``var``: consecutive ``var`` read consecutive elements.
+
+    Depthwise convolutions index their input as ``[..., channel + rc]`` with a unit ``rc``.
+    """
+    if expr is None:
+        return False
+    coefficients = detect_linear_equation(expr, [var])
+    return len(coefficients) == 2 and isinstance(coefficients[0], tirx.IntImm) and coefficients[0].value == 1
 
 
 def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:

@@ -46,7 +46,7 @@ def _cols_axis_is_contiguous(block: tirx.SBlock) -> bool:
     cols = spatial[-1]
     if not block.writes or not blocks.is_var(blocks.innermost_index(block.writes[0]), cols):
         return False
-    return any(blocks.is_var(blocks.innermost_index(read), cols) for read in block.reads)
+    return any(blocks.is_unit_stride(blocks.innermost_index(read), cols) for read in block.reads)
 
 
 def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
@@ -93,13 +93,32 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, 
     return sch.fuse(*outer), rows_inner, cols_inner
 
 
+def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
+    """Vectorise the last loop of a register tile by whole vectors and unroll the loops above it.
+
+    Every access to the accumulators then has a constant index, so LLVM keeps them in registers;
+    a vector wider than the hardware's (e.g. 48 floats) would instead be shuffled element by element.
+    """
+    *rest, cols = tile
+    cols_extent = blocks.extent(sch, cols)
+    if cols_extent > lanes and cols_extent % lanes == 0:
+        vectors, cols = sch.split(cols, factors=[None, lanes])
+        rest.append(vectors)
+    sch.vectorize(cols)
+    for loop in rest:
+        sch.unroll(loop)
+
+
 def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, target: Target) -> None:
     """Compute the epilogue (or a plain write-back) per tile, vectorised along its last axis."""
     epilogue = _consumers_to_epilogue(sch, main)
     if epilogue is None:
         epilogue = sch.cache_write(main, 0, "global")
+    # A "local" accumulator becomes a stack array (registers after LLVM's SROA); a "global" one over
+    # 1 KiB would be a workspace allocation in every iteration of the parallel loop.
+    sch.set_scope(main, 0, "local")
     sch.reverse_compute_at(epilogue, fused, preserve_unit_loops=True)
-    sch.vectorize(sch.get_loops(epilogue)[-1])
+    _vectorize_tile(sch, sch.get_loops(epilogue)[1:], cpu.vector_lanes(target, blocks.dtype_bits(sch, epilogue)))
 
 
 def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> None:
@@ -119,9 +138,8 @@ def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule 
     _schedule_producers(sch, main, target)
     fused, rows_inner, cols_inner = _tile(sch, main, target)
     _schedule_epilogue(sch, main, fused, target)
-    if rows_inner is not None:
-        sch.unroll(rows_inner)
-    sch.vectorize(cols_inner)
+    lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
+    _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
     if cpu.num_cores(target) > 1 and blocks.extent(sch, fused) > 1:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.

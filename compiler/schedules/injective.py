@@ -1,6 +1,11 @@
-"""The fallback for elementwise and layout blocks: parallel outer loops, vectorised inner loop.
+"""The fallback for every block no micro-kernel fits: parallel outer loops, vectorised inner loop.
 
-Parallel loops cost a thread-pool wake-up of a few microseconds, so small blocks stay serial.
+Elementwise and layout blocks get their outer loops fused and split over the cores and their
+innermost loop vectorised. Reductions that are not matmul-like (softmax, layer norm, means over the
+last axis) get their spatial loops run in parallel and their reduction loops left serial: LLVM
+does not reassociate float sums, so vectorising those would need rfactor, and they are a small part
+of the models' time. Parallel loops cost a thread-pool wake-up of a few microseconds, so small
+blocks stay serial.
 """
 
 from __future__ import annotations
@@ -10,11 +15,11 @@ from tvm.target import Target
 
 from . import blocks, target as cpu
 
-# Elements below which splitting a block over the cores costs more than it saves.
-PARALLEL_MIN_ELEMENTS = 1 << 15
+# Loop iterations below which splitting a block over the cores costs more than it saves.
+PARALLEL_MIN_ITERATIONS = 1 << 15
 
 
-def _elements(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
+def _iterations(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
     """Iterations of a loop nest (0 when an extent is symbolic)."""
     total = 1
     for loop in loops:
@@ -22,29 +27,50 @@ def _elements(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
     return total
 
 
-def schedule_block(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
-    """Fuse the outer loops of one spatial block and run them in parallel; vectorise the innermost loop."""
+def _parallelize(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV], work: int, target: Target) -> None:
+    """Fuse ``loops`` and split them over the cores, when there are cores and enough ``work``."""
+    if loops and cpu.num_cores(target) > 1 and work >= PARALLEL_MIN_ITERATIONS:
+        sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+
+
+def _schedule_spatial(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
+    """Vectorise the innermost loop of an elementwise block and parallelise the ones above it."""
     loops = sch.get_loops(block)
-    if not loops or blocks.is_reduction(sch, block):
-        return
-    elements = _elements(sch, loops)
+    work = _iterations(sch, loops)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, block))
-    inner = loops[-1]
-    inner_extent = blocks.extent(sch, inner)
+    inner_extent = blocks.extent(sch, loops[-1])
     if inner_extent and inner_extent > lanes and inner_extent % lanes == 0:
-        *_, inner = sch.split(inner, factors=[None, lanes])
+        sch.split(loops[-1], factors=[None, lanes])
         loops = sch.get_loops(block)
     if inner_extent and inner_extent > 1:
-        sch.vectorize(inner)
-    if len(loops) > 1 and cpu.num_cores(target) > 1 and elements >= PARALLEL_MIN_ELEMENTS:
-        sch.parallel(sch.fuse(*loops[:-1]))
+        sch.vectorize(loops[-1])
+    _parallelize(sch, loops[:-1], work, target)
 
 
-def schedule_injective(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """Schedule a function made only of spatial blocks, or None when it has a reduction."""
+def _schedule_reduction(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
+    """Parallelise the spatial loops of a reduction whose loops are all spatial, then all reduction."""
+    loops = sch.get_loops(block)
+    kinds = blocks.iter_kinds(sch, block)
+    if len(loops) != len(kinds) or "RS" in kinds:
+        return
+    _parallelize(sch, loops[: kinds.count("S")], _iterations(sch, loops), target)
+
+
+def schedule_block(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
+    """Give one top-level block the fallback schedule."""
+    if not sch.get_loops(block):
+        return
+    if blocks.is_reduction(sch, block):
+        _schedule_reduction(sch, block, target)
+    else:
+        _schedule_spatial(sch, block, target)
+
+
+def schedule_fallback(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+    """Schedule every block of ``func`` on its own (None for a function without blocks)."""
     sch = s_tir.Schedule(func)
     block_list = blocks.child_blocks(sch)
-    if not block_list or any(blocks.is_reduction(sch, b) for b in block_list):
+    if not block_list:
         return None
     for block in block_list:
         schedule_block(sch, block, target)

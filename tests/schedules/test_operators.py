@@ -1,0 +1,224 @@
+"""The default schedules compute what NumPy computes, for shapes that stress the tiling.
+
+Each case builds a small Relax module the way the TFLite importer writes it (NHWC activations,
+HWIO kernels, depthwise kernels as (KH, KW, C, multiplier) with groups = C, constant weights),
+runs ``apply_default_schedules`` on it, compiles it and compares with a NumPy reference. Shapes
+are chosen so that extents are odd, prime, or not multiples of the vector width, batches are 1
+and more, and strides, padding and dilation vary. The rule that scheduled each function is checked
+too, so a case cannot pass by silently falling back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.targets import host_cpu_target
+
+from . import reference
+
+RNG = np.random.default_rng(0)
+TARGET = tvm.target.Target(host_cpu_target())
+
+Emit = Callable[[relax.BlockBuilder, relax.Var], relax.Expr]
+
+
+def rand(*shape: int) -> np.ndarray:
+    """Standard-normal float32 data."""
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def module(input_shapes: list[tuple[int, ...]], emit: Callable[..., relax.Expr]) -> tvm.IRModule:
+    """A Relax module whose ``main`` takes float32 inputs of ``input_shapes`` and returns ``emit(bb, *inputs)``."""
+    bb = relax.BlockBuilder()
+    params = [relax.Var(f"x{i}", relax.TensorType(shape, "float32")) for i, shape in enumerate(input_shapes)]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(emit(bb, *params))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def run(mod: tvm.IRModule, *inputs: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Schedule, compile and run ``mod``; return its output and the rules that scheduled its functions."""
+    scheduled = apply_default_schedules(mod, TARGET)
+    rules = sorted(
+        str(func.attrs[RULE_ATTR])
+        for _, func in scheduled.functions_items()
+        if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs
+    )
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy(), rules
+
+
+def check(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Float32 agreement, scaled to the size of the values."""
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [(32, 256, 512), (1, 2048, 1000), (7, 33, 10), (5, 17, 19), (64, 64, 48), (3, 100, 1)],
+)
+def test_dense_bias_relu(m: int, k: int, n: int) -> None:
+    x, w, b = rand(m, k), rand(k, n), rand(n)
+
+    def emit(bb, x_var):
+        y = bb.emit(relax.op.matmul(x_var, relax.const(w)))
+        return bb.emit(relax.op.nn.relu(bb.emit(relax.op.add(y, relax.const(b)))))
+
+    actual, rules = run(module([x.shape], emit), x)
+    check(actual, np.maximum(x @ w + b, 0))
+    assert "schedule_contraction" in rules
+
+
+@pytest.mark.parametrize(("batch", "m", "k", "n"), [(4, 128, 64, 128), (3, 9, 31, 7), (1, 1, 16, 33)])
+def test_batch_matmul_of_two_activations(batch: int, m: int, k: int, n: int) -> None:
+    a, b = rand(batch, m, k), rand(batch, k, n)
+    actual, rules = run(module([a.shape, b.shape], lambda bb, x, y: relax.op.matmul(x, y)), a, b)
+    check(actual, a @ b)
+    assert rules == ["schedule_contraction"]
+
+
+CONV_CASES = [
+    # (input NHWC, kernel (KH, KW), out channels, strides, pads (top, left, bottom, right), dilation)
+    ((1, 16, 16, 3), (3, 3), 32, (2, 2), (0, 0, 1, 1), (1, 1)),  # MobileNet stem: odd input channels
+    ((8, 12, 12, 32), (3, 3), 64, (1, 1), (1, 1, 1, 1), (1, 1)),  # batch 8, 'same'
+    ((1, 7, 7, 48), (1, 1), 20, (1, 1), (0, 0, 0, 0), (1, 1)),  # 1x1, prime spatial, 20 outputs
+    ((2, 11, 13, 5), (3, 2), 17, (1, 2), (1, 0, 1, 1), (1, 1)),  # odd everything, asymmetric
+    ((1, 15, 15, 8), (3, 3), 16, (1, 1), (2, 2, 2, 2), (2, 2)),  # dilation 2
+    ((1, 9, 9, 4), (5, 5), 10, (3, 3), (2, 2, 2, 2), (1, 1)),  # stride 3, 5x5
+]
+
+
+@pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads", "dilation"), CONV_CASES)
+def test_conv2d_nhwc_bias_relu6(shape, kernel, out, strides, pads, dilation) -> None:
+    x, w, b = rand(*shape), rand(*kernel, shape[-1], out), rand(out)
+
+    def emit(bb, x_var):
+        y = bb.emit(
+            relax.op.nn.conv2d(
+                x_var, relax.const(w), strides, pads, dilation, data_layout="NHWC", kernel_layout="HWIO"
+            )
+        )
+        return relax.op.clip(bb.emit(relax.op.add(y, relax.const(b))), 0.0, 6.0)
+
+    actual, rules = run(module([shape], emit), x)
+    check(actual, np.clip(reference.conv2d_nhwc(x, w, strides, pads, dilation) + b, 0, 6))
+    assert "schedule_contraction" in rules
+
+
+DEPTHWISE_CASES = [
+    # (input NHWC, kernel, multiplier, strides, pads, dilation)
+    ((1, 28, 28, 192), (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1)),  # MobileNetV2 block
+    ((1, 15, 15, 96), (3, 3), 1, (2, 2), (0, 0, 1, 1), (1, 1)),  # stride 2, TF 'same' padding
+    ((2, 9, 9, 13), (3, 3), 1, (1, 1), (1, 1, 1, 1), (1, 1)),  # 13 channels: not a vector multiple
+    ((1, 10, 10, 8), (5, 5), 1, (1, 1), (4, 4, 4, 4), (2, 2)),  # dilation 2
+    ((1, 8, 8, 6), (3, 3), 2, (1, 1), (1, 1, 1, 1), (1, 1)),  # channel multiplier 2
+]
+
+
+@pytest.mark.parametrize(("shape", "kernel", "mult", "strides", "pads", "dilation"), DEPTHWISE_CASES)
+def test_depthwise_conv2d(shape, kernel, mult, strides, pads, dilation) -> None:
+    channels = shape[-1]
+    x, w, b = rand(*shape), rand(*kernel, channels, mult), rand(channels * mult)
+
+    def emit(bb, x_var):
+        y = bb.emit(
+            relax.op.nn.conv2d(
+                x_var,
+                relax.const(w.reshape(*kernel, channels * mult, 1)),  # the importer's HWOI layout
+                strides,
+                pads,
+                dilation,
+                groups=channels,
+                data_layout="NHWC",
+                kernel_layout="HWOI",
+            )
+        )
+        return relax.op.add(y, relax.const(b))
+
+    actual, rules = run(module([shape], emit), x)
+    check(actual, reference.depthwise_nhwc(x, w, strides, pads, dilation) + b)
+    assert rules  # every function got some schedule (multiplier 2 may fall back)
+    if mult == 1:
+        assert "schedule_contraction" in rules
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "strides", "pads", "kind"),
+    [
+        ((8, 32, 32, 32), (2, 2), (2, 2), (0, 0, 0, 0), "max"),
+        ((1, 15, 15, 17), (3, 3), (2, 2), (1, 1, 1, 1), "max"),
+        ((2, 7, 7, 24), (3, 3), (1, 1), (1, 1, 1, 1), "avg"),
+        ((1, 13, 11, 40), (2, 3), (2, 1), (0, 1, 0, 1), "avg"),
+    ],
+)
+def test_pooling(shape, kernel, strides, pads, kind) -> None:
+    x = rand(*shape)
+    op = relax.op.nn.max_pool2d if kind == "max" else relax.op.nn.avg_pool2d
+    extra = {} if kind == "max" else {"count_include_pad": False}
+    actual, rules = run(
+        module([shape], lambda bb, v: op(v, kernel, strides, padding=pads, layout="NHWC", **extra)), x
+    )
+    check(actual, reference.pool_nhwc(x, kernel, strides, pads, kind))
+    assert "schedule_contraction" in rules
+
+
+@pytest.mark.parametrize("shape", [(8, 7, 7, 1280), (1, 5, 3, 19), (2, 1, 1, 64)])
+def test_global_average_pool(shape) -> None:
+    x = rand(*shape)
+    actual, rules = run(module([shape], lambda bb, v: relax.op.mean(v, axis=[1, 2])), x)
+    check(actual, x.mean(axis=(1, 2)))
+    assert rules == ["schedule_contraction"]
+
+
+@pytest.mark.parametrize("shape", [(1, 1000), (4, 128, 128), (3, 17)])
+def test_softmax(shape) -> None:
+    x = rand(*shape)
+    actual, rules = run(module([shape], lambda bb, v: relax.op.nn.softmax(v, axis=-1)), x)
+    check(actual, reference.softmax(x))
+    assert rules == ["schedule_fallback"]
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 256), (5, 33)])
+def test_layer_norm(shape) -> None:
+    x, gamma, beta = rand(*shape), rand(shape[-1]), rand(shape[-1])
+    actual, _ = run(
+        module([shape], lambda bb, v: relax.op.nn.layer_norm(v, relax.const(gamma), relax.const(beta), axes=[-1])), x
+    )
+    check(actual, reference.layer_norm(x, gamma, beta))
+
+
+def test_elementwise_chain_large_enough_to_run_in_parallel() -> None:
+    x, y = rand(2, 150, 150, 3), rand(2, 150, 150, 3)
+    actual, rules = run(
+        module([x.shape, y.shape], lambda bb, a, b: relax.op.sigmoid(relax.op.multiply(a, b))), x, y
+    )
+    check(actual, 1 / (1 + np.exp(-(x * y))))
+    assert rules == ["schedule_fallback"]
+
+
+def test_unrecognised_operator_still_compiles_correctly() -> None:
+    """cumsum has a loop-carried scan no rule knows: it must keep working, unscheduled or by fallback."""
+    x = rand(4, 37)
+    actual, _ = run(module([x.shape], lambda bb, v: relax.op.cumsum(v, axis=1)), x)
+    check(actual, np.cumsum(x, axis=1))
+
+
+def test_imported_style_module_is_ready_for_plain_compile() -> None:
+    """A fused matmul+bias+relu keeps its schedule through ``tvm.compile``'s own CPU pipeline."""
+    x, w = rand(16, 64), rand(64, 32)
+    scheduled = apply_default_schedules(
+        module([x.shape], lambda bb, v: relax.op.nn.relu(relax.op.matmul(v, relax.const(w)))), TARGET
+    )
+    prim_funcs = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)]
+    assert len(prim_funcs) == 1 and prim_funcs[0].attrs[RULE_ATTR] == "schedule_contraction"
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
+    check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ w, 0))

@@ -1,0 +1,51 @@
+"""Tile-size arithmetic: tiles always divide the loop, fill whole vectors when they can, fit the registers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile
+
+
+def test_divisors() -> None:
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert divisors(1) == [1]
+    assert divisors(49) == [1, 7, 49]
+
+
+@pytest.mark.parametrize(
+    ("extent", "lanes", "vectors", "expected"),
+    [
+        (512, 16, 2, 32),  # two whole AVX-512 vectors
+        (1000, 16, 8, 40),  # no multiple of 16 divides 1000: two and a half vectors
+        (10, 16, 2, 10),  # a classifier head: the whole axis
+        (24, 16, 4, 24),
+        (96, 8, 3, 24),  # AVX2: three vectors
+        (17, 16, 2, 17),  # prime, but fits
+        (37, 4, 2, 1),  # prime and wider than the tile: scalar columns
+    ],
+)
+def test_vector_tile(extent: int, lanes: int, vectors: int, expected: int) -> None:
+    assert vector_tile(extent, lanes, vectors) == expected
+
+
+def test_row_tile_picks_largest_divisor() -> None:
+    assert row_tile(112, 8) == 8
+    assert row_tile(7, 8) == 7
+    assert row_tile(13, 8) == 1
+
+
+def test_gemv_gets_more_vectors_than_a_gemm() -> None:
+    assert register_tile(1, 1024, lanes=16, budget=24) == (1, 128)
+    assert register_tile(32, 1024, lanes=16, budget=24) == (8, 32)  # 48 does not divide 1024
+    assert register_tile(32, 96, lanes=16, budget=24) == (8, 48)
+
+
+@given(
+    rows=st.integers(1, 300), cols=st.integers(1, 3000), lanes=st.sampled_from([4, 8, 16]), budget=st.sampled_from([12, 24])
+)
+def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget: int) -> None:
+    tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
+    assert rows % tile_rows == 0 and cols % tile_cols == 0
+    assert tile_rows <= 8 and tile_cols <= lanes * 8
