@@ -16,6 +16,7 @@ from tfcheck.engine import tfcalls, values
 from tfcheck.engine.names import BUILTIN_NAMES, TF_FUNCTION, canonical
 from tfcheck.engine.scopes import Binding, ClassInfo, FunctionInfo, Scope, collect_scopes
 from tfcheck.engine.source import SourceFile
+from tfcheck.engine.state import OuterMutation, find_outer_mutations
 
 _MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
@@ -196,7 +197,7 @@ class FileFacts:
                 if binding.kind == "def":
                     found.append(self._by_node[binding.node])
                 elif binding.value is not None and isinstance(binding.value, (ast.Lambda, ast.Call)) \
-                        and binding.value is not expr:
+                        and not any(node is expr for node in ast.walk(binding.value)):  # f = tf.function(f)
                     found.extend(self._wrapped_function(binding.value))
             return found
         return []
@@ -230,6 +231,15 @@ class FileFacts:
                 return cls.methods[name]
             cls = self._local_base(cls)
         return None
+
+    def class_chain(self, cls: ClassInfo) -> Iterator[ClassInfo]:
+        """`cls`, then its base classes as far as they are defined in this file."""
+        seen: set[int] = set()
+        current: ClassInfo | None = cls
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            yield current
+            current = self._local_base(current)
 
     def _local_base(self, cls: ClassInfo) -> ClassInfo | None:
         for base in cls.node.bases:
@@ -398,6 +408,11 @@ class FileFacts:
     def calls(self) -> list[tuple[ast.Call, FunctionInfo | None]]:
         """Every call in the file with its enclosing function (None at module level)."""
         return [(node, info) for node, info in self.all_nodes() if isinstance(node, ast.Call)]
+
+    @cached_property
+    def outer_mutations(self) -> list[OuterMutation]:
+        """Writes in graph code to Python state that outlives the call (tfcheck.engine.state)."""
+        return find_outer_mutations(self)
 
     def is_graph_loop(self, loop: ast.AST) -> bool:
         """Whether AutoGraph turns this `for`/`while` into a graph loop (tensor or dataset driven)."""

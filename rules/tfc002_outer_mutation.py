@@ -1,0 +1,124 @@
+"""TFC002: graph code mutates Python state that outlives the call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.state import OuterMutation, is_tensor_value
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_T = "import tensorflow as tf\n"
+
+
+class OuterMutationRule(Rule):
+    """Graph code changes Python state that outlives the call: it changes only while tracing.
+
+    ## What it does
+    Finds, in graph code, writes to Python state that lives longer than one call: rebinding a
+    `global` or `nonlocal` name, assigning (or augmented-assigning) an attribute of `self` or of an
+    outer object, calling a mutating method (`append`, `update`, `add`, `pop`, ...) of an outer
+    list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
+    and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
+    and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
+    TFC009 tensor-leak instead.
+
+    ## Why is this bad
+    Python code in a `tf.function` runs once per trace, not once per call. The counter is
+    incremented, the list appended to, the flag set only when the function is traced; later calls
+    run the graph and skip them, so the state silently stops matching the number of calls (or
+    changes again on a retrace). Severity is warning, not error: the graph itself computes what it
+    should, and the pattern is sometimes used on purpose (trace counters, caches).
+
+    ## Example
+    ```python
+    external_list = []
+
+    @tf.function
+    def side_effect(x):
+        external_list.append(x)
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def f(x):
+        accumulated = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        accumulated = accumulated.write(0, x)
+        return accumulated.stack()
+    ```
+    Return values, keep state in `tf.Variable`s (`v.assign_add(1)`), or lift deliberate one-time
+    Python work out of the graph with `with tf.init_scope():`.
+    """
+
+    code = "TFC002"
+    name = "outer-mutation"
+    severity = Severity.WARNING
+    must_flag = (
+        _T + "external_list = []\n@tf.function\ndef side_effect(x):\n    print('Python side effect')\n"
+        "    external_list.append(x)\n",
+        _T + "counter = 0\n@tf.function\ndef f(x):\n    global counter\n    counter += 1\n    return x\n",
+        _T + "class Model(tf.Module):\n    def __init__(self):\n        self.v = tf.Variable(0)\n"
+        "        self.counter = 0\n    @tf.function\n    def __call__(self):\n        if self.counter == 0:\n"
+        "            self.counter += 1\n            self.v.assign_add(1)\n        return self.v\n",
+        _T + "cache = {}\n@tf.function\ndef f(x, key):\n    cache[key] = 1\n    return x\n",
+        _T + "def make():\n    calls = 0\n    @tf.function\n    def f(x):\n        nonlocal calls\n"
+        "        calls = calls + 1\n        return x\n    return f\n",
+        _T + "class Trainer:\n    def __init__(self):\n        self.history = []\n        self.steps = 0\n"
+        "    @tf.function\n    def step(self, x):\n        self.history.append('step')\n"
+        "        self.steps = self.steps + 1\n        return x\n",
+        _T + "class Box:\n    pass\nbox = Box()\n@tf.function\ndef f(x):\n    box.flag = True\n    return x\n",
+        _T + "seen = set()\ndef helper(x):\n    seen.add('x')\n    return x\n@tf.function\ndef f(x):\n"
+        "    return helper(x)\n",
+        _T + "import keras\ndef test_retracing():\n    tracing_count = [0]\n"
+        "    class TracingCounterModel(keras.Model):\n        def train_step(self, *args):\n"
+        "            tracing_count[0] = tracing_count[0] + 1\n            return super().train_step(*args)\n",
+        _T + "registry = {}\n@tf.function\ndef f(x):\n    del registry['a']\n    return x\n",
+    )
+    must_not_flag = (
+        _T + "@tf.function\ndef f(x):\n    acc = []\n    acc.append(x)\n    return tf.stack(acc)\n",
+        _T + "v = tf.Variable(0)\n@tf.function\ndef f(x):\n    v.assign_add(1)\n    return x\n",
+        _T + "class Count(tf.Module):\n    def __init__(self):\n        self.count = None\n    @tf.function\n"
+        "    def __call__(self):\n        if self.count is None:\n            self.count = tf.Variable(0)\n"
+        "        return self.count.assign_add(1)\n",
+        _T + "class Model(tf.Module):\n    def __init__(self):\n        self.v = tf.Variable(0)\n"
+        "        self.counter = 0\n    @tf.function\n    def __call__(self):\n        if self.counter == 0:\n"
+        "            with tf.init_scope():\n                self.counter += 1\n                self.v.assign_add(1)\n"
+        "        return self.v\n",
+        _T + "external_list = []\ndef f(x):\n    external_list.append(x)\n",
+        _T + "class M(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.tracker = tf.keras.metrics.Mean()\n        self.opt = tf.keras.optimizers.Adam()\n"
+        "    def train_step(self, data):\n        self.tracker.update_state(data)\n"
+        "        self.opt.apply_gradients([])\n        return {}\n",
+        _T + "names = ['a']\n@tf.function\ndef f(x):\n    out = dict()\n    out['y'] = x\n    names.index('a')\n"
+        "    return out\n",
+        _T + "x = None\n@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return a + 2\n",
+        _T + "@tf.function\ndef f(x):\n    state = {'n': 0}\n    def body(i):\n        state['n'] += 1\n"
+        "        return i + 1\n    return tf.while_loop(lambda i: i < 3, body, [x])\n",
+        _T + "class C:\n    def __init__(self):\n        self._cache = None\n    @tf.function\n    def f(self, x):\n"
+        "        if self._cache is None:\n            self._cache = {}\n        return x\n",
+        _T + "def convert(x):\n    stacked = [None]\n    def body(i):\n        stacked[0] = True\n        return i + 1\n"
+        "    out = tf.while_loop(lambda i: i < 3, body, [x])\n    return out, stacked[0]\n",
+        _T + "class L(tf.Module):\n    @tf.function\n    def adapt(self, data):\n"
+        "        shape = getattr(self, '_batch_input_shape', None)\n        if shape is None:\n"
+        "            self._batch_input_shape = (None,)\n        return data\n",
+        _T + "class C(tf.Module):\n    @tf.function\n    def f(self, x):\n        self.layer = tf.keras.layers.Dense(2)\n"
+        "        return x\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for mutation in facts.outer_mutations:
+            if not is_tensor_value(facts, mutation.value, mutation.function):
+                yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
+
+
+def _message(mutation: OuterMutation) -> str:
+    what = {
+        "rebind": f"rebinds {mutation.owner} `{mutation.target}`",
+        "attribute": f"assigns `{mutation.target}`",
+        "subscript": f"changes an item of the {mutation.owner} container `{mutation.target}`",
+        "method": f"mutates the {mutation.owner} container `{mutation.target}`",
+    }.get(mutation.how, f"deletes from `{mutation.target}`")
+    return (f"graph code {what}: this runs only while tracing, not on every call; return the value, keep state "
+            "in a tf.Variable, or move one-time work under `with tf.init_scope():`")

@@ -1,0 +1,156 @@
+"""TFC003: graph code reads an outer name that is rebound later: the trace keeps the old value."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import Binding, FunctionInfo, Scope
+from tfcheck.engine.state import outer_name_owner
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_T = "import tensorflow as tf\n"
+# Bindings that define code rather than data: a function redefined or re-wrapped is not stale data.
+_CODE_BINDINGS = frozenset({"def", "class", "import"})
+
+
+class StaleCapture(Rule):
+    """Graph code reads a module-level or closure name that is rebound later: the value is frozen.
+
+    ## What it does
+    Finds names read in graph code that are bound outside the function (module level, or a closure
+    of an eager function) and get a new value after the function is defined: rebound later at module
+    level, in a loop, or through `global`/`nonlocal` in some function. Names bound once are constants
+    and are not flagged, and neither are `tf.Variable`s, functions, classes and imports.
+
+    ## Why is this bad
+    `tf.function` captures the value a global or closure variable has when the function is traced
+    and bakes it into the graph as a constant. Unlike Python arguments, a new value of a captured
+    name does not cause a retrace, so later calls silently keep computing with the old value. It is
+    a warning because the linter cannot see whether the name changes before or after the first call.
+
+    ## Example
+    ```python
+    @tf.function
+    def buggy_add():
+        return 1 + foo
+
+    foo = 1
+    buggy_add()
+    foo = 100
+    buggy_add()  # still returns 2
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def recommended_add(foo):
+        return 1 + foo
+    ```
+    Pass the value as an argument, or make it a `tf.Variable` and `assign` new values to it.
+    """
+
+    code = "TFC003"
+    name = "stale-capture"
+    severity = Severity.WARNING
+    must_flag = (
+        _T + "@tf.function\ndef buggy_add():\n    return 1 + foo\nfoo = 1\nprint(buggy_add())\nfoo = 100\n"
+        "print(buggy_add())\n",
+        _T + "x = None\n@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return a + 2\n"
+        "@tf.function\ndef captures_leaked_tensor(b):\n    b += x\n    return b\n",
+        _T + "scale = 1.0\ndef set_scale(value):\n    global scale\n    scale = value\n@tf.function\n"
+        "def f(x):\n    return x * scale\n",
+        _T + "def make():\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
+        "    lr = 0.01\n    return step\n",
+        _T + "@tf.function\ndef f(x):\n    return x * factor\nfor factor in [1, 2, 3]:\n    f(tf.constant(1.0))\n",
+        _T + "threshold = 0.5\ndef helper(x):\n    return x > threshold\n@tf.function\ndef f(x):\n"
+        "    return helper(x)\nthreshold = 0.9\n",
+    )
+    must_not_flag = (
+        _T + "@tf.function\ndef recommended_add(foo):\n    return 1 + foo\nfoo = 1\nprint(recommended_add(foo))\n"
+        "foo = 100\nprint(recommended_add(foo))\n",
+        _T + "@tf.function\ndef variable_add():\n    return 1 + foo\nfoo = tf.Variable(1)\nprint(variable_add())\n"
+        "foo.assign(100)\nprint(variable_add())\n",
+        _T + "SCALE = 2.0\n@tf.function\ndef f(x):\n    return x * SCALE\n",
+        _T + "try:\n    import numpy as np\nexcept ImportError:\n    np = None\n@tf.function\ndef f(x):\n"
+        "    return x if np is None else x + 1\n",
+        _T + "def helper(x):\n    return x\n@tf.function\ndef f(x):\n    return helper(x)\nhelper = tf.function(helper)\n",
+        _T + "counter = 0\n@tf.function\ndef f(x):\n    global counter\n    counter += 1\n    return x + counter\n",
+        _T + "mode = 'a'\nmode = 'b'\n@tf.function\ndef f(x):\n    return x if mode == 'a' else -x\n",
+        _T + "@tf.function\ndef f(x):\n    total = 0\n    for i in range(3):\n        total = total + i\n"
+        "    g = lambda: total\n    return x + g()\n",
+        _T + "def report(x):\n    return x\ncount = 0\nfor i in range(3):\n    count += 1\n",
+        _T + "class DatasetV1:\n    pass\nclass DatasetV2:\n    pass\nDataset = DatasetV1\ndef make(f):\n"
+        "    return tf.data.Dataset.range(3).map(lambda x: Dataset(x))\nif f():\n    Dataset = DatasetV2\n",
+        _T + "def convert(x):\n    seen = None\n    def body(i):\n        return i + seen\n    seen = 1\n"
+        "    return tf.while_loop(lambda i: i < 3, body, [x])\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        reported: set[tuple[FunctionInfo, str]] = set()
+        for node, info in facts.graph_nodes(ast.Name):
+            assert isinstance(node, ast.Name)
+            if not isinstance(node.ctx, ast.Load) or (info, node.id) in reported:
+                continue
+            rebinding = _later_rebinding(facts, node, info)
+            if rebinding is not None:
+                reported.add((info, node.id))
+                yield self.finding(facts, node, _message(node.id, rebinding), function=info)
+
+
+def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Binding | None:
+    """The binding that gives an outer name a new value after `info` is defined, if any."""
+    if name.id in info.scope.global_names or name.id in info.scope.nonlocal_names:
+        return None  # the function rebinds it itself: TFC002 reports that
+    if outer_name_owner(facts, name, info) is None:
+        return None
+    scope = facts.binding_scope(name)
+    assert scope is not None
+    bindings = scope.bindings.get(name.id, [])
+    if any(b.kind in _CODE_BINDINGS for b in bindings) or not facts.is_rebound(scope, name.id):
+        return None
+    if any(_holds_code_or_variable(facts, b.value) for b in bindings if b.value is not None):
+        return None
+    defined_at = _statement_in(facts, info.node, scope).end_lineno or info.node.lineno
+    for binding in bindings:
+        if binding.kind in ("del", "param"):
+            continue
+        if _bound_in_other_function(facts, binding, scope) or _in_loop_after(facts, binding, scope, defined_at) \
+                or binding.node.lineno > defined_at:
+            return binding
+    return None
+
+
+def _holds_code_or_variable(facts: FileFacts, value: ast.expr) -> bool:
+    """A tf.Variable, or an alias of a function, class or module (`CsvDataset = CsvDatasetV2`)."""
+    return values.VARIABLE in facts.kinds(value) or "function" in facts.kinds(value) \
+        or (isinstance(value, (ast.Name, ast.Attribute)) and facts.resolve(value) is not None)
+
+
+def _statement_in(facts: FileFacts, node: ast.AST, scope: Scope) -> ast.AST:
+    """The statement directly in `scope`'s body that contains `node`."""
+    previous = node
+    for ancestor in facts.ancestors(node):
+        if ancestor is scope.node:
+            return previous
+        previous = ancestor
+    return previous
+
+
+def _bound_in_other_function(facts: FileFacts, binding: Binding, scope: Scope) -> bool:
+    owner = facts.function_of(binding.node)
+    return (owner.node if owner is not None else facts.source.tree) is not scope.node
+
+
+def _in_loop_after(facts: FileFacts, binding: Binding, scope: Scope, defined_at: int) -> bool:
+    """A binding in a loop whose body runs after the definition (the loop encloses it or follows it)."""
+    statement = _statement_in(facts, binding.node, scope)
+    return isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and (statement.end_lineno or 0) > defined_at
+
+
+def _message(name: str, rebinding: Binding) -> str:
+    return (f"`{name}` is captured when the function is traced, but it is rebound at line {rebinding.node.lineno}: "
+            "the graph keeps the old value; pass it as an argument, or make it a tf.Variable and assign to it")

@@ -1,0 +1,97 @@
+"""TFC009: a tensor created in graph code is stored where it outlives the call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.state import OuterMutation, is_tensor_value
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_T = "import tensorflow as tf\n"
+
+
+class TensorLeak(Rule):
+    """A tensor computed in graph code is kept in a global, an outer container or an object attribute.
+
+    ## What it does
+    Finds tensors created in graph code (results of TensorFlow operations, arithmetic on the
+    function's inputs, outputs of layers and models) that are stored where they outlive the call:
+    a `global` or `nonlocal` name, an outer list, dict or set (`append`, item assignment), or an
+    attribute of `self` or of an outer object.
+
+    ## Why is this bad
+    A tensor made while tracing is a symbolic tensor of that trace's graph. Outside the function it
+    has no value (`.numpy()` fails) and using it from another function raises
+    `TypeError: ... is out of scope and cannot be used here`. The store itself also runs only while
+    tracing, so the leaked tensor is never updated by later calls. Severity is error: the leaked
+    value raises as soon as it is used.
+
+    ## Example
+    ```python
+    x = None
+
+    @tf.function
+    def leaky_function(a):
+        global x
+        x = a + 1  # leaks a tensor of the trace
+        return a + 2
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def function(a):
+        x = a + 1
+        return a + 2, x  # return every output
+    ```
+    Return every value the caller needs; keep state that must persist in a `tf.Variable` and
+    `assign` to it.
+    """
+
+    code = "TFC009"
+    name = "tensor-leak"
+    severity = Severity.ERROR
+    must_flag = (
+        _T + "x = None\n@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return a + 2\n",
+        _T + "@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return x\n",
+        _T + "class MyClass:\n    def __init__(self):\n        self.field = None\nexternal_list = []\n"
+        "external_object = MyClass()\n@tf.function\ndef leaky_function():\n    a = tf.constant(1)\n"
+        "    external_list.append(a)\n    external_object.field = a\n",
+        _T + "class M(tf.Module):\n    def __init__(self):\n        self.dense = tf.keras.layers.Dense(2)\n"
+        "        self.last = None\n    @tf.function\n    def __call__(self, x):\n        y = self.dense(x)\n"
+        "        self.last = y\n        return y\n",
+        _T + "outputs = {}\n@tf.function\ndef f(x):\n    outputs['y'] = tf.reduce_sum(x)\n    return x\n",
+        _T + "def make():\n    last = None\n    @tf.function\n    def f(x):\n        nonlocal last\n"
+        "        last = tf.square(x)\n        return x\n    return f\n",
+    )
+    must_not_flag = (
+        _T + "@tf.function\ndef f(a):\n    x = a + 1\n    return a + 2, x\n",
+        _T + "external_list = []\n@tf.function\ndef side_effect(x):\n    external_list.append(x)\n",
+        _T + "v = tf.Variable(0)\n@tf.function\ndef f(x):\n    v.assign(tf.reduce_sum(x))\n    return x\n",
+        _T + "class Count(tf.Module):\n    def __init__(self):\n        self.count = None\n    @tf.function\n"
+        "    def __call__(self):\n        if self.count is None:\n            self.count = tf.Variable(0)\n"
+        "        return self.count.assign_add(1)\n",
+        _T + "@tf.function\ndef f(x):\n    parts = []\n    parts.append(tf.square(x))\n    return tf.add_n(parts)\n",
+        _T + "results = []\ndef f(x):\n    results.append(tf.square(x))\n",
+        _T + "class M(tf.Module):\n    @tf.function\n    def __call__(self, x):\n        self.calls = 1 + 2\n"
+        "        return x\n",
+        _T + "class M(tf.Module):\n    def __init__(self):\n        self.cache = None\n    @tf.function\n"
+        "    def __call__(self, x):\n        with tf.init_scope():\n            self.cache = tf.constant(1.0)\n"
+        "        return x\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for mutation in facts.outer_mutations:
+            if is_tensor_value(facts, mutation.value, mutation.function):
+                yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
+
+
+def _message(mutation: OuterMutation) -> str:
+    where = {
+        "rebind": f"in the {mutation.owner} name `{mutation.target}`",
+        "attribute": f"in `{mutation.target}`",
+    }.get(mutation.how, f"in the {mutation.owner} container `{mutation.target}`")
+    return (f"a tensor of the traced graph is stored {where}, where it outlives the call and cannot be used "
+            "(out of scope); return it instead, or assign it to a tf.Variable")

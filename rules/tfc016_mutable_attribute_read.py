@@ -1,0 +1,213 @@
+"""TFC016: graph code reads a plain Python attribute that is reassigned elsewhere."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cached_property
+
+from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import ClassInfo, FunctionInfo
+from tfcheck.engine.state import PLAIN_KINDS, TF_OBJECT_KINDS, instance_class
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_T = "import tensorflow as tf\n"
+# Methods that set attributes up before any trace (or, for Keras `compile`, drop the traced functions).
+_SETUP_METHODS = frozenset({"__init__", "__new__", "__post_init__", "__setstate__", "build", "setup", "setUp",
+                            "compile", "reset_states", "reset_state"})
+
+
+class MutableAttributeRead(Rule):
+    """Graph code reads a plain Python attribute that is reassigned elsewhere: the trace keeps the old value.
+
+    ## What it does
+    Finds reads, in graph code, of an attribute of `self` or of an argument that holds a plain
+    Python value (number, string, bool, None, list, dict) and is reassigned outside set-up code:
+    in another method, or on an instance of the class from outside it (`model.bias += 5.0`).
+    Attributes holding `tf.Variable`s, layers, models and other TensorFlow objects are not flagged,
+    nor are attributes only set in `__init__`/`build`, nor reassignments under `tf.init_scope()` in
+    the reading function itself.
+
+    ## Why is this bad
+    A plain Python attribute is read once, while tracing, and its value becomes a constant of the
+    graph. Calling the function again with the same object does not retrace (objects are compared
+    by identity), so after the attribute changes, the function silently keeps computing with the
+    old value. Warning, not error: the linter cannot see whether the change happens before the
+    first call.
+
+    ## Example
+    ```python
+    class SimpleModel(tf.Module):
+        def __init__(self):
+            self.bias = 0.
+            self.weight = 2.
+
+    @tf.function
+    def evaluate(model, x):
+        return model.weight * x + model.bias
+
+    simple_model = SimpleModel()
+    simple_model.bias += 5.0  # evaluate(simple_model, x) does not see it
+    ```
+
+    ## Use instead
+    ```python
+    class BetterModel:
+        def __init__(self):
+            self.bias = tf.Variable(0.)
+            self.weight = tf.Variable(2.)
+
+    better_model.bias.assign_add(5.0)
+    ```
+    Keep values that change in `tf.Variable`s and `assign` to them, or pass them as arguments.
+    """
+
+    code = "TFC016"
+    name = "mutable-attribute-read"
+    severity = Severity.WARNING
+    must_flag = (
+        _T + "class SimpleModel(tf.Module):\n    def __init__(self):\n        self.bias = 0.\n        self.weight = 2.\n"
+        "@tf.function\ndef evaluate(model, x):\n    return model.weight * x + model.bias\n"
+        "simple_model = SimpleModel()\nx = tf.constant(10.)\nprint(evaluate(simple_model, x))\n"
+        "simple_model.bias += 5.0\nprint(evaluate(simple_model, x))\n",
+        _T + "class Scaler(tf.Module):\n    def __init__(self):\n        self.scale = 1.0\n"
+        "    def set_scale(self, value: float):\n        self.scale = float(value)\n    @tf.function\n"
+        "    def __call__(self, x):\n        return x * self.scale\n",
+        _T + "class Net(tf.Module):\n    def __init__(self):\n        self.training = False\n    def train(self):\n"
+        "        self.training = True\n    @tf.function\n    def __call__(self, x):\n"
+        "        return tf.nn.dropout(x, 0.5) if self.training else x\n",
+        _T + "class Box(tf.Module):\n    def __init__(self):\n        self.k = 1\n    @tf.function\n    def f(self, x):\n"
+        "        return x * self.k\nbox = Box()\nbox.k = 2\n",
+    )
+    must_not_flag = (
+        _T + "class BetterModel:\n    def __init__(self):\n        self.bias = tf.Variable(0.)\n"
+        "        self.weight = tf.Variable(2.)\n@tf.function\ndef evaluate(model, x):\n"
+        "    return model.weight * x + model.bias\nbetter_model = BetterModel()\n"
+        "better_model.bias.assign_add(5.0)\n",
+        _T + "class SimpleModel(tf.Module):\n    def __init__(self):\n        self.bias = 0.\n        self.weight = 2.\n"
+        "def evaluate(model, x):\n    return model.weight * x + model.bias\nx = tf.constant(10.)\n"
+        "new_model = SimpleModel()\nevaluate_no_bias = tf.function(evaluate).get_concrete_function(new_model, x)\n"
+        "new_model.bias += 5.0\nevaluate_with_bias = tf.function(evaluate).get_concrete_function(new_model, x)\n",
+        _T + "class Model(tf.Module):\n    def __init__(self):\n        self.v = tf.Variable(0)\n"
+        "        self.counter = 0\n    @tf.function\n    def __call__(self):\n        if self.counter == 0:\n"
+        "            with tf.init_scope():\n                self.counter += 1\n                self.v.assign_add(1)\n"
+        "        return self.v\n",
+        _T + "class Count(tf.Module):\n    def __init__(self):\n        self.count = None\n    @tf.function\n"
+        "    def __call__(self):\n        if self.count is None:\n            self.count = tf.Variable(0)\n"
+        "        return self.count.assign_add(1)\n",
+        _T + "class Dense(tf.keras.layers.Layer):\n    def __init__(self, units):\n        super().__init__()\n"
+        "        self.units = units\n        self.built_once = False\n    def build(self, shape):\n"
+        "        self.w = self.add_weight(shape=(shape[-1], self.units))\n        self.built_once = True\n"
+        "    @tf.function\n    def call(self, x):\n        return tf.matmul(x, self.w) if self.built_once else x\n",
+        _T + "class Net(tf.Module):\n    def __init__(self):\n        self.dense = tf.keras.layers.Dense(2)\n"
+        "    def rebuild(self):\n        self.dense = tf.keras.layers.Dense(3)\n    @tf.function\n"
+        "    def __call__(self, x):\n        return self.dense(x)\n",
+        _T + "class Net(tf.Module):\n    def __init__(self):\n        self.rate = 0.1\n    @tf.function\n"
+        "    def __call__(self, x):\n        return x * self.rate\n",
+        _T + "class Fn:\n    def __init__(self):\n        self._config = None\n    def _initialize(self):\n"
+        "        self._config = make_config()\n    @tf.function\n    def __call__(self, x):\n"
+        "        return run(x, self._config)\n",
+        _T + "class Model(tf.Module):\n    def __init__(self):\n        self._steps = None\n    def configure(self, n):\n"
+        "        self._steps = variables.Variable(n)\n    @tf.function\n    def train(self, it):\n"
+        "        for _ in tf.range(self._steps):\n            next(it)\n",
+        _T + "class Other:\n    def __init__(self):\n        self.bias = 0.\nother = Other()\nother.bias = 1.\n"
+        "@tf.function\ndef f(x, config):\n    return x + config.scale\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        writes = _AttributeWrites(facts)
+        reported: set[tuple[FunctionInfo, str]] = set()
+        for node, info in facts.graph_nodes(ast.Attribute):
+            assert isinstance(node, ast.Attribute)
+            key = (info, facts.text(node))
+            if key in reported or not _is_plain_read(facts, node):
+                continue
+            write = writes.reassignment(node, info)
+            if write is not None:
+                reported.add(key)
+                yield self.finding(facts, node, _message(facts.text(node), write.lineno), function=info)
+
+
+def _is_plain_read(facts: FileFacts, node: ast.Attribute) -> bool:
+    """A load of `x.attr` used as a value (not called, not the receiver of a further attribute)."""
+    parent = facts.parent(node)
+    if not isinstance(node.ctx, ast.Load) or not isinstance(node.value, ast.Name):
+        return False
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return False
+    return not isinstance(parent, ast.Attribute)
+
+
+class _AttributeWrites:
+    """Where attributes of this file's classes are assigned, from inside methods and from outside."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        self.facts = facts
+
+    @cached_property
+    def external(self) -> dict[tuple[ClassInfo, str], list[ast.stmt]]:
+        """`obj.attr = ...` / `obj.attr += ...` where `obj` is an instance of a class of this file."""
+        found: dict[tuple[ClassInfo, str], list[ast.stmt]] = {}
+        for node, _ in self.facts.all_nodes():
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and not self.facts.is_self_attribute(target):
+                        cls = instance_class(self.facts, target.value)
+                        if cls is not None:
+                            found.setdefault((cls, target.attr), []).append(node)
+        return found
+
+    def reassignment(self, read: ast.Attribute, info: FunctionInfo) -> ast.stmt | None:
+        """A statement that gives `read`'s attribute a new plain value after set-up, if any."""
+        if self.facts.is_self_attribute(read):
+            cls = self.facts.class_of_self(read)
+            return self._for_class(cls, read.attr, info) if cls is not None else None
+        if self._is_parameter(read.value, info) and self.facts.decorated_tf_function(info) is not None:
+            for cls, attr in self.external:
+                if attr == read.attr:
+                    found = self._for_class(cls, attr, info)
+                    if found is not None:
+                        return found
+        return None
+
+    def _is_parameter(self, name: ast.expr, info: FunctionInfo) -> bool:
+        return isinstance(name, ast.Name) and name.id in info.params and self.facts.binding_scope(name) is info.scope
+
+    def _for_class(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> ast.stmt | None:
+        inside = self.facts.self_attribute_values(cls, attr)
+        outside = [stmt for (owner, name), stmts in self.external.items() if name == attr
+                   and self._inherits(owner, cls) for stmt in stmts]
+        kinds: set[str] = set()
+        for _, value in inside:
+            kinds |= self.facts.kinds(value)
+        for stmt in outside:
+            kinds |= self.facts.kinds(stmt.value)
+        if kinds & TF_OBJECT_KINDS or not kinds & PLAIN_KINDS:
+            return None
+        later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
+        later += outside
+        return min(later, key=lambda stmt: stmt.lineno) if later else None
+
+    def _is_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
+        """Assigned outside set-up methods and outside the reading function (TFC002 reports those)."""
+        owner = self.facts.function_of(stmt)
+        return owner is not None and owner is not reader and owner.name not in _SETUP_METHODS
+
+    def _inherits(self, cls: ClassInfo, base: ClassInfo) -> bool:
+        """Whether `cls` is `base` or derives from it through classes of this file."""
+        return any(c is base for c in self.facts.class_chain(cls))
+
+
+def _new_plain_value(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) -> bool:
+    """A known plain value other than None: a lazily set attribute (`None`, then an object) is not stale."""
+    if isinstance(stmt, ast.AugAssign):
+        return True
+    kinds = facts.kinds(value) if value is not None else set()
+    return bool(kinds) and kinds <= PLAIN_KINDS and kinds != {"none"}
+
+
+def _message(expression: str, line: int) -> str:
+    return (f"`{expression}` is a plain Python value read while tracing, but it is reassigned at line {line}: "
+            "the graph keeps the old value; make it a tf.Variable and assign to it, or pass it as an argument")
