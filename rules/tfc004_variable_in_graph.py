@@ -12,8 +12,10 @@ from tfcheck.engine.tfcalls import TfFunctionCall
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
-VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "tensorflow.python.ops.variables.Variable",
+VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "keras.backend.variable",
+                         "tensorflow.python.ops.variables.Variable",
                          "tensorflow.python.ops.resource_variable_ops.ResourceVariable")
+_OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
 # Statements and expressions that make creation conditional: the first-call guard
 # (`if self.v is None:`, `self.v = self.v or tf.Variable(...)`, `except KeyError:` of a cache lookup).
 _GUARDS = (ast.If, ast.IfExp, ast.BoolOp, ast.ExceptHandler)
@@ -81,6 +83,16 @@ class VariableInGraph(Rule):
         # Created in a helper that graph code calls unconditionally.
         "import tensorflow as tf\ndef make():\n    return tf.Variable(0.0)\n"
         "@tf.function\ndef f(x):\n    return make() + x\n",
+        # An optimizer (or a Keras backend variable) created inside the function.
+        "import tensorflow as tf\n@tf.function\ndef train_one_step(model, x):\n"
+        "    optim = tf.keras.optimizers.Adam(0.001)\n    with tf.GradientTape() as tape:\n"
+        "        loss = model(x)\n    grads = tape.gradient(loss, model.trainable_variables)\n"
+        "    optim.apply_gradients(zip(grads, model.trainable_variables))\n",
+        "import tensorflow as tf\ny_N = tf.Variable([1., 2., 3.])\n@tf.function\ndef run(loss):\n"
+        "    tf.keras.optimizers.Adam(0.5).minimize(loss, var_list=[y_N])\n",
+        "from tensorflow.keras import backend as K\nimport tensorflow as tf\n@tf.function\n"
+        "def weighted_log_loss(y_true, y_pred):\n    weights = K.variable([1.0, 2.0])\n"
+        "    return y_pred * weights\n",
         # Reference: multiple Keras optimizers.
         "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam(learning_rate = 1e-2)\n"
         "opt2 = tf.keras.optimizers.Adam(learning_rate = 1e-3)\n@tf.function\n"
@@ -125,6 +137,12 @@ class VariableInGraph(Rule):
         "import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n        return x\n"
         "@tf.function\ndef run(model, x):\n    return model(x)\na = Net()\nb = Net()\nb.build((None, 3))\n"
         "run(a, 1.0)\nrun(b, 1.0)\n",
+        # A learning-rate schedule is not an optimizer; an optimizer made once, behind a guard.
+        "import tensorflow as tf\n@tf.function\ndef f(step):\n"
+        "    return tf.keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.9)(step)\n",
+        "import tensorflow as tf\nclass T:\n    opt = None\n    @tf.function\n    def step(self, grads, vs):\n"
+        "        if self.opt is None:\n            self.opt = tf.keras.optimizers.SGD()\n"
+        "        self.opt.apply_gradients(zip(grads, vs))\n",
         # Two different tf.function objects, one optimizer each.
         "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam()\nopt2 = tf.keras.optimizers.SGD()\n"
         "def step(o):\n    o.apply_gradients([])\nstep1 = tf.function(step)\nstep2 = tf.function(step)\n"
@@ -137,12 +155,24 @@ class VariableInGraph(Rule):
                 yield self.finding(
                     facts, call, "tf.Variable created in graph code on every trace raises on the second trace; "
                     "create it outside the function, or once behind `if self.v is None:`", function=function)
+        for call, function in facts.graph_nodes(ast.Call):
+            if _creates_optimizer(facts, call) and not _guarded_path(facts, call, function, 0):  # type: ignore[arg-type]
+                yield self.finding(
+                    facts, call, "optimizer created in graph code makes its variables (iterations, slots) on "
+                    "first use in every trace, which raises; create it once outside the function",
+                    function=function)
         for tf_call, parameter, kind in _second_stateful_arguments(facts):
             yield self.finding(
                 facts, tf_call.call,
                 f"`{tf_call.function.name}` is called with a second {kind} for `{parameter}`, which creates its "
                 f"variables inside the already-traced function and raises; use one tf.function per {kind}"
                 + (" (or call model.build(input_shape) first)" if kind != "optimizer" else ""))
+
+
+def _creates_optimizer(facts: FileFacts, call: ast.Call) -> bool:
+    name = facts.resolve(call.func) or ""
+    return name.startswith(_OPTIMIZER_PREFIXES) and ".schedules." not in name \
+        and name.rsplit(".", 1)[-1][:1].isupper()
 
 
 def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth: int) -> bool:

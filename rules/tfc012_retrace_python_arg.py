@@ -17,6 +17,8 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _TRACE_IDENTITY_METHODS = frozenset({"__tf_tracing_type__", "__eq__", "__hash__"})
 _COUNTER_SOURCES = frozenset({"builtins.range", "builtins.enumerate"})
 _NUMBER_CONVERSIONS = frozenset({"builtins.int", "builtins.float"})
+# TensorFlow warns after 5 retraces in a row; a loop known to run fewer times retraces a bounded few.
+FEW_TRACES = 5
 
 
 class RetracePythonArg(Rule):
@@ -91,6 +93,12 @@ class RetracePythonArg(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x, training):\n    return tf.nn.dropout(x, 0.5) if training else x\n"
         "f(1.0, True)\nf(1.0, False)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    return x * tf.cast(n, tf.float32)\nf(1.0, 3)\nf(2.0, 3)\n",
+        # A handful of known iterations: a bounded number of traces (TensorFlow warns from 5 on).
+        "import tensorflow as tf\n@tf.function\ndef f(i):\n    return tf.constant(i) + tf.constant(i)\n"
+        "for step in range(3):\n    print(f(step).numpy())\n",
+        # Not a counter: accumulating a tensor in a loop and passing it on.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x * 2\ntotal = tf.zeros(3)\n"
+        "for b in [tf.ones(3)] * 10:\n    total += b\n    f(total)\n",
         # The loop counter converted to a tensor; a loop inside graph code; an object made once.
         "import tensorflow as tf\n@tf.function\ndef step(x, i):\n    return x + i\nfor i in range(10):\n"
         "    step(1.0, tf.constant(i))\n",
@@ -155,9 +163,17 @@ def _counts(facts: FileFacts, loop: ast.AST, target: ast.AST) -> bool:
         return False
     source = facts.resolve(loop.iter.func)
     if source == "builtins.range":
-        return loop.target is target
+        return loop.target is target and not _few_iterations(loop.iter)
     return source == "builtins.enumerate" and isinstance(loop.target, ast.Tuple) \
         and bool(loop.target.elts) and loop.target.elts[0] is target
+
+
+def _few_iterations(range_call: ast.Call) -> bool:
+    """`range(3)`: fewer traces than TensorFlow's own retracing warning threshold; bounded, so fine."""
+    numbers = [a.value for a in range_call.args if isinstance(a, ast.Constant) and type(a.value) is int]
+    if len(numbers) != len(range_call.args) or not 1 <= len(numbers) <= 3:
+        return False
+    return len(range(*numbers)) < FEW_TRACES
 
 
 def _new_plain_object(facts: FileFacts, argument: ast.expr, tf_call: TfFunctionCall,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.loops import surely_graph_loop
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -84,6 +85,11 @@ class PythonContainerInGraphLoop(Rule):
         # A fixed structure updated in place keeps its shape: AutoGraph carries it as a loop variable.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    state = {'h': x}\n    for i in tf.range(3):\n"
         "        state['h'] = state['h'] * 2\n    return state['h']\n",
+        # Loops over Python lists of tensors (TensorFlow internals, list-returning ops) are Python loops.
+        "import tensorflow as tf\nfrom tensorflow.python.util import nest\n@tf.function\ndef f(x):\n    out = []\n"
+        "    for o in nest.flatten(x):\n        out.append(tf.identity(o))\n    return out\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    out = []\n    for row in tf.unstack(x):\n"
+        "        out.append(row * 2)\n    return tf.stack(out)\n",
         # A list built in a nested function defined in the loop is that function's business.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in tf.range(3):\n"
         "        fns = lambda: [].append(i)\n    return x\n",
@@ -91,7 +97,7 @@ class PythonContainerInGraphLoop(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
-            if not facts.is_graph_loop(loop):
+            if not surely_graph_loop(facts, loop):
                 continue
             for node, container, kind in _container_growth(facts, loop, function):
                 yield self.finding(

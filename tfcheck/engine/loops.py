@@ -1,0 +1,72 @@
+"""Loops that AutoGraph surely turns into graph loops.
+
+`FileFacts.is_graph_loop` answers "might this be a graph loop?" from value kinds, which is the right
+question for rules that must stay quiet about graph loops (a loop over Python data is only reported
+when it is not one). Rules that report something *because* a loop is a graph loop need the opposite
+bias: the evidence must be direct. TensorFlow's internal modules (`tensorflow.python.util.nest`, ...)
+and the public ops that return Python lists or tuples (`tf.unstack`, `tf.split`) do not count, and
+neither does a name that is also bound to something else.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from tfcheck.engine import values
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+
+_GRAPH_KINDS = frozenset({values.TENSOR, values.DATASET, values.VARIABLE})
+# Public ops that return a Python list or tuple of tensors: a loop over the result is a Python loop.
+_SEQUENCE_RETURNING = frozenset({
+    "tensorflow.unstack", "tensorflow.split", "tensorflow.dynamic_partition", "tensorflow.gradients",
+    "tensorflow.meshgrid", "tensorflow.unique", "tensorflow.unique_with_counts", "tensorflow.math.top_k",
+    "tensorflow.nn.top_k", "tensorflow.linalg.eigh", "tensorflow.linalg.svd", "tensorflow.nn.moments",
+    "tensorflow.shape_n", "tensorflow.identity_n", "tensorflow.raw_ops.Unpack", "tensorflow.math.unsorted_segment_max",
+})
+
+
+def surely_graph_loop(facts: FileFacts, loop: ast.AST) -> bool:
+    """Whether AutoGraph converts this `for`/`while`, judged only from direct evidence."""
+    if not facts.is_graph_loop(loop):
+        return False
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        return _surely_graph_value(facts, loop.iter, 0)
+    if isinstance(loop, ast.While):
+        return any(_surely_graph_value(facts, node, 0) for node in ast.walk(loop.test)
+                   if isinstance(node, (ast.Call, ast.Name)))
+    return False
+
+
+def _surely_graph_value(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
+    """A tensor or dataset from a public TensorFlow call, a dataset method, or a name bound only to those."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Call):
+        name = facts.resolve(expr.func)
+        if name is not None:
+            return name.startswith("tensorflow.") and not name.startswith("tensorflow.python.") \
+                and name not in _SEQUENCE_RETURNING and bool(facts.kinds(expr) & _GRAPH_KINDS)
+        receiver = expr.func.value if isinstance(expr.func, ast.Attribute) else None
+        return receiver is not None and values.DATASET in facts.kinds(expr) \
+            and _surely_graph_value(facts, receiver, depth + 1)
+    if isinstance(expr, ast.Name):
+        bindings = [b for b in facts.bindings_of(expr) if b.kind != "augassign"]  # `i += 1` keeps the kind
+        if len(bindings) == 1 and bindings[0].kind == "param":
+            return _signed_parameter(facts, bindings[0].node)
+        return bool(bindings) and all(b.value is not None and b.value is not expr
+                                      and _surely_graph_value(facts, b.value, depth + 1) for b in bindings)
+    if isinstance(expr, (ast.Subscript, ast.BinOp, ast.UnaryOp)):
+        operands = [expr.value] if isinstance(expr, ast.Subscript) else \
+            [expr.operand] if isinstance(expr, ast.UnaryOp) else [expr.left, expr.right]
+        return any(_surely_graph_value(facts, operand, depth + 1) for operand in operands)
+    return False
+
+
+def _signed_parameter(facts: FileFacts, arguments: ast.AST) -> bool:
+    """A parameter of a function whose tf.function decorator has an input_signature: a tensor."""
+    function = facts.parent(arguments)
+    decorators = getattr(function, "decorator_list", [])
+    return any(facts.has_input_signature(d) for d in decorators)
