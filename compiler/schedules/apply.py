@@ -55,7 +55,11 @@ def _legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
 
 
 def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
-    """Apply the first matching rule to every unscheduled PrimFunc of an already legalised module."""
+    """Apply the first matching rule to every unscheduled PrimFunc of an already legalised module.
+
+    Returns a new module; ``mod`` itself is left as it was.
+    """
+    mod = mod.clone()
     updated = {}
     for gvar, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc) and not func.attrs.get("tirx.is_scheduled", False):

@@ -19,7 +19,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from . import blocks, injective, target as cpu
-from .tiling import register_tile
+from .tiling import register_tile, vector_width
 
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
@@ -100,11 +100,12 @@ def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None
     a vector wider than the hardware's (e.g. 48 floats) would instead be shuffled element by element.
     """
     *rest, cols = tile
-    cols_extent = blocks.extent(sch, cols)
-    if cols_extent > lanes and cols_extent % lanes == 0:
-        vectors, cols = sch.split(cols, factors=[None, lanes])
+    width = vector_width(blocks.extent(sch, cols), lanes)
+    if width < blocks.extent(sch, cols):
+        vectors, cols = sch.split(cols, factors=[None, width])
         rest.append(vectors)
-    sch.vectorize(cols)
+    if width > 1:
+        sch.vectorize(cols)
     for loop in rest:
         sch.unroll(loop)
 

@@ -14,6 +14,7 @@ from tvm import s_tir, tirx
 from tvm.target import Target
 
 from . import blocks, target as cpu
+from .tiling import vector_width
 
 # Loop iterations below which splitting a block over the cores costs more than it saves.
 PARALLEL_MIN_ITERATIONS = 1 << 15
@@ -38,11 +39,11 @@ def _schedule_spatial(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Targe
     loops = sch.get_loops(block)
     work = _iterations(sch, loops)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, block))
-    inner_extent = blocks.extent(sch, loops[-1])
-    if inner_extent and inner_extent > lanes and inner_extent % lanes == 0:
-        sch.split(loops[-1], factors=[None, lanes])
-        loops = sch.get_loops(block)
-    if inner_extent and inner_extent > 1:
+    width = vector_width(blocks.extent(sch, loops[-1]) or 1, lanes)
+    if width > 1:
+        if width < blocks.extent(sch, loops[-1]):
+            sch.split(loops[-1], factors=[None, width])
+            loops = sch.get_loops(block)
         sch.vectorize(loops[-1])
     _parallelize(sch, loops[:-1], work, target)
 

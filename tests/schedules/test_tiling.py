@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile
+from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile, vector_width
 
 
 def test_divisors() -> None:
@@ -28,6 +28,11 @@ def test_divisors() -> None:
 )
 def test_vector_tile(extent: int, lanes: int, vectors: int, expected: int) -> None:
     assert vector_tile(extent, lanes, vectors) == expected
+
+
+@pytest.mark.parametrize(("extent", "lanes", "expected"), [(32, 16, 16), (24, 16, 8), (40, 16, 8), (10, 16, 2), (17, 16, 1)])
+def test_vector_width_is_a_power_of_two_dividing_the_tile(extent: int, lanes: int, expected: int) -> None:
+    assert vector_width(extent, lanes) == expected
 
 
 def test_row_tile_picks_largest_divisor() -> None:
