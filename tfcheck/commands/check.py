@@ -56,15 +56,28 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 @click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths given explicitly (pre-commit).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: only on a terminal).")
+@click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change behaviour.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
 def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, output_format: str,
           output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
-          config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None) -> None:
+          config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None,
+          fix: bool = False, unsafe_fixes: bool = False, diff: bool = False) -> None:
     """Find tf.function pitfalls in PATHS (files or folders; default: the current folder).
 
     Never imports or runs the code it checks. Exit status: 0 no findings, 1 findings, 2 error.
     """
     config = load_run_config(config_file, paths, select, ignore)
     result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude)
+    if diff:
+        from tfcheck.fixes import print_diff
+
+        sys.exit(print_diff(result, config, unsafe_fixes) if not result.has_errors else EXIT_ERROR)
+    if fix:
+        from tfcheck.fixes import fix_in_place
+
+        result = fix_in_place(result, config, unsafe_fixes,
+                              lambda: lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude))
     for message in result.path_errors:
         click.echo(f"tfcheck: error: {message}", err=True)
     for error in result.errors:

@@ -1,0 +1,330 @@
+"""Applying the fixes of findings to files: `tfcheck check --fix`, `--unsafe-fixes`, `--diff`.
+
+Rules describe a fix as text edits (tfcheck.findings.Fix/Edit) because the engine analyses CPython's
+`ast`, which keeps positions but not formatting. Applying edits as text leaves every byte outside
+them untouched, so comments, blank lines and quoting survive. What text edits cannot promise is a
+file that still parses; that is what libcst checks here, and libcst is also what builds the code a
+fix inserts (`call_code`, `expression_code`), so synthesized code is valid Python by construction.
+
+The loop is ruff's: apply every fix whose edits do not overlap an already chosen one, lint the new
+text again, repeat (fixes that overlapped get their turn once the text has changed), at most
+MAX_ROUNDS times. A round whose result does not parse is retried fix by fix, keeping only the fixes
+that leave the file parsing; a fix that would break the file is never written.
+
+API for rules that synthesize code (e.g. TFC008 `assert` -> `tf.debugging.Assert`):
+`expression_code(facts, node)` is the source of an expression that can stand alone,
+`call_code(func, *args, **keywords)` builds a call from such pieces, `replace_node(facts, node, code)`
+and `replace_statement(facts, stmt, code)` turn the result into an Edit.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import re
+import textwrap
+import tokenize
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst
+
+from tfcheck.findings import Edit, Finding, Fix
+
+MAX_ROUNDS = 10
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+# -- building replacement code (for rules) ---------------------------------------------------------
+def parses(text: str) -> bool:
+    """Whether `text` is a module libcst (and so Python) accepts."""
+    try:
+        libcst.parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError, ValueError):
+        return False
+    return True
+
+
+def expression_code(facts, node: ast.expr) -> str:  # noqa: ANN001 - FileFacts; fixes.py stays engine-free
+    """The source of expression `node`, parenthesized when it cannot stand alone.
+
+    A sub-expression that spans lines inside the parentheses of its parent (`assert (a >\\n b)`)
+    is not valid on its own; wrapping it keeps it valid wherever it is placed.
+    """
+    code = facts.text(node)
+    return code if _is_expression(code) else f"({code})"
+
+
+def call_code(func: str, *args: str, **keywords: str) -> str:
+    """`func(arg, ..., key=value)` built with libcst from pieces of expression code.
+
+    Raises ValueError when a piece is not an expression, so a rule never emits a broken fix.
+    """
+    call = libcst.Call(
+        func=_parse_expression(func),
+        args=[libcst.Arg(_parse_expression(arg)) for arg in args]
+        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key)) for key, value in keywords.items()],
+    )
+    return libcst.Module(body=[]).code_for_node(call)
+
+
+def replace_node(facts, node: ast.AST, code: str) -> Edit:  # noqa: ANN001
+    """An Edit replacing the source of `node` with `code`."""
+    line, column, end_line, end_column = facts.span(node)
+    return Edit(line, column, end_line, end_column, code)
+
+
+def replace_statement(facts, stmt: ast.stmt, code: str) -> Edit:  # noqa: ANN001
+    """An Edit replacing statement `stmt` with `code` (one or more statements).
+
+    The first line of `code` goes where the statement starts; later lines are inserted as given, so
+    a second statement must carry the statement's indentation (continuation lines inside brackets
+    may be indented freely). Raises ValueError when `code` does not parse there as statements.
+    """
+    line, column, end_line, end_column = facts.span(stmt)
+    try:
+        libcst.parse_module(textwrap.dedent(" " * (column - 1) + code.strip("\n")) + "\n")
+    except libcst.ParserSyntaxError as exc:
+        raise ValueError(f"not a statement: {code!r}: {exc.message}") from None
+    return Edit(line, column, end_line, end_column, code.strip("\n"))
+
+
+def _parse_expression(code: str) -> libcst.BaseExpression:
+    try:
+        return libcst.parse_expression(code)
+    except libcst.ParserSyntaxError:
+        try:
+            return libcst.parse_expression(f"({code})")
+        except libcst.ParserSyntaxError as exc:
+            raise ValueError(f"not an expression: {code!r}: {exc.message}") from None
+
+
+def _is_expression(code: str) -> bool:
+    try:
+        libcst.parse_expression(code)
+    except libcst.ParserSyntaxError:
+        return False
+    return True
+
+
+# -- applying edits to text ------------------------------------------------------------------------
+class _Offsets:
+    """Converts 1-based (line, character column) positions into offsets in a text."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [match.end() for match in _NEWLINE.finditer(text)]
+        self.size = len(text)
+
+    def __call__(self, line: int, column: int) -> int:
+        if line > len(self.starts):
+            return self.size
+        return min(self.starts[line - 1] + column - 1, self.size)
+
+    def span(self, edit: Edit) -> tuple[int, int]:
+        return self(edit.line, edit.column), self(edit.end_line, edit.end_column)
+
+
+def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+    """Apply the fixes that do not overlap each other, in order; return the text and the fixes applied.
+
+    A fix is all or nothing: if one of its edits overlaps an edit already chosen, the whole fix
+    waits for the next round. The result always parses: if the chosen fixes together break the
+    file, they are tried one at a time and only those that keep it parsing are applied.
+    """
+    offsets = _Offsets(text)
+    chosen: list[Fix] = []
+    taken: list[tuple[int, int]] = []
+    for fix in fixes:
+        spans = [offsets.span(edit) for edit in fix.edits]
+        if any(_overlaps(span, other) for span in spans for other in taken) or _overlap_within(spans):
+            continue
+        chosen.append(fix)
+        taken.extend(spans)
+    result = _apply(text, offsets, chosen)
+    if not chosen or parses(result):
+        return result, chosen
+    return _apply_one_by_one(text, chosen)
+
+
+def _apply_one_by_one(text: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+    """Apply non-overlapping fixes one at a time (last first, so earlier positions stay valid)."""
+    offsets = _Offsets(text)
+    applied: list[Fix] = []
+    for fix in sorted(fixes, key=lambda f: min(offsets.span(e) for e in f.edits), reverse=True):
+        candidate = _apply(text, _Offsets(text), [fix])
+        if parses(candidate):
+            text = candidate
+            applied.append(fix)
+    applied.reverse()
+    return text, applied
+
+
+def _apply(text: str, offsets: _Offsets, fixes: Iterable[Fix]) -> str:
+    edits = sorted((offsets.span(edit), edit.replacement) for fix in fixes for edit in fix.edits)
+    pieces: list[str] = []
+    position = 0
+    for (start, end), replacement in edits:
+        pieces.append(text[position:start])
+        pieces.append(replacement)
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Ranges overlap when they share a character; two insertions at one point also clash."""
+    if a[0] == a[1] and b[0] == b[1]:
+        return a[0] == b[0]
+    return a[0] < b[1] and b[0] < a[1] or (a[0] == a[1] and b[0] < a[0] < b[1]) \
+        or (b[0] == b[1] and a[0] < b[0] < a[1])
+
+
+def _overlap_within(spans: list[tuple[int, int]]) -> bool:
+    return any(_overlaps(a, b) for i, a in enumerate(spans) for b in spans[i + 1:])
+
+
+# -- fixing files ----------------------------------------------------------------------------------
+def is_applicable(finding: Finding, unsafe: bool) -> bool:
+    """Whether `--fix` applies this finding's fix (unsafe ones only with `--unsafe-fixes`)."""
+    return finding.fix is not None and bool(finding.fix.edits) and (finding.fix.safe or unsafe)
+
+
+@dataclass
+class FileFixes:
+    """The outcome of fixing one file: its text before and after, and how many fixes went in."""
+
+    path: Path
+    display: str
+    original: str
+    fixed: str
+    applied: int = 0
+    encoding: str = "utf-8"
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+    def diff(self) -> str:
+        """A unified diff of the change, as `git diff` shows it (a/ and b/ prefixes)."""
+        before = self.original.splitlines(keepends=True)
+        after = self.fixed.splitlines(keepends=True)
+        lines = difflib.unified_diff(before, after, f"a/{self.display}", f"b/{self.display}")
+        return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+                       for line in lines)
+
+    def write(self) -> None:
+        """Write the fixed text back in the file's own encoding; newlines are kept as they were."""
+        self.path.write_bytes(self.fixed.encode(self.encoding))
+
+
+@dataclass
+class FixRun:
+    """Every file a `--fix`/`--diff` run changed (or would change)."""
+
+    files: list[FileFixes] = field(default_factory=list)
+
+    @property
+    def applied(self) -> int:
+        return sum(f.applied for f in self.files)
+
+
+Relint = Callable[[str], list[Finding]]
+
+
+def fix_text(text: str, findings: Sequence[Finding], relint: Relint, unsafe: bool) -> tuple[str, int]:
+    """Apply fixes to `text`, linting the result again (`relint`) between rounds, ruff-style.
+
+    Returns the fixed text and how many fixes were applied in all rounds.
+    """
+    applied = 0
+    for _ in range(MAX_ROUNDS):
+        fixes = [f.fix for f in findings if is_applicable(f, unsafe)]
+        if not fixes:
+            break
+        new_text, done = apply_fixes(text, fixes)  # type: ignore[arg-type]
+        if not done or new_text == text:
+            break
+        text, applied = new_text, applied + len(done)
+        findings = relint(text)
+    return text, applied
+
+
+def fix_files(findings: Sequence[Finding], sources: dict[str, Path], relint_for: Callable[[Path], Relint],
+              unsafe: bool) -> FixRun:
+    """Fix every file that has applicable findings. Nothing is written here (see FileFixes.write).
+
+    `sources` maps the paths findings are reported under to files on disk; `relint_for(path)`
+    returns a function that lints new text of that file.
+    """
+    by_file: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if is_applicable(finding, unsafe) and finding.path in sources:
+            by_file.setdefault(finding.path, []).append(finding)
+    run = FixRun()
+    for display, file_findings in sorted(by_file.items()):
+        path = sources[display]
+        data = path.read_bytes()
+        encoding = _encoding(data)
+        original = data.decode(encoding)
+        fixed, applied = fix_text(original, file_findings, relint_for(path), unsafe)
+        if fixed != original:
+            run.files.append(FileFixes(path, display, original, fixed, applied, encoding))
+    return run
+
+
+def _encoding(data: bytes) -> str:
+    """The encoding Python reads a file in (a BOM or a coding line, else UTF-8); checked by the lint."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding
+
+
+# -- the command line (`tfcheck check --fix/--diff`) ------------------------------------------------
+def _fix_run(result, config, unsafe: bool) -> FixRun:  # noqa: ANN001 - RunResult, Config
+    """Fix the files of a lint run in memory, re-linting each file between rounds.
+
+    Re-linting in later rounds analyses one file at a time, so graph code that only another file
+    makes graph code (the runner's cross-file pass) is fixed in the first round only.
+    """
+    from tfcheck.runner import analyze, make_job, selected_rules
+
+    rules = selected_rules(config)
+
+    def relint_for(path: Path) -> Relint:
+        job = make_job(path, config)
+        encoding = _encoding(path.read_bytes())
+        return lambda text: analyze(job, config, rules, text.encode(encoding)).findings
+
+    sources = {f.path: Path(f.path) for f in result.findings}
+    return fix_files(result.findings, sources, relint_for, unsafe)
+
+
+def print_diff(result, config, unsafe: bool) -> int:  # noqa: ANN001
+    """`--diff`: print what --fix would change, write nothing. Exit status 1 if there are changes."""
+    import click
+
+    run = _fix_run(result, config, unsafe)
+    for file in run.files:
+        click.echo(file.diff(), nl=False)
+    click.echo(_summary(run, result, unsafe, "would fix"), err=True)
+    return 1 if run.files else 0
+
+
+def fix_in_place(result, config, unsafe: bool, relint: Callable[[], object]):  # noqa: ANN001, ANN201
+    """`--fix`: write the fixed files, then lint again and return that result (what is left)."""
+    import click
+
+    run = _fix_run(result, config, unsafe)
+    for file in run.files:
+        file.write()
+    click.echo(_summary(run, result, unsafe, "fixed"), err=True)
+    return relint() if run.files else result
+
+
+def _summary(run: FixRun, result, unsafe: bool, verb: str) -> str:  # noqa: ANN001
+    """`tfcheck: fixed 3 findings in 2 files (1 more fixable with --unsafe-fixes)`."""
+    files = len(run.files)
+    text = f"tfcheck: {verb} {run.applied} finding{'s' * (run.applied != 1)} in {files} file{'s' * (files != 1)}"
+    hidden = 0 if unsafe else sum(1 for f in result.findings if f.fix is not None and not f.fix.safe)
+    return text + (f" ({hidden} more fixable with --unsafe-fixes)" if hidden else "")
