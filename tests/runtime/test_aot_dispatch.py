@@ -191,3 +191,18 @@ def test_decorating_imports_neither_tvm_nor_the_runtime():
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                                check=True, timeout=120)
     assert completed.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_first_call_verification_skips_later_checks(cache, monkeypatch):
+    monkeypatch.setenv("TFCHECK_AOT_VERIFY", "first-call")
+    fn = _fresh_wrapper()
+    fn(_x(1))
+    factor.assign(3.0)
+    try:
+        fn(_x(1))
+        assert fn.backend == "tvm:cpu"  # documented trade-off: later changes go unnoticed
+    finally:
+        factor.assign(2.0)
+    monkeypatch.setenv("TFCHECK_AOT_VERIFY", "never")
+    with pytest.raises(ValueError, match="TFCHECK_AOT_VERIFY='never'"):
+        fn(_x(1))

@@ -6,8 +6,8 @@ per reason, or NotCompiledError under `TFCHECK_AOT=strict`):
     versions) and whose library passes its SHA-256 check;
   - its source fingerprint equals the live function's (the source did not change);
   - its captures fingerprint equals the live captured variables' (their values did not change);
-    this is checked on every call by comparing the variables with a snapshot of the values that
-    last matched, which costs one read of the variables, not a hash;
+    this is checked on every call (see `_CapturesGuard` for the cost), or only on the first call
+    of each artifact with `TFCHECK_AOT_VERIFY=first-call`;
   - an artifact was built for the call's input shapes and dtypes.
 
 `TFCHECK_AOT=off` always runs TensorFlow. Outputs are returned as TensorFlow tensors in the
@@ -23,14 +23,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tfcheck.fingerprint import source_fingerprint, values_fingerprint
 from tfcheck.runtime.errors import ArtifactError, InputError, NotCompiledError
 from tfcheck.runtime.library import Artifact, CompiledFunction, scan
 from tfcheck.runtime.manifest import CACHE_DIR, Manifest
 
 MODES = ("on", "off", "strict")
+VERIFY_MODES = ("every-call", "first-call")
 TENSORFLOW = "tensorflow"
 
 
@@ -44,10 +43,21 @@ class _Fallback(Exception):
 
 def aot_mode() -> str:
     """`TFCHECK_AOT`: "on" (default), "off" (always TensorFlow) or "strict" (never fall back)."""
-    mode = os.environ.get("TFCHECK_AOT", "on").strip().lower() or "on"
-    if mode not in MODES:
-        raise ValueError(f"TFCHECK_AOT={mode!r}: use one of {', '.join(MODES)}")
-    return mode
+    return _env_choice("TFCHECK_AOT", MODES)
+
+
+def verify_mode() -> str:
+    """`TFCHECK_AOT_VERIFY`: compare captured variables with the build's on "every-call"
+    (default) or only on the "first-call" of each artifact in this process."""
+    return _env_choice("TFCHECK_AOT_VERIFY", VERIFY_MODES)
+
+
+def _env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """The environment variable's value, lower-cased; unset or empty means `choices[0]`."""
+    value = os.environ.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+    return value
 
 
 def artifact_roots(python_function: Any) -> list[Path]:
@@ -184,28 +194,51 @@ class Dispatcher:
 class _CapturesGuard:
     """Tells whether the captured variables still hold the values the artifact was built with.
 
-    The first check hashes them (as the build did); later checks compare with the snapshot of the
-    last matching values, and hash again only when something differs.
+    The first check hashes them as the build did. Hashing on every call would cost more than
+    the model, so after a match the values are copied into shadow variables, and later checks
+    compare variables and shadows bit for bit in one TensorFlow call that returns one boolean;
+    only a difference leads to hashing again. That call still costs TensorFlow's per-captured-
+    input overhead (for MobileNetV2's 262 variables, about as much as a TensorFlow call of the
+    model), so `TFCHECK_AOT_VERIFY=first-call` lets a serving process that never changes its
+    weights after the first call skip it.
     """
 
     def __init__(self, tf_function: Any, manifest: Manifest) -> None:
         import tensorflow as tf  # the caller is a tf.function, so TensorFlow is already loaded
 
         specs = [tf.TensorSpec(spec.shape, tf.as_dtype(spec.dtype)) for spec in manifest.inputs]
-        variables = list(tf_function.get_concrete_function(*specs).variables)
-        self._read = tf.function(lambda: [variable.read_value() for variable in variables])
-        self._has_variables = bool(variables)
+        self._variables = list(tf_function.get_concrete_function(*specs).variables)
+        self._shadows = [tf.Variable(tf.zeros_like(variable), trainable=False)
+                         for variable in self._variables]
+        pairs = list(zip(self._variables, self._shadows))
+        self._same = tf.function(lambda: tf.reduce_all(
+            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs]))
         self._expected = manifest.raw.get("captures_fingerprint")
-        self._snapshot: list[np.ndarray] | None = None
+        self._verified = False
+        self._lock = threading.Lock()
 
     def unchanged(self) -> bool:
-        values = [tensor.numpy() for tensor in self._read()] if self._has_variables else []
-        snapshot = self._snapshot
-        if snapshot is not None and all(np.array_equal(a, b) for a, b in zip(values, snapshot)):
+        if not self._variables:
+            return values_fingerprint([]) == self._expected
+        if self._verified and (verify_mode() == "first-call" or bool(self._same())):
             return True
-        matches = values_fingerprint(values) == self._expected
-        self._snapshot = values if matches else None
-        return matches
+        with self._lock:
+            values = [variable.numpy() for variable in self._variables]
+            if values_fingerprint(values) != self._expected:
+                self._verified = False
+                return False
+            for shadow, value in zip(self._shadows, values):
+                shadow.assign(value)
+            self._verified = True  # only after the shadows hold values that matched
+            return True
+
+
+def _bits(tf: Any, tensor: Any) -> Any:
+    """Floats as same-width integers, so that NaN equals NaN and -0.0 differs from 0.0."""
+    widths = {2: tf.int16, 4: tf.int32, 8: tf.int64}
+    if tensor.dtype.is_floating and tensor.dtype.size in widths:
+        return tf.bitcast(tensor, widths[tensor.dtype.size])
+    return tensor
 
 
 def _scan_all(roots: list[Path]) -> tuple[list[Artifact], dict[str, list[str]]]:
