@@ -237,6 +237,8 @@ def _only_tensor_uses(facts: FileFacts, function: FunctionInfo, parameter: str) 
     tensor_use = False
     for use in uses:
         parent = facts.parent(use)
+        while isinstance(parent, (ast.UnaryOp, ast.BinOp)):  # `tf.exp(-rate)`: the op still gets it
+            parent = facts.parent(parent)
         if isinstance(parent, ast.keyword):
             parent = facts.parent(parent)
         if isinstance(parent, ast.Call) and use is not parent.func:

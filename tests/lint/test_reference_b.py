@@ -3,14 +3,21 @@
 Each snippet is copied from `shared/reference/` (the tf.function guides); the expected set is what ALL
 rules together must report on it, so a recommended fix must stay silent under every rule, and a bad
 example must be caught by the rule meant for it and by no rule that has no business there.
+Then whole files through the real runner: `fixtures/lint/{loops,retrace}_bad.py` mark each expected
+finding with `# expect: TFC0xx`, and their fixes in `*_good.py` must report nothing.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+from tfcheck.config import Config
 from tfcheck.engine import analyze_source
 from tfcheck.rule import all_rules
+from tfcheck.runner import lint_paths
 
 IMPORT = "import tensorflow as tf\n"
 
@@ -265,3 +272,24 @@ def codes(snippet: str) -> set[str]:
 def test_reference_case(case: str) -> None:
     snippet, expected = CASES[case]
     assert codes(snippet) == expected, case
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
+_EXPECT = re.compile(r"# expect: ((?:TFC\d{3} ?)+)$")
+
+
+def fixture_findings(name: str) -> list[tuple[int, str]]:
+    return sorted((f.line, f.code) for f in lint_paths([FIXTURES / name], Config(root=FIXTURES), jobs=1).findings)
+
+
+@pytest.mark.parametrize("topic", ["loops", "retrace"])
+def test_bad_fixture_reports_exactly_its_expectations(topic: str) -> None:
+    path = FIXTURES / f"{topic}_bad.py"
+    expected = sorted((number, code) for number, line in enumerate(path.read_text().splitlines(), start=1)
+                      if (match := _EXPECT.search(line)) for code in match.group(1).split())
+    assert fixture_findings(path.name) == expected
+
+
+@pytest.mark.parametrize("topic", ["loops", "retrace"])
+def test_good_fixture_reports_nothing(topic: str) -> None:
+    assert fixture_findings(f"{topic}_good.py") == []
