@@ -465,8 +465,16 @@ class FileFacts:
         return line, column, end_line, end_column
 
     def text(self, node: ast.AST) -> str:
-        """The source text of a node."""
-        return ast.get_source_segment(self.source.text, node) or ""
+        """The source text of a node (ast.get_source_segment re-splits the whole file on every call)."""
+        line, end_line = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if line is None or end_line is None:
+            return ""
+        lines = [text.encode("utf-8") for text in self.source.lines[line - 1:end_line]]
+        if not lines:
+            return ""
+        lines[-1] = lines[-1][:node.end_col_offset]  # type: ignore[attr-defined]
+        lines[0] = lines[0][node.col_offset:]  # type: ignore[attr-defined]
+        return b"\n".join(lines).decode("utf-8", errors="replace")
 
 
 def _in_body(function_node: ast.AST, child: ast.AST) -> bool:

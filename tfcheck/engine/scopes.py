@@ -142,8 +142,14 @@ class _Collector:
         compound = isinstance(node, _COMPOUND)
         if compound:
             self.depth += 1
-        for child in ast.iter_child_nodes(node):
-            self.visit(child, node)
+        for name in _child_fields(type(node)):
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item, node)
+            elif isinstance(value, ast.AST):
+                self.visit(value, node)
         if compound:
             self.depth -= 1
 
@@ -381,6 +387,18 @@ _HANDLERS = {
 for _name in ("MatchAs", "MatchStar"):
     if hasattr(ast, _name):
         _HANDLERS[getattr(ast, _name)] = _Collector.visit_match_capture
+
+
+# Fields that hold only markers (Load/Store contexts, operators): skipping them halves the nodes walked.
+_MARKER_FIELDS = frozenset({"ctx", "op", "ops", "type_ignores"})
+_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    fields = _FIELD_CACHE.get(node_type)
+    if fields is None:
+        fields = _FIELD_CACHE[node_type] = tuple(f for f in node_type._fields if f not in _MARKER_FIELDS)
+    return fields
 
 
 def collect_scopes(tree: ast.Module, module_name: str, is_package: bool = False) -> ScopeTable:

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+# Python's own line breaks; str.splitlines() also breaks at form feeds and Unicode separators, which
+# would shift line numbers against the ones ast reports.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class ParseFailure(Exception):
@@ -84,4 +90,4 @@ def parse_source(display_path: str, text: str) -> SourceFile:
         raise ParseFailure(display_path, "too deeply nested to parse") from None
     except ValueError as exc:
         raise ParseFailure(display_path, f"cannot parse: {exc}") from None
-    return SourceFile(path=display_path, text=text, tree=tree, lines=text.splitlines())
+    return SourceFile(path=display_path, text=text, tree=tree, lines=_LINE_BREAK.split(text))
