@@ -15,6 +15,7 @@ from tfcheck import __version__
 # name -> "module:attribute" of a click command. Adding a command means adding a module and a line.
 COMMANDS: dict[str, str] = {
     "check": "tfcheck.commands.check:check",
+    "merge": "tfcheck.commands.merge:merge",
     "rules": "tfcheck.commands.rules:rules",
     "explain": "tfcheck.commands.rules:explain",
     "run": "tfcheck.commands.run:run",

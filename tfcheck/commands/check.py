@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from tfcheck.cache import default_cache_dir
 from tfcheck.config import Config, ConfigError, load_config
 from tfcheck.output import FORMATS, OutputOptions, renderer
 from tfcheck.runner import RunResult, lint_paths
+from tfcheck.shard import Shard, shard_option
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -56,19 +58,27 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 @click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths given explicitly (pre-commit).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: one per core).")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: only on a terminal).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the lint cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The lint cache folder (default: `cache-dir` of the config, .tfcheck_cache).")
+@click.option("--shard", metavar="I/N", callback=shard_option,
+              help="Report only shard I of N (1-based) of the files; merge the outputs with `tfcheck merge`.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
 def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, output_format: str,
           output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
           config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None,
-          fix: bool = False, unsafe_fixes: bool = False, diff: bool = False) -> None:
+          fix: bool = False, unsafe_fixes: bool = False, diff: bool = False, no_cache: bool = False,
+          cache_dir: Path | None = None, shard: Shard | None = None) -> None:
     """Find tf.function pitfalls in PATHS (files or folders; default: the current folder).
 
     Never imports or runs the code it checks. Exit status: 0 no findings, 1 findings, 2 error.
     """
     config = load_run_config(config_file, paths, select, ignore)
-    result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude)
+    cache = None if no_cache else cache_dir or default_cache_dir(config)
+    result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude,
+                        cache_dir=cache, shard=shard)
     if diff:
         from tfcheck.fixes import print_diff
 
@@ -77,7 +87,8 @@ def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, outpu
         from tfcheck.fixes import fix_in_place
 
         result = fix_in_place(result, config, unsafe_fixes,
-                              lambda: lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude))
+                              lambda: lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude,
+                                                 cache_dir=cache, shard=shard))
     for message in result.path_errors:
         click.echo(f"tfcheck: error: {message}", err=True)
     for error in result.errors:
