@@ -103,6 +103,13 @@ class OuterMutationRule(Rule):
         _T + "class L(tf.Module):\n    @tf.function\n    def adapt(self, data):\n"
         "        shape = getattr(self, '_batch_input_shape', None)\n        if shape is None:\n"
         "            self._batch_input_shape = (None,)\n        return data\n",
+        _T + "class Lazy(tf.Module):\n    def __init__(self):\n        self.built = False\n    @tf.function\n"
+        "    def __call__(self, x):\n        if not self.built:\n            self.w = make_weights(x)\n"
+        "            self.built = True\n        return x * self.w\n",
+        _T + "class Box:\n    def __init__(self, v):\n        self.v = v\n        self.items = []\n"
+        "class L(tf.Module):\n    def __init__(self):\n        self.n = 0\n    def build(self, shape):\n"
+        "        self.k = make_kernel(shape)\n    @tf.function\n    def __call__(self, x):\n"
+        "        self.build(x.shape)\n        return Box(x).v * self.k\n",
         _T + "class C(tf.Module):\n    @tf.function\n    def f(self, x):\n        self.layer = tf.keras.layers.Dense(2)\n"
         "        return x\n",
     )

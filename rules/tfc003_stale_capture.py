@@ -63,8 +63,10 @@ class StaleCapture(Rule):
         "@tf.function\ndef captures_leaked_tensor(b):\n    b += x\n    return b\n",
         _T + "scale = 1.0\ndef set_scale(value):\n    global scale\n    scale = value\n@tf.function\n"
         "def f(x):\n    return x * scale\n",
-        _T + "def make():\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
-        "    lr = 0.01\n    return step\n",
+        _T + "def train(data):\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
+        "    step(data)\n    lr = 0.01\n    step(data)\n",
+        _T + "def train(data, rates):\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
+        "    for rate in rates:\n        step(data)\n        lr = rate\n",
         _T + "@tf.function\ndef f(x):\n    return x * factor\nfor factor in [1, 2, 3]:\n    f(tf.constant(1.0))\n",
         _T + "threshold = 0.5\ndef helper(x):\n    return x > threshold\n@tf.function\ndef f(x):\n"
         "    return helper(x)\nthreshold = 0.9\n",
@@ -85,6 +87,14 @@ class StaleCapture(Rule):
         _T + "def report(x):\n    return x\ncount = 0\nfor i in range(3):\n    count += 1\n",
         _T + "class DatasetV1:\n    pass\nclass DatasetV2:\n    pass\nDataset = DatasetV1\ndef make(f):\n"
         "    return tf.data.Dataset.range(3).map(lambda x: Dataset(x))\nif f():\n    Dataset = DatasetV2\n",
+        _T + "def make():\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
+        "    lr = 0.01\n    return step\n",
+        _T + "def conv(inputs, data_format=None):\n    @tf.function(jit_compile=True)\n    def _conv_xla():\n"
+        "        return tf.nn.convolution(inputs, 1, data_format=data_format)\n"
+        "    data_format = standardize(data_format)\n    return _conv_xla()\n",
+        _T + "def diagonal(x, offset):\n    x = moveaxis(x)\n    def _zeros():\n        return tf.zeros([0], dtype=x.dtype)\n"
+        "    if offset:\n        x = _zeros()\n    else:\n        x = tf.cond(offset > 0, lambda: _zeros(), lambda: x)\n"
+        "    return x\n",
         _T + "def convert(x):\n    seen = None\n    def body(i):\n        return i + seen\n    seen = 1\n"
         "    return tf.while_loop(lambda i: i < 3, body, [x])\n",
     )
@@ -118,10 +128,60 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
     for binding in bindings:
         if binding.kind in ("del", "param"):
             continue
-        if _bound_in_other_function(facts, binding, scope) or _in_loop_after(facts, binding, scope, defined_at) \
-                or binding.node.lineno > defined_at:
+        if _bound_in_other_function(facts, binding, scope):
+            return binding
+        later = _in_loop_after(facts, binding, scope, defined_at) or binding.node.lineno > defined_at
+        if later and (scope is facts.module_scope or _called_before(facts, info, binding, scope)):
             return binding
     return None
+
+
+def _called_before(facts: FileFacts, info: FunctionInfo, binding: Binding, scope: Scope) -> bool:
+    """In the enclosing function, a call of `info` runs before the rebinding and the function runs again.
+
+    A closure is created anew on each call of the function around it, so a rebinding there matters
+    only if the traced function was already called: earlier in the same block, or in the same loop.
+    """
+    rebinding = _enclosing_statement(facts, binding.node)
+    for call, caller in facts.calls:
+        if caller is None or caller.scope is not scope or info not in facts.function_target(call.func):
+            continue
+        if _share_loop(facts, call, binding.node, scope) or _earlier_in_block(facts, call, rebinding):
+            return True
+    return False
+
+
+def _enclosing_statement(facts: FileFacts, node: ast.AST) -> ast.AST:
+    current = node
+    while not isinstance(current, ast.stmt):
+        parent = facts.parent(current)
+        if parent is None:
+            return current
+        current = parent
+    return current
+
+
+def _share_loop(facts: FileFacts, first: ast.AST, second: ast.AST, scope: Scope) -> bool:
+    loops = set()
+    for ancestor in facts.ancestors(first):
+        if ancestor is scope.node:
+            break
+        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+            loops.add(ancestor)
+    return any(ancestor in loops for ancestor in facts.ancestors(second))
+
+
+def _earlier_in_block(facts: FileFacts, call: ast.AST, statement: ast.AST) -> bool:
+    """The call is in a statement that precedes `statement` in the same block."""
+    block_owner = facts.parent(statement)
+    for ancestor in [call, *facts.ancestors(call)]:
+        if facts.parent(ancestor) is block_owner and isinstance(ancestor, ast.stmt):
+            for field_name in ("body", "orelse", "finalbody"):
+                block = getattr(block_owner, field_name, None)
+                if isinstance(block, list) and ancestor in block and statement in block:
+                    return block.index(ancestor) < block.index(statement)
+            return False
+    return False
 
 
 def _holds_code_or_variable(facts: FileFacts, value: ast.expr) -> bool:

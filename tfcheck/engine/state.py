@@ -27,6 +27,9 @@ STORING_METHODS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "setdefa
 # business of other rules (TFC004 creates variables; reading a Variable or a layer is fine).
 TF_OBJECT_KINDS = frozenset({values.VARIABLE, values.MODEL, values.LAYER, values.OPTIMIZER,
                              values.TF_FUNCTION, values.DATASET, "function"})
+# Methods that set an object up: `__init__` fills a new object, and `build` (Keras' lazy set-up, also
+# reached from graph code on the first call) runs once, under the layer's own `built` guard.
+SETUP_METHODS = frozenset({"__init__", "__new__", "__post_init__", "build", "_build"})
 PLAIN_KINDS = frozenset({values.NUMBER, values.STRING, values.NONE, values.LIST, values.DICT, values.SET,
                          values.TUPLE})
 
@@ -53,7 +56,8 @@ def find_outer_mutations(facts) -> list[OuterMutation]:  # noqa: ANN001 - FileFa
     found: list[OuterMutation] = []
     statements = facts.graph_nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Call)
     for node, info in statements:
-        found.extend(_mutations_of(facts, node, info))
+        if info.name not in SETUP_METHODS:
+            found.extend(_mutations_of(facts, node, info))
     found.sort(key=lambda m: (m.node.lineno, m.node.col_offset))
     return found
 
@@ -176,14 +180,25 @@ def _is_self(facts, expr: ast.expr, info: FunctionInfo) -> bool:  # noqa: ANN001
 
 
 def _lazy_initialisation(facts, stmt: ast.AST, target: ast.Attribute) -> bool:  # noqa: ANN001
-    """`if self.x is None: self.x = ...`: created once, on the first trace, then reused."""
-    wanted = facts.text(target)
+    """Set up once, on the first trace, then reused: guarded by a test of an attribute set under it.
+
+    `if self.x is None: self.x = ...`, and `if not self.built: ...; self.built = True`.
+    """
     for ancestor in facts.ancestors(stmt):
-        if isinstance(ancestor, ast.If) and _is_none_test(facts, ancestor.test, wanted):
+        if isinstance(ancestor, ast.If) and any(_is_none_test(facts, ancestor.test, facts.text(assigned))
+                                                for assigned in _attributes_assigned(ancestor)):
             return True
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return False
     return False
+
+
+def _attributes_assigned(block: ast.If) -> list[ast.Attribute]:
+    """Attribute targets assigned anywhere in the body of an `if` (not its `else`)."""
+    return [target for stmt in block.body for node in ast.walk(stmt)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Attribute)]
 
 
 def _is_none_test(facts, test: ast.expr, wanted: str) -> bool:  # noqa: ANN001
