@@ -125,7 +125,8 @@ def export_cuda_library(executable: Any, library: Path, arch: str, work_dir: Pat
     if len(embedded) < len(swaps):
         raise CudaExportError(f"{library} holds {len(embedded)} fatbins, {len(swaps)} were packed")
     return {"format": "fatbin" if swaps else "tvm", "arch": arch,
-            "fatbin_sha256": [hashlib.sha256(binary).hexdigest() for binary in embedded]}
+            "fatbin_sha256": [hashlib.sha256(binary).hexdigest() for binary in embedded],
+            "entries": [entry for binary in embedded for entry in fatbin_entries(binary)]}
 
 
 def fatbins_in(library: Path) -> list[bytes]:
@@ -139,3 +140,21 @@ def fatbins_in(library: Path) -> list[bytes]:
         found.append(data[start:start + header_size + body_size])
         start = data.find(FATBIN_MAGIC, start + header_size + body_size)
     return found
+
+
+def fatbin_entries(fatbin: bytes) -> list[dict[str, str]]:
+    """What a fatbin holds: `{"kind": "cubin", "arch": "sm_90"}` (machine code) or
+    `{"kind": "ptx", "arch": "compute_90"}`, read from its entry headers (kind u16, header size
+    u32 at 4, payload size u64 at 8, SM version u32 at 28)."""
+    header_size = struct.unpack_from("<H", fatbin, 6)[0]
+    offset, end = header_size, len(fatbin)
+    entries = []
+    while offset + 32 <= end:
+        kind, entry_header, payload = struct.unpack_from("<H2xIQ", fatbin, offset)
+        sm_version = struct.unpack_from("<I", fatbin, offset + 28)[0]
+        if entry_header == 0:
+            break
+        name = {1: "ptx", 2: "cubin"}.get(kind, f"kind{kind}")
+        entries.append({"kind": name, "arch": f"{'compute' if name == 'ptx' else 'sm'}_{sm_version}"})
+        offset += entry_header + payload
+    return entries

@@ -122,11 +122,18 @@ def _module_level_calls(facts: FileFacts, path: Path, module: str, root: Path) -
         options = call.func if isinstance(call.func, ast.Call) else call
         if facts.resolve(options.func) != AOT or not call.args:
             continue
-        wrapped = facts.function_target(call.args[0])
+        wrapped = facts.function_target(_unwrap_tf_function(facts, call.args[0]))
         line, end = (wrapped[0].node.lineno, wrapped[0].node.end_lineno) if wrapped else (statement.lineno, statement.end_lineno)
         start = min(line, statement.lineno)
         yield _make(path, module, root, statement.targets[0].id, start, max(end or start, statement.end_lineno or start),
                     options, None)
+
+
+def _unwrap_tf_function(facts: FileFacts, expr: ast.expr) -> ast.expr:
+    """`tf.function(f, ...)` -> `f`, so that the lint gate covers the wrapped function's lines."""
+    if isinstance(expr, ast.Call) and expr.args and facts.resolve(expr.func) in facts.tf_function_names:
+        return expr.args[0]
+    return expr
 
 
 def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_line: int,

@@ -211,7 +211,7 @@ def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options
             export_name: str) -> None:
     """Fill in what the artifact says, and export it when --out was given."""
     _fill_verify(record, manifest["verify"])
-    record.artifact = str(folder)
+    record.artifact = str(folder.resolve())
     record.size = (folder / manifest["library"]).stat().st_size
     if options.out_dir is not None:
         record.exported = str(export_artifact(folder, options.out_dir, export_name))

@@ -1,0 +1,123 @@
+"""The content-addressed cache: keys, atomic commits, corrupt entries, races, index, export."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from tfcheck.compiler.artifact import ArtifactCache, cache_key, entry_problem, export_artifact, shape_tag
+from tfcheck.runtime.target import file_sha256
+
+INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
+TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake", "num-cores": 2}
+OPTIONS = {"schedules": "tfcheck-default"}
+VERSIONS = {"tfcheck": "0.1.0", "tvm": "0.27.0", "tensorflow": "2.21.0"}
+
+
+def key(**changes: object) -> str:
+    arguments = {"graph_sha256": "ab" * 32, "inputs": INPUTS, "target": TARGET,
+                 "compile_options": OPTIONS, "versions": VERSIONS, **changes}
+    return cache_key(**arguments)  # type: ignore[arg-type]
+
+
+def test_key_changes_with_every_component_and_ignores_target_key_order() -> None:
+    variants = [
+        key(graph_sha256="cd" * 32),
+        key(inputs=[{**INPUTS[0], "shape": [2, 4]}]),
+        key(inputs=[{**INPUTS[0], "dtype": "float16"}]),
+        key(target={**TARGET, "mcpu": "znver4"}),
+        key(compile_options={"schedules": "metaschedule", "trials": 64}),
+        key(versions={**VERSIONS, "tvm": "0.28.0"}),
+        key(versions={**VERSIONS, "tensorflow": "2.22.0"}),
+        key(versions={**VERSIONS, "tfcheck": "0.2.0"}),
+    ]
+    assert len({key(), *variants}) == len(variants) + 1
+    assert key(target=dict(reversed(list(TARGET.items())))) == key()
+
+
+def stage(cache: ArtifactCache, entry_key: str, payload: bytes = b"library") -> tuple[Path, dict]:
+    staging = cache.new_staging()
+    (staging / "lib.so").write_bytes(payload)
+    manifest = {"key": entry_key, "function": "f", "qualname": "m.f", "device": "cpu", "inputs": INPUTS,
+                "library": "lib.so", "library_sha256": file_sha256(staging / "lib.so"),
+                "created": "2026-11-22T00:00:00Z"}
+    return staging, manifest
+
+
+def test_commit_then_lookup_and_index(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "cache")
+    assert cache.lookup(key()) == (None, None)
+    staging, manifest = stage(cache, key())
+    folder = cache.commit(staging, manifest)
+    assert folder == tmp_path / "cache" / key() and not staging.exists()
+    assert cache.lookup(key()) == (manifest, None)
+    index = json.loads((tmp_path / "cache" / "index.json").read_text())
+    assert index[key()]["qualname"] == "m.f"
+
+
+@pytest.mark.parametrize("damage", ["truncate library", "delete library", "garble manifest", "delete manifest"])
+def test_corrupt_entries_are_reported_and_removed(tmp_path: Path, damage: str) -> None:
+    cache = ArtifactCache(tmp_path)
+    folder = cache.commit(*stage(cache, key()))
+    target, action = {"truncate library": ("lib.so", "truncate"), "delete library": ("lib.so", "delete"),
+                      "garble manifest": ("manifest.json", "truncate"),
+                      "delete manifest": ("manifest.json", "delete")}[damage]
+    if action == "truncate":
+        (folder / target).write_bytes((folder / target).read_bytes()[:5])
+    else:
+        (folder / target).unlink()
+    manifest, problem = cache.lookup(key())
+    assert manifest is None and problem
+    assert not folder.exists()
+    assert cache.lookup(key()) == (None, None)
+
+
+def test_losing_a_commit_race_keeps_the_winner(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path)
+    first, manifest = stage(cache, key())
+    second, _ = stage(cache, key())
+    cache.commit(first, manifest)
+    cache.commit(second, manifest)
+    assert not second.exists()
+    assert entry_problem(cache.entry(key())) is None
+
+
+def _commit_many(root: str, worker: int) -> None:
+    cache = ArtifactCache(Path(root))
+    for index in range(20):
+        cache.commit(*stage(cache, key(graph_sha256=f"{index % 5:064d}"), payload=b"same bytes"))
+        cache.commit(*stage(cache, key(graph_sha256=f"{worker}{index:063d}")))
+
+
+def test_concurrent_processes_leave_valid_entries_and_a_complete_index(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_commit_many, args=(str(tmp_path), w)) for w in range(1, 4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    entries = [p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(entries) == 5 + 3 * 20
+    assert all(entry_problem(entry) is None for entry in entries)
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert set(index) == {entry.name for entry in entries}
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_export_replaces_an_older_copy(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path / "cache")
+    folder = cache.commit(*stage(cache, key()))
+    out = tmp_path / "out"
+    (out / "f").mkdir(parents=True)
+    (out / "f" / "stale.txt").write_text("old")
+    exported = export_artifact(folder, out, "f")
+    assert sorted(p.name for p in exported.iterdir()) == ["lib.so", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["f"]
+
+
+def test_shape_tag() -> None:
+    assert shape_tag([{"shape": [8, 224, 224, 3]}, {"shape": []}]) == "8x224x224x3_scalar"

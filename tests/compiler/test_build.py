@@ -1,0 +1,210 @@
+"""`tfcheck build` end to end on small functions: cache behaviour, failures and their messages,
+shape entries, export, concurrency. Each build traces in a TensorFlow child process, so these
+are slow tests; the functions are tiny so that compiling is quick."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+from tfcheck.compiler.artifact import entry_problem
+
+pytestmark = pytest.mark.slow
+
+AFFINE = '''
+import tensorflow as tf
+import tfcheck
+
+weights = tf.Variable(tf.random.normal([4, 3]))
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+def affine(x):
+    return tf.nn.relu(tf.matmul(x, weights) + 1.0)
+'''
+
+FAILURES = '''
+import tensorflow as tf
+import tfcheck
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([3, 3], tf.float32)])
+def determinant(x):
+    return tf.linalg.det(x)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+def mismatched(x):
+    return tf.matmul(x, tf.ones([5, 5]))
+
+
+@tfcheck.aot
+@tf.function
+def unsigned(x):
+    return x + 1.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="rows")])
+def unknown_batch(rows):
+    return rows * 2.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def asserting(x):
+    assert x > 0
+    return x
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 2], tf.float32)])
+def fine(x):
+    return {"double": x * 2.0, "sum": tf.reduce_sum(x, axis=1)}
+'''
+
+
+def build(run_cli: Callable[..., Result], folder: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = run_cli(folder, "build", *args, "--cache-dir", str(folder / "cache"), "--format", "json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+def by_function(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {record["function"].rsplit(".", 1)[-1]: record for record in report["functions"]}
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def test_cache_hit_miss_on_change_and_corrupt_entry(project: Callable[..., Path],
+                                                   run_cli: Callable[..., Result]) -> None:
+    folder = project({"affine.py": AFFINE})
+    code, report = build(run_cli, folder)
+    assert code == 0, report
+    [first] = report["functions"]
+    assert first["status"] == "built" and first["verified"] is True
+    assert first["max_abs_error"] < 1e-5
+    library = Path(first["artifact"]) / "lib.so"
+    built_at = library.stat().st_mtime_ns
+
+    code, report = build(run_cli, folder)
+    [again] = report["functions"]
+    assert (code, again["status"], again["artifact"]) == (0, "cached", first["artifact"])
+    assert library.stat().st_mtime_ns == built_at  # nothing was recompiled or rewritten
+
+    (folder / "affine.py").write_text(AFFINE.replace("+ 1.0", "+ 2.0"))
+    code, report = build(run_cli, folder)
+    [changed] = report["functions"]
+    assert (code, changed["status"]) == (0, "built")
+    assert changed["artifact"] != first["artifact"]
+    assert len(entries(folder / "cache")) == 2
+
+    Path(changed["artifact"], "lib.so").write_bytes(b"not a library")
+    code, report = build(run_cli, folder)
+    [repaired] = report["functions"]
+    assert (code, repaired["status"], repaired["artifact"]) == (0, "built", changed["artifact"])
+    assert "corrupt" in repaired["message"]
+    assert entry_problem(Path(repaired["artifact"])) is None
+
+
+def test_failures_are_per_function_with_clear_messages(project: Callable[..., Path],
+                                                      run_cli: Callable[..., Result]) -> None:
+    folder = project({"models.py": FAILURES})
+    code, report = build(run_cli, folder)
+    assert code == 1
+    records = by_function(report)
+    assert records["fine"]["status"] == "built" and records["fine"]["verified"] is True
+    failed = {name: record["message"] for name, record in records.items() if record["status"] == "failed"}
+    assert set(failed) == {"determinant", "mismatched", "unsigned", "unknown_batch", "asserting"}
+    assert "models.determinant" in failed["determinant"] and "MatrixDeterminant" in failed["determinant"]
+    assert records["determinant"]["op"] == "MatrixDeterminant"
+    assert "models.mismatched" in failed["mismatched"]
+    assert "no input_signature" in failed["unsigned"] and "tf.TensorSpec" in failed["unsigned"]
+    assert "'rows' (None, 4)" in failed["unknown_batch"] and "shapes=" in failed["unknown_batch"]
+    assert "TFC008" in failed["asserting"] and "--no-lint" in failed["asserting"]
+    manifest = json.loads(Path(records["fine"]["artifact"], "manifest.json").read_text())
+    assert manifest["output_structure"] == {"kind": "dict", "keys": ["double", "sum"]}
+    assert [o["shape"] for o in manifest["outputs"]] == [[2, 2], [2]]
+
+
+def test_shape_entries_give_one_artifact_each_and_export(project: Callable[..., Path],
+                                                         run_cli: Callable[..., Result]) -> None:
+    folder = project({"batched.py": '''
+        import tensorflow as tf
+        import tfcheck
+
+        @tfcheck.aot(name="scale", shapes=[(1, 4), (3, 4)])
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def batched(x):
+            return x * 3.0, tf.reduce_max(x)
+    '''})
+    code, report = build(run_cli, folder, "--out", str(folder / "deploy"))
+    assert code == 0, report
+    assert sorted(p.name for p in (folder / "deploy").iterdir()) == ["scale__1x4", "scale__3x4"]
+    manifest = json.loads((folder / "deploy" / "scale__3x4" / "manifest.json").read_text())
+    assert manifest["function"] == "scale" and manifest["qualname"] == "batched.batched"
+    assert manifest["inputs"] == [{"name": "x", "shape": [3, 4], "dtype": "float32"}]
+    assert manifest["output_structure"] == {"kind": "tuple", "length": 2}
+    assert manifest["verify"]["passed"] is True
+    assert set(manifest) >= {"key", "source_fingerprint", "captures_fingerprint", "graph_fingerprint",
+                             "target", "device", "cpu_features", "versions", "library_sha256", "created"}
+
+
+def test_a_crashing_module_is_a_clear_failure(project: Callable[..., Path],
+                                              run_cli: Callable[..., Result]) -> None:
+    folder = project({"crash.py": "import ctypes\nimport tensorflow as tf\nimport tfcheck\nctypes.string_at(0)\n"
+                                  "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\n"
+                                  "def f(x):\n    return x\n"})
+    code, report = build(run_cli, folder)
+    [record] = report["functions"]
+    assert code == 1
+    assert record["message"].startswith("crash.f: the build process crashed with SIGSEGV")
+
+
+def test_concurrent_builds_share_one_cache(project: Callable[..., Path]) -> None:
+    folder = project({"affine.py": AFFINE})
+    command = [sys.executable, "-m", "tfcheck", "build", "affine.py", "--cache-dir", "cache", "--format", "json"]
+    processes = [subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONPATH": ""}) for _ in range(2)]
+    reports = [json.loads(process.communicate(timeout=600)[0]) for process in processes]
+    assert [process.returncode for process in processes] == [0, 0]
+    statuses = sorted(report["functions"][0]["status"] for report in reports)
+    assert statuses in (["built", "built"], ["built", "cached"])
+    [entry] = entries(folder / "cache")
+    assert entry_problem(entry) is None
+    assert not list((folder / "cache" / ".tmp").iterdir())
+
+
+def test_inspect_and_dry_run_report_operators(project: Callable[..., Path],
+                                             run_cli: Callable[..., Result]) -> None:
+    folder = project({"affine.py": AFFINE})
+    result = run_cli(folder, "inspect", "affine.py")
+    assert result.exit_code == 0, result.output
+    assert "affine.affine" in result.stdout
+    assert "FULLY_CONNECTED" in result.stdout or "BATCH_MATMUL" in result.stdout
+    assert "ok" in result.stdout
+    code, report = build(run_cli, folder, "--dry-run")
+    [record] = report["functions"]
+    assert (code, record["status"], record["unsupported"]) == (0, "checked", [])
+    assert not (folder / "cache").exists()
+
+
+def test_bad_target_and_missing_paths_are_usage_errors(project: Callable[..., Path],
+                                                       run_cli: Callable[..., Result]) -> None:
+    folder = project({"affine.py": AFFINE})
+    result = run_cli(folder, "build", "--target", "cuda")
+    assert result.exit_code == 2 and "--arch" in result.stderr
+    result = run_cli(folder, "build", "no_such_module", "--dry-run")
+    assert result.exit_code == 2 and "no_such_module: no such file, folder or module" in result.stderr

@@ -1,0 +1,106 @@
+"""Static discovery of @tfcheck.aot functions: every spelling, without importing anything."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tfcheck.compiler.discover import discover, import_root, resolve_module_argument
+
+SPELLINGS = '''
+import tensorflow as tf
+import tfcheck
+import tfcheck as tc
+from tfcheck import aot
+
+raise RuntimeError("discovery must not import this module")
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+def plain(x):
+    return x
+
+
+@tc.aot(name="renamed", shapes=[(1, 4), (8, 4)])
+@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+def aliased(x):
+    return x
+
+
+@aot
+@tf.function
+def imported_name(x):
+    return x
+
+
+def helper(x):
+    return x * 2
+
+
+wrapped = tfcheck.aot(tf.function(helper, input_signature=[tf.TensorSpec([2], tf.float32)]))
+configured = tfcheck.aot(name="configured")(tf.function(helper))
+
+
+class Model(tf.Module):
+    @tfcheck.aot
+    @tf.function
+    def method(self, x):
+        return x
+
+
+@tf.function
+def not_annotated(x):
+    return x
+'''
+
+
+def test_every_spelling_is_found_in_line_order(tmp_path: Path) -> None:
+    source = tmp_path / "models.py"
+    source.write_text(SPELLINGS, encoding="utf-8")
+    found = discover([source])
+    assert found.errors == []
+    assert [f.qualname for f in found.functions] == [
+        "plain", "aliased", "imported_name", "wrapped", "configured", "Model.method"]
+    by_name = {f.qualname: f for f in found.functions}
+    assert by_name["aliased"].name == "renamed"
+    assert by_name["aliased"].shapes == [(1, 4), (8, 4)]
+    assert by_name["configured"].name == "configured"
+    assert by_name["plain"].module == "models" and by_name["plain"].root == tmp_path.resolve()
+    # decorators count as part of the function, for the lint gate's line range
+    assert by_name["plain"].line == SPELLINGS.splitlines().index("@tfcheck.aot") + 1
+    # module-level wrappers cover the wrapped function's body too
+    assert by_name["wrapped"].line < by_name["wrapped"].end_line
+    assert "module-level" in (by_name["Model.method"].problem or "")
+    assert all(f.problem is None for f in found.functions if f.qualname != "Model.method")
+
+
+def test_files_without_the_decorator_and_parse_errors(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text("import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x\n")
+    (tmp_path / "broken.py").write_text("import tfcheck\n@tfcheck.aot\ndef f(:\n")
+    found = discover([tmp_path / "plain.py", tmp_path / "broken.py"])
+    assert found.functions == []
+    assert len(found.errors) == 1 and "broken.py:3" in found.errors[0]
+
+
+def test_package_modules_import_from_the_package_root(tmp_path: Path) -> None:
+    package = tmp_path / "app" / "models"
+    package.mkdir(parents=True)
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "vision.py").write_text("import tfcheck\nimport tensorflow as tf\n\n"
+                                       "@tfcheck.aot\n@tf.function\ndef f(x):\n    return x\n")
+    [function] = discover([package / "vision.py"]).functions
+    assert function.module == "app.models.vision"
+    assert function.root == tmp_path.resolve()
+    assert import_root(package / "__init__.py", "app.models") == tmp_path.resolve()
+
+
+def test_module_arguments_resolve_to_files_without_importing(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (tmp_path / "pkg" / "mod.py").write_text("")
+    assert resolve_module_argument("pkg.mod", [str(tmp_path)]) == tmp_path / "pkg" / "mod.py"
+    assert resolve_module_argument("pkg", [str(tmp_path)]) == tmp_path / "pkg" / "__init__.py"
+    assert resolve_module_argument("pkg.missing", [str(tmp_path)]) is None
+    assert "pkg" not in sys.modules
