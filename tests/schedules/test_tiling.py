@@ -42,9 +42,11 @@ def test_row_tile_picks_largest_divisor() -> None:
 
 
 def test_gemv_gets_more_vectors_than_a_gemm() -> None:
-    assert register_tile(1, 1024, lanes=16, budget=24) == (1, 128)
-    assert register_tile(32, 1024, lanes=16, budget=24) == (8, 32)  # 48 does not divide 1024
-    assert register_tile(32, 96, lanes=16, budget=24) == (8, 48)
+    assert register_tile(1, 1024, lanes=16, budget=28) == (1, 128)
+    assert register_tile(32, 1024, lanes=16, budget=28) == (8, 32)  # 48 does not divide 1024
+    assert register_tile(32, 96, lanes=16, budget=28) == (8, 48)
+    assert register_tile(14, 256, lanes=16, budget=28) == (14, 32)
+    assert register_tile(56, 256, lanes=8, budget=12) == (4, 16)  # AVX2: 24 does not divide 256
 
 
 @given(
@@ -53,4 +55,4 @@ def test_gemv_gets_more_vectors_than_a_gemm() -> None:
 def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget: int) -> None:
     tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
     assert rows % tile_rows == 0 and cols % tile_cols == 0
-    assert tile_rows <= 8 and tile_cols <= lanes * 8
+    assert tile_rows <= budget // 2 and tile_cols <= lanes * 8
