@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.flow import reaches_graph
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -36,8 +37,10 @@ class TraceTimeValue(Rule):
     Finds calls in graph code that produce a different value on every Python call: NumPy and Python
     random numbers (`np.random.*`, `random.*`, draws from a `np.random.default_rng()` or
     `random.Random()` generator, `secrets`), clocks (`time.time()`, `datetime.now()`, ...) and other
-    entropy (`uuid.uuid4()`, `os.urandom()`). Constants such as `np.pi` and calls that only create a
-    generator or set a seed are not reported.
+    entropy (`uuid.uuid4()`, `os.urandom()`), whose value reaches the graph: an operand of a TensorFlow
+    operation, a returned value, the test of an `if` or the bound of a loop. Values used only in Python
+    bookkeeping (timing a step for a log line or a metric, an op `name=`, a `shared_name=`), constants
+    such as `np.pi`, and calls that only create a generator or set a seed are not reported.
 
     ## Why is this bad
     Python code in a tf.function runs only while tracing. The random number or timestamp is computed
@@ -88,6 +91,11 @@ class TraceTimeValue(Rule):
         "    def __init__(self):\n        super().__init__()\n        self.rng = np.random.RandomState(1)\n"
         "    @tf.function\n    def call(self, x):\n        return x * self.rng.uniform()\n",
         "import numpy as np\nimport tensorflow as tf\nds = tf.data.Dataset.range(4).map(lambda x: x + np.random.randint(9))\n",
+        # A frozen branch, a frozen loop bound, a frozen order.
+        "import random\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    for _ in range(random.randint(1, 4)):\n"
+        "        x = x * 2\n    return x\n",
+        "import random\nimport tensorflow as tf\n@tf.function\ndef f(xs):\n    order = list(range(3))\n"
+        "    random.shuffle(order)\n    return tf.gather(xs, order)\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
@@ -104,6 +112,16 @@ class TraceTimeValue(Rule):
         # An eager py_function callback runs on every call.
         "import numpy as np\nimport tensorflow as tf\ndef noise(x):\n    return x + np.random.rand()\n"
         "@tf.function\ndef f(x):\n    return tf.numpy_function(noise, [x], tf.float64)\n",
+        # Timing a trace step for a metric (TensorFlow's functional_saver.py), and unique op names.
+        "import time\nimport logging\nimport tensorflow as tf\n@tf.function\ndef f(x, cb):\n"
+        "    start = time.time() * 1e6\n    y = cb(x)\n    end = time.time() * 1e6\n"
+        "    logging.info('took %s', end - start)\n    return y\n",
+        "import math, time\nimport tensorflow as tf\nfrom tensorflow.python.checkpoint import metrics\n"
+        "@tf.function\ndef f(x, cb):\n    start = time.time() * 1e6\n    y = cb(x)\n"
+        "    metrics.AddShardingCallbackDuration(callback_duration=math.ceil(time.time() * 1e6 - start))\n"
+        "    return y\n",
+        "import uuid\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    v = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name=str(uuid.uuid4()))\n    return x\n",
         # `random` as a local name is not the module.
         "import tensorflow as tf\n@tf.function\ndef f(x, random):\n    return x + random.uniform()\n",
     )
@@ -112,12 +130,29 @@ class TraceTimeValue(Rule):
         for node, function in facts.graph_nodes(ast.Call):
             assert isinstance(node, ast.Call)
             what = _trace_time_source(facts, node)
-            if what is not None:
+            if what is not None and _frozen(facts, node, function):
                 yield self.finding(
                     facts, node,
                     f"`{facts.text(node.func)}()` is {what} evaluated once while tracing and frozen into the graph; "
                     f"use {'tf.timestamp()' if what == 'a clock' else 'tf.random.* or a tf.random.Generator'}",
                     function=function)
+
+
+def _frozen(facts: FileFacts, call: ast.Call, function) -> bool:
+    """The value reaches the graph; for an in-place shuffle, the shuffled sequence does."""
+    name = facts.resolve(call.func) or ""
+    if name.endswith(".shuffle") and call.args:
+        return reaches_graph(facts, call.args[0], function) or any(
+            reaches_graph(facts, use, function) for use in _later_uses(facts, call.args[0], function))
+    return reaches_graph(facts, call, function)
+
+
+def _later_uses(facts: FileFacts, sequence: ast.expr, function) -> list[ast.Name]:
+    """Loads of the shuffled local name in the function."""
+    if not isinstance(sequence, ast.Name):
+        return []
+    return [node for node in ast.walk(function.node) if isinstance(node, ast.Name) and node.id == sequence.id
+            and isinstance(node.ctx, ast.Load) and node is not sequence]
 
 
 def _trace_time_source(facts: FileFacts, call: ast.Call) -> str | None:

@@ -83,6 +83,10 @@ class EagerOnlyCall(Rule):
         # Guarded by an eager check.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
         "        print(x.numpy())\n    return x\n",
+        # The flag is computed by the enclosing function (TensorFlow's rnn.py).
+        "import tensorflow as tf\ndef loop(ta):\n    in_graph_mode = not tf.executing_eagerly()\n"
+        "    @tf.function\n    def step(time):\n        if in_graph_mode:\n            return ta.read(time)\n"
+        "        return ta[time.numpy()]\n    return step\n",
         # Switched to eager mode explicitly (tf.data's dataset_ops.py).
         "import tensorflow as tf\nfrom tensorflow.python.eager import context\n@tf.function\ndef f(x):\n"
         "    with context.eager_mode():\n        v = tf.constant(1).numpy()\n    return x + v\n",

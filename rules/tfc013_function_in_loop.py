@@ -6,13 +6,15 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.modules import is_test_path
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-# Functions that run once per process or per test: creating a tf.function in them and calling it is fine.
-_RUN_ONCE = ("test", "main", "setUp", "setup")
+# Functions that run once per process, object or test (or compile on purpose): creating a tf.function in
+# them and calling it is fine. Matched against the name without leading underscores.
+_RUN_ONCE = ("test", "main", "setUp", "setup", "init", "build", "shutdown", "compile")
 
 
 class FunctionInLoop(Rule):
@@ -22,8 +24,8 @@ class FunctionInLoop(Rule):
     Finds `tf.function(...)` (or a def decorated with `@tf.function`) that is created inside a loop and
     called in the same loop, or created inside a function that calls it and then drops it, so every
     call of that function makes a new tf.function. Factories that return or store the tf.function,
-    drivers that create it once and call it in a loop, and functions that run once (`main`, test
-    methods) are fine. Creation inside graph code (at trace
+    drivers that create it once and call it in a loop, and functions that run once (`main`, `build`,
+    `initialize_*`, test methods, test files) are fine. Creation inside graph code (at trace
     time only) is not reported.
 
     ## Why is this bad
@@ -85,9 +87,11 @@ class FunctionInLoop(Rule):
         # A driver: created once per run, called in a loop.
         "import tensorflow as tf\ndef main(ds):\n    @tf.function\n    def step(b):\n        return b\n"
         "    for b in ds:\n        step(b)\n",
-        # Runs once: a test method, a main function.
+        # Runs once: a test method, a main function, TensorFlow's initialize_tpu_system_impl.
         "import tensorflow as tf\nclass T:\n    def test_xla(self, x):\n"
         "        fn = tf.function(lambda y: y * 2, jit_compile=True)\n        self.assertEqual(fn(x), 2)\n",
+        "import tensorflow as tf\ndef initialize_tpu_system_impl(resolver):\n    @tf.function(autograph=False)\n"
+        "    def _tpu_init_fn():\n        return tf.constant(1)\n    return _tpu_init_fn()\n",
         # Explicit concrete functions.
         "import tensorflow as tf\ndef evaluate(m, x):\n    return m(x)\n"
         "for m in [1, 2]:\n    c = tf.function(evaluate).get_concrete_function(m, 1.0)\n",
@@ -96,6 +100,8 @@ class FunctionInLoop(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
+        if is_test_path(facts.path):
+            return  # each test makes its tf.functions once, deliberately
         for creation, function in _creations(facts):
             if facts.is_graph_function(function):
                 continue
@@ -126,7 +132,7 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
             return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
                     "create it once, before the loop")
         return None
-    if function is None or function.name.startswith(_RUN_ONCE) \
+    if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) \
             or any(_enclosing_loop(facts, use, function) is not None for use in uses):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "

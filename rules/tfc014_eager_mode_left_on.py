@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.modules import is_test_path
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _SWITCHES = frozenset({"tensorflow.config.run_functions_eagerly",
                        "tensorflow.config.experimental_run_functions_eagerly"})
-# Test files may switch eager mode on for the whole test session on purpose.
-_TEST_FILE = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
 
 
 class EagerModeLeftOn(Rule):
@@ -23,8 +21,10 @@ class EagerModeLeftOn(Rule):
     Finds calls of `tf.config.run_functions_eagerly(True)` (and the older
     `tf.config.experimental_run_functions_eagerly(True)`) in a function or module that does not switch
     it back off later in the same scope, with `run_functions_eagerly(False)` or by restoring the
-    previous setting (`run_functions_eagerly(previous)`). Test files are not checked: turning eager
-    mode on for a test session is what the switch is for.
+    previous setting (`run_functions_eagerly(previous)`). A switch that depends on a run-time option
+    (`run_functions_eagerly(args.eager)`, or under `if args.eager:`) is the user's choice and is not
+    reported. Test files are not checked: turning eager mode on for a test session is what the switch
+    is for.
 
     ## Why is this bad
     The switch is global. Once on, every tf.function in the process runs as plain Python: no graph,
@@ -68,17 +68,19 @@ class EagerModeLeftOn(Rule):
         "import tensorflow as tf\ndef debug(f, x):\n    previous = tf.config.functions_run_eagerly()\n"
         "    tf.config.run_functions_eagerly(True)\n    try:\n        return f(x)\n    finally:\n"
         "        tf.config.run_functions_eagerly(previous)\n",
-        # A user's choice, not a literal True.
+        # A user's choice, not a literal True (OpenNMT-tf's command line: `if args.eager_execution:`).
         "import tensorflow as tf\ndef main(args):\n    tf.config.run_functions_eagerly(args.eager)\n",
+        "import tensorflow as tf\ndef main(args):\n    if args.eager_execution:\n"
+        "        tf.config.run_functions_eagerly(True)\n",
         "import tensorflow as tf\ntf.config.run_functions_eagerly(False)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        if _TEST_FILE.search(facts.path.replace("\\", "/")):
-            return
+        if is_test_path(facts.path):
+            return  # test sessions switch eager mode on deliberately
         by_scope: dict[object, list[ast.Call]] = {}
         for call, function in facts.calls:
-            if facts.resolve(call.func) in _SWITCHES:
+            if facts.resolve(call.func) in _SWITCHES and not _under_option(facts, call):
                 by_scope.setdefault(function, []).append(call)
         for calls in by_scope.values():
             for index, call in enumerate(calls):
@@ -86,6 +88,16 @@ class EagerModeLeftOn(Rule):
                     yield self.finding(facts, call, "`run_functions_eagerly(True)` is never switched back off in "
                                        "this scope: every tf.function in the process runs eagerly (slowly); "
                                        "restore it with run_functions_eagerly(False) in a `finally:`")
+
+
+def _under_option(facts: FileFacts, call: ast.Call) -> bool:
+    """Inside an `if` (in its own function) on something other than a constant: a run-time option."""
+    for ancestor in facts.ancestors(call):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and not isinstance(ancestor.test, ast.Constant):
+            return True
+    return False
 
 
 def _turns_on(call: ast.Call) -> bool:

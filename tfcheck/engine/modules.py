@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# Test code: files in a tests/ folder, `test_*.py`, `*_test.py`, `conftest.py`, `test_util.py`.
+_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)(test_[^/]*|[^/]*_test|conftest|test_util)\.py$")
+
+
+def is_test_path(path: str) -> bool:
+    """Whether a file is test code, where some pitfalls (eager mode on, one-off tf.functions) are deliberate."""
+    return _TEST_PATH.search(path.replace("\\", "/")) is not None
 
 
 def module_name_for(path: Path) -> tuple[str, bool]:

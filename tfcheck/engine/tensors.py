@@ -92,9 +92,14 @@ def eager_guarded(facts: FileFacts, info: FunctionInfo) -> bool:
 
     Such functions are written to run both ways (`if tf.executing_eagerly(): x.numpy()`, or an early
     return when tracing), or switch to eager mode (`with context.eager_mode():`); their eager-only calls
-    sit behind the test, so rules leave them alone.
+    sit behind the test, so rules leave them alone. The enclosing functions count too: TensorFlow's
+    rnn.py computes `in_graph_mode = not context.executing_eagerly()` and tests it in a nested function.
     """
-    return any(isinstance(node, ast.Call) and _is_eager_check(facts, node) for node in info.nodes)
+    while info is not None:  # a nested function often reads a flag its outer function computed
+        if any(isinstance(node, ast.Call) and _is_eager_check(facts, node) for node in info.nodes):
+            return True
+        info = info.parent
+    return False
 
 
 def _is_eager_check(facts: FileFacts, call: ast.Call) -> bool:

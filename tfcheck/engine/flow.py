@@ -1,0 +1,90 @@
+"""Where a Python value computed in graph code goes: into the graph, or only into Python bookkeeping.
+
+A random number or a clock read while tracing is a bug when the value ends up in the graph (an operand
+of a TensorFlow operation, a returned value) or decides the graph's structure (an `if`, a loop bound):
+then it is frozen for every later call. The same read used only for Python-side bookkeeping (timing a
+trace step for a log line or a metric, an op name, a `shared_name`) is deliberate, and TensorFlow's own
+code does exactly that. `reaches_graph` follows the value up through expressions and through local
+names, and answers True only when it meets such a use; anything it cannot follow counts as not reaching.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+    from tfcheck.engine.scopes import FunctionInfo
+
+# Keyword arguments that only name things: a trace-time value there is a unique name, not data. (Also
+# `seed=` of a stateful random op: the op still draws new numbers on every call.)
+_NAME_KEYWORDS = frozenset({"name", "shared_name", "container", "scope", "op_name"})
+# Calls that pass a value on, transformed: follow their result instead.
+_TRANSPARENT_CALLS = frozenset({"builtins.str", "builtins.int", "builtins.float", "builtins.round", "builtins.abs",
+                                "builtins.min", "builtins.max", "builtins.sum", "builtins.bool", "builtins.format",
+                                "builtins.list", "builtins.tuple", "builtins.sorted", "builtins.hash", "builtins.range",
+                                "builtins.enumerate", "builtins.zip", "builtins.reversed"})
+_TRANSPARENT_PREFIXES = ("math.", "numpy.")
+_INTERNAL_GRAPH_MODULES = ("tensorflow.python.ops.", "tensorflow.python.framework.constant_op.",
+                           "tensorflow.python.framework.ops.convert_to_tensor")
+# Expressions that carry their operands' value on to their own parent.
+_CARRIERS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast.Attribute, ast.JoinedStr,
+             ast.FormattedValue, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Starred, ast.IfExp)
+_MAX_NAME_HOPS = 4
+
+
+def reaches_graph(facts: FileFacts, expr: ast.AST, function: FunctionInfo, hops: int = 0) -> bool:
+    """Whether the value of `expr`, evaluated in `function` while tracing, ends up in (or shapes) the graph."""
+    node = expr
+    while True:
+        parent = facts.parent(node)
+        if parent is None:
+            return False
+        if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)) or isinstance(parent, ast.Lambda):
+            return True
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and node is parent.test:
+            return True
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and node is parent.iter:
+            return True
+        if isinstance(parent, ast.keyword):
+            call = facts.parent(parent)
+            if parent.arg in _NAME_KEYWORDS or (parent.arg == "seed" and "stateless" not in facts.text(call.func)):
+                return False
+            node, parent = parent, call
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            verdict = _call_verdict(facts, parent)
+            if verdict is not None:
+                return verdict
+            node = parent
+        elif isinstance(parent, _CARRIERS) or (isinstance(parent, ast.Call) and node is parent.func):
+            node = parent
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            return hops < _MAX_NAME_HOPS and any(reaches_graph(facts, use, function, hops + 1)
+                                                 for use in _uses_of_targets(facts, parent, function))
+        else:
+            return False
+
+
+def _call_verdict(facts: FileFacts, call: ast.Call) -> bool | None:
+    """True: an argument of this call is graph data; False: it is not; None: follow the call's result."""
+    name = facts.resolve(call.func)
+    if name is not None:
+        if name.startswith("tensorflow.python."):  # TensorFlow's own modules: only its ops build the graph
+            return name.startswith(_INTERNAL_GRAPH_MODULES)
+        if name.startswith(("tensorflow.", "keras.")):
+            return True
+        if name in _TRANSPARENT_CALLS or name.startswith(_TRANSPARENT_PREFIXES):
+            return None
+    if any(facts.is_graph_function(target) for target in facts.function_target(call.func)):
+        return True
+    return False
+
+
+def _uses_of_targets(facts: FileFacts, assignment: ast.AST, function: FunctionInfo) -> list[ast.Name]:
+    """Loads, in `function` and the functions nested in it, of the local names an assignment binds."""
+    targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]  # type: ignore[attr-defined]
+    names = {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return [node for node in ast.walk(function.node)
+            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+            and facts.binding_scope(node) is function.scope]
