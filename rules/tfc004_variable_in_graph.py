@@ -30,9 +30,11 @@ class VariableInGraph(Rule):
     """A `tf.Variable` created in graph code on every trace raises on the second trace.
 
     ## What it does
-    Finds `tf.Variable(...)` created in graph code without a first-call guard, and calls of a
-    tf.function that pass it a second, different Keras optimizer (or a model or layer that has not
-    been built), reported at the call that passes the second one.
+    Finds `tf.Variable(...)` (and `keras.Variable`, `K.variable`) or a Keras optimizer created in
+    graph code without a first-call guard (an enclosing `if`, conditional expression, `or`, or
+    `except` in the function or at every graph call site of it), and calls of a tf.function that
+    pass it a second, different Keras optimizer (or a model or layer that has not been built),
+    reported at the call that passes the second one.
 
     ## Why is this bad
     A tf.function may create variables only on its first trace; it traces again to check that no new

@@ -82,6 +82,8 @@ class PythonDataLoop(Rule):
         "import tensorflow as tf\nclass M(tf.keras.Model):\n    def train_step(self, x):\n"
         "        for layer in self.layers:\n            x = layer(x)\n        return x\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in range(3):\n        x = x + i\n    return x\n",
+        "import numpy as np\nimport tensorflow as tf\nKERNEL = np.array([0.25, 0.5, 0.25])\n@tf.function\n"
+        "def f(x):\n    for w in KERNEL:\n        x = x * w\n    return x\n",
         "import tensorflow as tf\nSCALES = [0.5, 1.0, 2.0]\n@tf.function\ndef f(x):\n"
         "    for s in SCALES:\n        x = x * s\n    return x\n",
         "import tensorflow as tf\nACTIVATIONS = [tf.nn.relu, tf.nn.tanh]\n@tf.function\ndef f(x):\n"

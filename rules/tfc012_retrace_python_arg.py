@@ -75,6 +75,8 @@ class RetracePythonArg(Rule):
         "import tensorflow as tf\nclass Trainer:\n    @tf.function\n    def step(self, x, epoch):\n"
         "        return x + epoch\n    def fit(self, x):\n        for epoch, batch in enumerate(x):\n"
         "            self.step(batch, epoch)\n",
+        "import tensorflow as tf\ndef step(x, i):\n    return x * i\nstep = tf.function(step)\n"
+        "for i in range(100):\n    step(1.0, i)\n",
         "import tensorflow as tf\nf = tf.function(lambda x, i: x + i)\ni = 0\nwhile i < 10:\n    f(1.0, float(i))\n"
         "    i += 1\n",
         "import tensorflow as tf\nclass Config:\n    def __init__(self):\n        self.scale = 2.0\n"
@@ -93,6 +95,11 @@ class RetracePythonArg(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x, training):\n    return tf.nn.dropout(x, 0.5) if training else x\n"
         "f(1.0, True)\nf(1.0, False)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    return x * tf.cast(n, tf.float32)\nf(1.0, 3)\nf(2.0, 3)\n",
+        # The index selects a Python object: one trace per block is the design.
+        "import tensorflow as tf\nclass Stack:\n    def __init__(self, blocks):\n        self.blocks = blocks\n"
+        "    @tf.function\n    def run_block(self, x, i):\n        return self.blocks[i](x)\n"
+        "    def __call__(self, x, n):\n        for i in range(n):\n            x = self.run_block(x, i)\n"
+        "        return x\n",
         # A handful of known iterations: a bounded number of traces (TensorFlow warns from 5 on).
         "import tensorflow as tf\n@tf.function\ndef f(i):\n    return tf.constant(i) + tf.constant(i)\n"
         "for step in range(3):\n    print(f(step).numpy())\n",
@@ -117,8 +124,9 @@ class RetracePythonArg(Rule):
                  if not c.has_signature and not facts.is_graph_function(c.caller)]
         for tf_call in calls:
             for parameter, argument in tf_call.arguments.items():
-                reason = _loop_counter(facts, argument, tf_call.call) or _new_plain_object(facts, argument, tf_call,
-                                                                                           calls)
+                counter = None if _indexes_python(facts, tf_call.function, parameter) \
+                    else _loop_counter(facts, argument, tf_call.call)
+                reason = counter or _new_plain_object(facts, argument, tf_call, calls)
                 if reason is not None:
                     yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
                                        f"{reason} passed as `{parameter}`; pass a tensor (tf.constant) or give "
@@ -127,6 +135,20 @@ class RetracePythonArg(Rule):
             yield self.finding(facts, argument, f"`{tf_call.function.name}` is called with different Python numbers "
                                f"for `{parameter}`, which it only uses as a tensor: each value is a new trace; "
                                "pass tf.constant(...) instead")
+
+
+def _parameter_uses(facts: FileFacts, function: FunctionInfo, parameter: str) -> list[ast.Name]:
+    return [node for node in function.nodes if isinstance(node, ast.Name) and node.id == parameter
+            and facts.binding_scope(node) is function.scope]
+
+
+def _indexes_python(facts: FileFacts, function: FunctionInfo, parameter: str) -> bool:
+    """`self.blocks[i]`: the function needs the Python value, one trace per index is its design."""
+    for use in _parameter_uses(facts, function, parameter):
+        parent = facts.parent(use)
+        if isinstance(parent, ast.Subscript) and parent.slice is use and values.TENSOR not in facts.kinds(parent.value):
+            return True
+    return False
 
 
 def _loop_counter(facts: FileFacts, argument: ast.expr, call: ast.Call) -> str | None:
@@ -232,10 +254,8 @@ def _number_literal(expr: ast.expr) -> object | None:
 
 def _only_tensor_uses(facts: FileFacts, function: FunctionInfo, parameter: str) -> bool:
     """The parameter is given to a TensorFlow op and never needs its Python value (range, if, layer sizes)."""
-    uses = [node for node in function.nodes if isinstance(node, ast.Name) and node.id == parameter
-            and facts.binding_scope(node) is function.scope]
     tensor_use = False
-    for use in uses:
+    for use in _parameter_uses(facts, function, parameter):
         parent = facts.parent(use)
         while isinstance(parent, (ast.UnaryOp, ast.BinOp)):  # `tf.exp(-rate)`: the op still gets it
             parent = facts.parent(parent)

@@ -36,7 +36,7 @@ def python_data(facts: FileFacts, expr: ast.expr) -> str | None:
     list or tuple of numbers (or a repeated one, `[(1, 1)] * 3`).
     """
     kinds = facts.kinds(expr)
-    if values.NDARRAY in kinds and not kinds & _GRAPH_KINDS:
+    if values.NDARRAY in kinds and not kinds & _GRAPH_KINDS and not _small_numpy_literal(facts, expr):
         return "a NumPy array"
     if isinstance(expr, ast.Call) and facts.resolve(expr.func) == "builtins.range":
         size = _range_size(facts, expr)
@@ -54,6 +54,18 @@ def _looks_like_data(expr: ast.expr) -> bool:
         return True
     elements = expr.elts  # type: ignore[attr-defined]
     return len(elements) >= LARGE_LIST or any(isinstance(e, (ast.List, ast.Tuple)) for e in elements)
+
+
+def _small_numpy_literal(facts: FileFacts, expr: ast.expr) -> bool:
+    """`np.array([0.5, 1, 2])` (directly or through a name bound once): a few settings, not data."""
+    if isinstance(expr, ast.Name):
+        bindings = facts.bindings_of(expr)
+        return len(bindings) == 1 and bindings[0].value is not None and bindings[0].value is not expr \
+            and _small_numpy_literal(facts, bindings[0].value)
+    if not (isinstance(expr, ast.Call) and expr.args and facts.resolve(expr.func) in ("numpy.array", "numpy.asarray")):
+        return False
+    literal = expr.args[0]
+    return isinstance(literal, (ast.List, ast.Tuple)) and len(literal.elts) < LARGE_LIST
 
 
 def module_constant(facts: FileFacts, name: ast.Name) -> ast.expr | None:

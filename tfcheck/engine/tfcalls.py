@@ -72,6 +72,9 @@ def tf_function_object(facts: FileFacts, expr: ast.expr) -> tuple[FunctionInfo, 
     if not isinstance(expr, ast.Name):
         return None
     bindings = facts.bindings_of(expr)
+    wrapped = [b for b in bindings if b.kind == "assign" and _wraps_in_tf_function(facts, b.value)]
+    if len(wrapped) == 1 and all(b is wrapped[0] or b.kind == "def" for b in bindings):
+        bindings = wrapped  # `def step(...): ...` then `step = tf.function(step)`
     if len(bindings) != 1:
         return None
     binding = bindings[0]
@@ -79,12 +82,16 @@ def tf_function_object(facts: FileFacts, expr: ast.expr) -> tuple[FunctionInfo, 
         info = facts.function_info(binding.node)
         return _decorated(facts, info) if info is not None else None
     value = binding.value
-    if binding.kind == "assign" and isinstance(value, ast.Call) and value.args \
-            and facts.resolve(value.func) in facts.tf_function_names:
+    if binding.kind == "assign" and _wraps_in_tf_function(facts, value):
+        assert isinstance(value, ast.Call)
         targets = facts.function_target(value.args[0])
         if len(targets) == 1:
             return targets[0], value, any(k.arg == "input_signature" for k in value.keywords)
     return None
+
+
+def _wraps_in_tf_function(facts: FileFacts, value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Call) and bool(value.args) and facts.resolve(value.func) in facts.tf_function_names
 
 
 def _decorated(facts: FileFacts, info: FunctionInfo) -> tuple[FunctionInfo, ast.AST, bool] | None:
