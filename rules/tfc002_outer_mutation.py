@@ -103,6 +103,11 @@ class OuterMutationRule(Rule):
         _T + "class L(tf.Module):\n    @tf.function\n    def adapt(self, data):\n"
         "        shape = getattr(self, '_batch_input_shape', None)\n        if shape is None:\n"
         "            self._batch_input_shape = (None,)\n        return data\n",
+        _T + "def static_shapes(fn, *args):\n    result_shapes_container = [None]\n    @tf.function\n"
+        "    def shape_reporting_wrapper(*args):\n        result = fn(*args)\n"
+        "        result_shapes_container[0] = tf.nest.map_structure(lambda x: x.shape.as_list(), result)\n"
+        "        return result\n    shape_reporting_wrapper.get_concrete_function(*args)\n"
+        "    return result_shapes_container[0]\n",
         _T + "class Lazy(tf.Module):\n    def __init__(self):\n        self.built = False\n    @tf.function\n"
         "    def __call__(self, x):\n        if not self.built:\n            self.w = make_weights(x)\n"
         "            self.built = True\n        return x * self.w\n",

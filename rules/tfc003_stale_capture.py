@@ -67,6 +67,8 @@ class StaleCapture(Rule):
         "    step(data)\n    lr = 0.01\n    step(data)\n",
         _T + "def train(data, rates):\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
         "    for rate in rates:\n        step(data)\n        lr = rate\n",
+        _T + "def trainer():\n    lr = 0.1\n    @tf.function\n    def step(x):\n        return x * lr\n"
+        "    def set_lr(value):\n        nonlocal lr\n        lr = value\n    return step, set_lr\n",
         _T + "@tf.function\ndef f(x):\n    return x * factor\nfor factor in [1, 2, 3]:\n    f(tf.constant(1.0))\n",
         _T + "threshold = 0.5\ndef helper(x):\n    return x > threshold\n@tf.function\ndef f(x):\n"
         "    return helper(x)\nthreshold = 0.9\n",
@@ -95,6 +97,9 @@ class StaleCapture(Rule):
         _T + "def diagonal(x, offset):\n    x = moveaxis(x)\n    def _zeros():\n        return tf.zeros([0], dtype=x.dtype)\n"
         "    if offset:\n        x = _zeros()\n    else:\n        x = tf.cond(offset > 0, lambda: _zeros(), lambda: x)\n"
         "    return x\n",
+        _T + "def for_stmt(it, body):\n    has_next = True\n    def get_state():\n        return (has_next,)\n"
+        "    def aug_body():\n        nonlocal has_next\n        has_next = it.has_value()\n"
+        "        return get_state()\n    return tf.while_loop(lambda: has_next, aug_body, [])\n",
         _T + "def convert(x):\n    seen = None\n    def body(i):\n        return i + seen\n    seen = 1\n"
         "    return tf.while_loop(lambda i: i < 3, body, [x])\n",
     )
@@ -124,6 +129,8 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
         return None
     if any(_holds_code_or_variable(facts, b.value) for b in bindings if b.value is not None):
         return None
+    if scope is not facts.module_scope and not _is_tf_function(facts, info):
+        return None  # a helper closure traced inside the call that defines it (control flow, tf.data)
     defined_at = _statement_in(facts, info.node, scope).end_lineno or info.node.lineno
     for binding in bindings:
         if binding.kind in ("del", "param"):
@@ -134,6 +141,12 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
         if later and (scope is facts.module_scope or _called_before(facts, info, binding, scope)):
             return binding
     return None
+
+
+def _is_tf_function(facts: FileFacts, info: FunctionInfo) -> bool:
+    """A tf.function object of its own, which keeps its traces between calls."""
+    reason = facts.graph_functions.get(info, "")
+    return facts.decorated_tf_function(info) is not None or reason.startswith("passed to tf.function")
 
 
 def _called_before(facts: FileFacts, info: FunctionInfo, binding: Binding, scope: Scope) -> bool:

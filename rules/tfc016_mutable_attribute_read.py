@@ -111,6 +111,9 @@ class MutableAttributeRead(Rule):
         _T + "class Model(tf.Module):\n    def __init__(self):\n        self._steps = None\n    def configure(self, n):\n"
         "        self._steps = variables.Variable(n)\n    @tf.function\n    def train(self, it):\n"
         "        for _ in tf.range(self._steps):\n            next(it)\n",
+        _T + "class Ema(tf.Module):\n    def __init__(self):\n        self._average = None\n"
+        "    def shadow_copy(self, model):\n        self._average = [v for v in model.variables]\n"
+        "    @tf.function\n    def apply(self):\n        for v in self._average:\n            v.assign(0.0)\n",
         _T + "class Other:\n    def __init__(self):\n        self.bias = 0.\nother = Other()\nother.bias = 1.\n"
         "@tf.function\ndef f(x, config):\n    return x + config.scale\n",
     )
@@ -188,6 +191,9 @@ class _AttributeWrites:
             return None
         later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
         later += outside
+        values_set = [value for stmt, value in inside if not _is_none(value)] + outside
+        if len(values_set) < 2 and not any(isinstance(stmt, ast.AugAssign) for stmt in later):
+            return None  # `None` at set-up, then one value: initialised late, once, not changed
         return min(later, key=lambda stmt: stmt.lineno) if later else None
 
     def _is_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
@@ -198,6 +204,10 @@ class _AttributeWrites:
     def _inherits(self, cls: ClassInfo, base: ClassInfo) -> bool:
         """Whether `cls` is `base` or derives from it through classes of this file."""
         return any(c is base for c in self.facts.class_chain(cls))
+
+
+def _is_none(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None
 
 
 def _new_plain_value(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) -> bool:

@@ -128,9 +128,24 @@ def outer_name_owner(facts, name: ast.Name, info: FunctionInfo) -> str | None:  
     if scope is facts.module_scope:
         return "module-level"
     if scope.kind == "function" and not _owned_by_graph_code(facts, name, info, scope) \
-            and not facts.graph_functions.get(info, "").startswith("traced by"):
+            and not facts.graph_functions.get(info, "").startswith("traced by") \
+            and not _traced_explicitly(facts, info, scope):
         return "enclosing"  # (a body traced by tf.while_loop or Dataset.map is traced in the enclosing call)
     return None
+
+
+def _traced_explicitly(facts, info: FunctionInfo, scope: Scope) -> bool:  # noqa: ANN001
+    """`f.get_concrete_function(...)` in the enclosing function: traced once, on purpose, right there.
+
+    Writing to the enclosing function's state is then how the trace reports back (shapes, objects
+    made while tracing), not a side effect expected on every call.
+    """
+    for call, caller in facts.calls:
+        func = call.func
+        if caller is not None and caller.scope is scope and isinstance(func, ast.Attribute) \
+                and func.attr == "get_concrete_function" and info in facts.function_target(func.value):
+            return True
+    return False
 
 
 def _is_own_scope(scope: Scope, info: FunctionInfo) -> bool:
