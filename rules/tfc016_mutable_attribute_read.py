@@ -114,6 +114,10 @@ class MutableAttributeRead(Rule):
         _T + "class Ema(tf.Module):\n    def __init__(self):\n        self._average = None\n"
         "    def shadow_copy(self, model):\n        self._average = [v for v in model.variables]\n"
         "    @tf.function\n    def apply(self):\n        for v in self._average:\n            v.assign(0.0)\n",
+        _T + "class Avg(tf.Module):\n    def __init__(self):\n        self._w = None\n    def _create_slots(self, vs):\n"
+        "        self._w = [self.get_slot(v) for v in vs]\n    def shadow_copy(self, vs):\n"
+        "        self._w = [self.get_slot(v) for v in vs]\n    @tf.function\n    def swap(self):\n"
+        "        return merge(self._w)\n",
         _T + "class Other:\n    def __init__(self):\n        self.bias = 0.\nother = Other()\nother.bias = 1.\n"
         "@tf.function\ndef f(x, config):\n    return x + config.scale\n",
     )
@@ -184,9 +188,9 @@ class _AttributeWrites:
                    and self._inherits(owner, cls) for stmt in stmts]
         kinds: set[str] = set()
         for _, value in inside:
-            kinds |= self.facts.kinds(value)
+            kinds |= _value_kinds(self.facts, value)
         for stmt in outside:
-            kinds |= self.facts.kinds(stmt.value)
+            kinds |= _value_kinds(self.facts, stmt.value)
         if kinds & TF_OBJECT_KINDS or not kinds & PLAIN_KINDS:
             return None
         later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
@@ -214,8 +218,22 @@ def _new_plain_value(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) ->
     """A known plain value other than None: a lazily set attribute (`None`, then an object) is not stale."""
     if isinstance(stmt, ast.AugAssign):
         return True
-    kinds = facts.kinds(value) if value is not None else set()
+    kinds = _value_kinds(facts, value)
     return bool(kinds) and kinds <= PLAIN_KINDS and kinds != {"none"}
+
+
+def _value_kinds(facts: FileFacts, value: ast.expr | None) -> set[str]:
+    """The kinds of an assigned value; a container counts as plain only when it holds constants.
+
+    `[self.get_slot(v) for v in weights]` is a list of variables, not plain Python data.
+    """
+    if value is None or isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        return set()
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+        elements = [e for e in ast.walk(value) if e is not value and not isinstance(e, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.expr_context))]
+        if not all(isinstance(e, ast.Constant) for e in elements):
+            return set()
+    return facts.kinds(value)
 
 
 def _message(expression: str, line: int) -> str:
