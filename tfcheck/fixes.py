@@ -34,6 +34,9 @@ import libcst
 from tfcheck.findings import Edit, Finding, Fix
 
 MAX_ROUNDS = 10
+# `key=value` without spaces, as PEP 8 writes keyword arguments (libcst's default is `key = value`).
+_TIGHT_EQUAL = libcst.AssignEqual(whitespace_before=libcst.SimpleWhitespace(""),
+                                  whitespace_after=libcst.SimpleWhitespace(""))
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -65,7 +68,8 @@ def call_code(func: str, *args: str, **keywords: str) -> str:
     call = libcst.Call(
         func=_parse_expression(func),
         args=[libcst.Arg(_parse_expression(arg)) for arg in args]
-        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key)) for key, value in keywords.items()],
+        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key), equal=_TIGHT_EQUAL)
+           for key, value in keywords.items()],
     )
     return libcst.Module(body=[]).code_for_node(call)
 

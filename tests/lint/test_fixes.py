@@ -179,7 +179,7 @@ def test_code_building_helpers_make_valid_python() -> None:
     fixed, applied = apply_fixes(source, [Fix("assert", (edit,))])
     assert applied and parses(fixed)
     assert "    tf.debugging.Assert((a >\n            b), ['msg'])\n" in fixed
-    assert call_code("f", "x", axis="1") == "f(x, axis = 1)"
+    assert call_code("f", "x", axis="1") == "f(x, axis=1)"
     two = replace_statement(facts, stmt, "x = 1\n    y = 2")  # lines after the first carry their indentation
     assert parses(apply_fixes(source, [Fix("two", (two,))])[0])
     with pytest.raises(ValueError):
