@@ -1,0 +1,97 @@
+"""`tfcheck bench`: finding artifacts, grouping them, the CLI's checks, and one real comparison."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from tfcheck.compiler.bench import Budget, _import_root, _time_calls, find_artifacts, group_by_function
+
+
+def _manifest(folder: Path, qualname: str, *, tuned: bool = False, device: str = "cpu",
+              shape: tuple[int, ...] = (2, 4)) -> Path:
+    folder.mkdir(parents=True)
+    manifest = {"module": "pkg.models", "qualname": f"pkg.models.{qualname}", "source_file": "pkg/models.py",
+                "inputs": [{"name": "x", "shape": list(shape), "dtype": "float32"}],
+                "tuned": tuned, "device": device, "library": "lib.so", "entry": "main"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_artifacts_of_one_function_and_shape_are_compared_together(tmp_path: Path) -> None:
+    _manifest(tmp_path / "f", "f")
+    _manifest(tmp_path / "f_tuned", "f", tuned=True)
+    _manifest(tmp_path / "f_big", "f", shape=(8, 4))
+    _manifest(tmp_path / "g", "g")
+    _manifest(tmp_path / "g_cuda", "g", device="cuda")
+    groups = group_by_function(find_artifacts(tmp_path))
+    assert [[(m["qualname"][11:], m["inputs"][0]["shape"], m["tuned"]) for m in g] for g in groups] == [
+        [("f", [2, 4], False), ("f", [2, 4], True)],
+        [("f", [8, 4], False)],
+        [("g", [2, 4], False)],
+    ]
+
+
+def test_a_single_artifact_folder_is_found(tmp_path: Path) -> None:
+    folder = _manifest(tmp_path / "only", "f")
+    assert [m["_folder"] for m in find_artifacts(folder)] == [str(folder)]
+
+
+def test_the_module_imports_from_the_folder_above_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _import_root({"module": "pkg.models", "source_file": "pkg/models.py"}) == tmp_path
+    assert _import_root({"module": "models", "source_file": "models.py"}) == tmp_path
+
+
+def test_timing_stops_at_the_run_limit_after_warm_up() -> None:
+    calls = []
+    times = _time_calls(lambda: calls.append(1), Budget(warmup=2, min_runs=1, min_seconds=60, max_runs=7))
+    assert (len(times), len(calls)) == (7, 9)
+
+
+def test_unknown_backends_are_refused(run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "bench", "x.py", "--backends", "eager,torch")
+    assert result.exit_code == 2
+    assert "torch" in result.output + (result.stderr if result.stderr_bytes is not None else "")
+
+
+def test_nothing_to_bench_is_an_error(run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    _manifest(tmp_path / "empty" / "gpu_only", "f", device="cuda")
+    result = run_cli(tmp_path, "bench", "empty")
+    assert result.exit_code == 1
+    assert "no CPU artifacts" in result.output + (result.stderr if result.stderr_bytes is not None else "")
+
+
+@pytest.mark.slow
+def test_bench_builds_and_compares_a_function(project: Callable[..., Path], run_cli: Callable[..., Result],
+                                              tmp_path: Path) -> None:
+    folder = project({"dense.py": """
+        import tensorflow as tf
+        import tfcheck
+
+        weights = tf.constant([[0.5, -1.0, 2.0]] * 4)
+
+        @tfcheck.aot
+        @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+        def dense(x):
+            return tf.nn.relu(tf.matmul(x, weights))
+    """})
+    plot = tmp_path / "chart.png"
+    result = run_cli(folder, "bench", "dense.py", "--backends", "tf.function,tflite,tvm", "--seconds", "0.2",
+                     "--min-runs", "3", "--format", "json", "--plot", str(plot))
+    assert result.exit_code == 0, result.output
+    [bench] = json.loads(result.stdout)
+    assert bench["function"] == "dense.dense"
+    by_name = {m["backend"]: m for m in bench["measurements"]}
+    assert set(by_name) == {"tf.function", "tflite", "tvm"}
+    for measurement in by_name.values():
+        assert measurement["error"] is None
+        assert measurement["median_ms"] > 0 and measurement["runs"] >= 3
+        assert measurement["max_abs_diff"] < 1e-4
+    assert by_name["tf.function"]["ratio"] == 1.0
+    assert plot.read_bytes().startswith(b"\x89PNG")

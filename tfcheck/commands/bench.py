@@ -1,0 +1,169 @@
+"""`tfcheck bench`: median latency of compiled functions against eager, tf.function, XLA and TFLite.
+
+Given artifacts (an `--out` folder, the cache, or one artifact), it measures them; given source
+files or modules, it first builds them with `tfcheck build` (default schedules, and tuned ones
+with `--tune`) in a child process. Every backend is measured in its own child process
+(`compiler/bench.py`): this process imports neither TensorFlow nor TVM.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
+
+
+@click.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--backends", default=",".join(BACKENDS), show_default=True,
+              help="Comma-separated subset to measure (tvm covers default and tuned artifacts).")
+@click.option("--tune", is_flag=True, help="When building from source, also build tuned artifacts.")
+@click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Tuning trials per function with --tune.")
+@click.option("--tuning-db", type=click.Path(file_okay=False, path_type=Path),
+              help="Root of the tuning databases (default: ~/.cache/tfcheck/tuning).")
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="At most this long measuring each backend (after warm-up).")
+@click.option("--min-runs", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a bar chart (PNG) here.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
+              help="Seconds allowed for one backend of one function (setup included).")
+def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuning_db: Path | None,
+          seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float) -> None:
+    """Compare compiled artifacts with every way TensorFlow runs the same function."""
+    from tfcheck.compiler.bench import Budget, bench_function, find_artifacts, group_by_function
+
+    chosen = _backends(backends)
+    console = Console(stderr=output_format == "json")
+    with tempfile.TemporaryDirectory(prefix="tfcheck-bench-build-") as built:
+        manifests = _collect(sources, Path(built), tune, trials, tuning_db, console, find_artifacts)
+        groups = group_by_function(manifests)
+        if not groups:
+            raise click.ClickException(f"no CPU artifacts found or built from {' '.join(sources)}")
+        budget = Budget(min_runs=min_runs, max_seconds=seconds)
+        results = []
+        for group in groups:
+            label = group[0]["qualname"]
+            with console.status(label) as status:
+                results.append(bench_function(group, chosen, budget,
+                                              lambda stage, s=status, n=label: s.update(f"{n}: {stage}"), timeout))
+    if output_format == "json":
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        _print_table(results, console)
+    if plot is not None:
+        _plot(results, plot)
+        console.print(f"chart written to {plot}")
+
+
+def _backends(text: str) -> tuple[str, ...]:
+    chosen = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in chosen if name not in BACKENDS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(BACKENDS)}",
+                                 param_hint="--backends")
+    return chosen
+
+
+def _collect(sources: tuple[str, ...], built: Path, tune: bool, trials: int, tuning_db: Path | None,
+             console: Console, find_artifacts: Any) -> list[dict[str, Any]]:
+    """Artifacts named on the command line, plus those built from the source arguments."""
+    manifests: list[dict[str, Any]] = []
+    to_build = []
+    for source in sources:
+        path = Path(source)
+        if path.is_dir() and (any(path.glob("*/manifest.json")) or (path / "manifest.json").is_file()):
+            manifests += find_artifacts(path)
+        else:
+            to_build.append(source)
+    if to_build:
+        variants = [("default", [])] + ([("tuned", _tune_args(trials, tuning_db))] if tune else [])
+        for name, extra in variants:
+            _build(to_build, built / name, extra, console)
+            manifests += find_artifacts(built / name)
+    return manifests
+
+
+def _tune_args(trials: int, tuning_db: Path | None) -> list[str]:
+    return ["--tune", "--trials", str(trials)] + (["--tuning-db", str(tuning_db)] if tuning_db else [])
+
+
+def _build(sources: list[str], out: Path, extra: list[str], console: Console) -> None:
+    """`tfcheck build SOURCES --out OUT` in a child; failed functions are reported, not fatal."""
+    command = [sys.executable, "-m", "tfcheck", "build", *sources, "--out", str(out), "--format", "json", *extra]
+    console.print(f"[dim]$ tfcheck build {' '.join(sources)} --out {out} {' '.join(extra)}[/]", highlight=False)
+    completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    try:
+        records = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise click.ClickException(f"tfcheck build failed:\n{completed.stderr[-3000:]}") from None
+    for error in records["errors"]:
+        console.print(f"[red]✗[/] build: {error}", highlight=False)
+    for record in records["functions"]:
+        if record["status"] == "failed":
+            console.print(f"[red]✗[/] build: {record['message']}", highlight=False)
+
+
+def _cell(measurement: Any) -> str:
+    if measurement.error:
+        return "[red]failed[/]"
+    ratio = f" ({measurement.ratio:.2f}x)" if measurement.ratio is not None else ""
+    return f"{measurement.median_ms:.3g} ms{ratio}"
+
+
+def _print_table(results: list[Any], console: Console) -> None:
+    """Rows are functions, columns backends: median latency and ratio to tf.function."""
+    names = list(dict.fromkeys(m.backend for r in results for m in r.measurements))
+    table = Table(title="tfcheck bench: median latency (ratio to tf.function; < 1 is faster)")
+    table.add_column("function")
+    table.add_column("inputs")
+    for name in names:
+        table.add_column(name, justify="right")
+    for result in results:
+        by_name = {m.backend: m for m in result.measurements}
+        shapes = ", ".join(f"{s['dtype']}{s['shape']}" for s in result.inputs)
+        table.add_row(result.function, shapes, *(_cell(by_name[n]) if n in by_name else "-" for n in names))
+    console.print(table)
+    for result in results:
+        for m in result.measurements:
+            if m.error:
+                console.print(f"[red]✗[/] {result.function} {m.backend}: {m.error}", highlight=False)
+            elif m.max_abs_diff is not None and m.max_abs_diff > 1e-2:
+                console.print(f"[yellow]![/] {result.function} {m.backend}: outputs differ from tf.function "
+                              f"by up to {m.max_abs_diff:.2g}", highlight=False)
+
+
+def _plot(results: list[Any], path: Path) -> None:
+    """Grouped bars: one group per function, one bar per backend, latency on a log scale."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException("--plot needs matplotlib: pip install 'tfcheck[bench]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(m.backend for r in results for m in r.measurements))
+    width = 0.8 / max(len(names), 1)
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.6 * len(results) + 2), 4.5))
+    for offset, name in enumerate(names):
+        heights = [next((m.median_ms or 0 for m in r.measurements if m.backend == name), 0) for r in results]
+        positions = [i + (offset - (len(names) - 1) / 2) * width for i in range(len(results))]
+        axes.bar(positions, heights, width, label=name)
+    axes.set_xticks(range(len(results)), [r.function.rsplit(".", 1)[-1] for r in results])
+    axes.set_yscale("log")
+    axes.set_ylabel("median latency (ms, log scale)")
+    axes.legend(fontsize="small", ncols=min(len(names), 3))
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
