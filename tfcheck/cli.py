@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "clean": "tfcheck.commands.cache:clean",
     "build": "tfcheck.commands.build:build",
     "inspect": "tfcheck.commands.build:inspect",
+    "bench": "tfcheck.commands.bench:bench",
 }
 
 
