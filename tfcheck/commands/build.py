@@ -116,6 +116,8 @@ def _error_text(record: Any) -> str:
 
 
 def _print_table(records: list[Any], console: Console) -> None:
+    if not records:
+        return
     table = Table(title="tfcheck build")
     for column in ("function", "target", "status", "ops", "build time", "max error abs / rel", "size"):
         table.add_column(column, justify="right" if column in ("ops", "build time", "size") else "left")
@@ -196,6 +198,12 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
     )
+    _build_and_report(functions, errors, options, output_format, console)
+
+
+def _build_and_report(functions: list[Any], errors: list[str], options: Any, output_format: str,
+                      console: Console) -> None:
+    """Run the builds, print the table (or operator report, or JSON) and exit with the status."""
     for error in errors:
         click.echo(f"tfcheck: error: {error}", err=True)
     if not functions and output_format == "text":
@@ -203,9 +211,9 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     records = _run(functions, options, output_format, console)
     if output_format == "json":
         click.echo(json.dumps({"functions": [asdict(r) for r in records], "errors": errors}, indent=2))
-    elif dry_run:
+    elif options.dry_run:
         _print_operator_report(records, console)
-    elif records:
+    else:
         _print_table(records, console)
     sys.exit(_exit_code(records, errors))
 
@@ -240,13 +248,6 @@ def inspect(paths: tuple[str, ...], output_format: str, timeout: float) -> None:
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config)
-    for error in errors:
-        click.echo(f"tfcheck: error: {error}", err=True)
     options = BuildOptions(target={"kind": "llvm"}, cache_dir=Path(CACHE_DIR), lint=False, dry_run=True,
                            shapes=dict(config.build.shapes), config=config, timeout=timeout)
-    records = _run(functions, options, output_format, console)
-    if output_format == "json":
-        click.echo(json.dumps({"functions": [asdict(r) for r in records], "errors": errors}, indent=2))
-    else:
-        _print_operator_report(records, console)
-    sys.exit(_exit_code(records, errors))
+    _build_and_report(functions, errors, options, output_format, console)
