@@ -69,7 +69,11 @@ class RetracePythonArg(Rule):
         "  return fruit_a.flavor + fruit_b.flavor\n\nclass Fruit:\n  flavor = tf.constant([0, 0])\n\n"
         "class Apple(Fruit):\n  flavor = tf.constant([1, 2])\n\nclass Mango(Fruit):\n"
         "  flavor = tf.constant([3, 4])\n\nget_mixed_flavor(Apple(), Mango())\nget_mixed_flavor(Apple(), Mango())\n",
-        # The counter of a Python loop.
+        # The counter of a Python loop (from a real training script: `epoch` is not even used).
+        "import tensorflow as tf\n@tf.function\ndef train(images, labels, epoch, training_mode):\n"
+        "    return tf.reduce_mean(images - labels)\nepochs = 10000\nfor epoch in range(epochs):\n"
+        "    for train_images, train_labels in train_ds:\n"
+        "        train(train_images, train_labels, epoch, 'latent')\n",
         "import tensorflow as tf\n@tf.function\ndef train_step(x, step):\n    return x * step\n"
         "for step in range(1000):\n    train_step(tf.ones(3), step)\n",
         "import tensorflow as tf\nclass Trainer:\n    @tf.function\n    def step(self, x, epoch):\n"
