@@ -9,8 +9,10 @@ from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 from tfcheck.engine.tfcalls import TfFunctionCall
-from tfcheck.findings import Finding, Severity
+from tfcheck.findings import Finding, Fix, Severity
+from tfcheck.fixes import call_code, expression_code, replace_node
 from tfcheck.rule import Rule
+from tfcheck.rules.tfc001_print_in_graph import _tensorflow_alias
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Methods that give a class its own trace identity, so new instances need not retrace.
@@ -53,7 +55,9 @@ class RetracePythonArg(Rule):
     train(num_steps=tf.constant(20))  # reuses the trace
     ```
     Pass tensors, give the function an `input_signature`, or give the class a trace type
-    (`tf.experimental.ExtensionType`, or `__tf_tracing_type__`).
+    (`tf.experimental.ExtensionType`, or `__tf_tracing_type__`). `--unsafe-fixes` wraps a changing
+    number in `tf.constant(...)`; it is unsafe because the dtype becomes int32/float32 (`x * step` may
+    then need a cast) and Python branches on the value become graph conditionals.
     """
 
     code = "TFC012"
@@ -126,19 +130,30 @@ class RetracePythonArg(Rule):
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         calls = [c for c in facts.tf_function_calls
                  if not c.has_signature and not facts.is_graph_function(c.caller)]
+        tf_alias = _tensorflow_alias(facts)
         for tf_call in calls:
             for parameter, argument in tf_call.arguments.items():
                 counter = None if _indexes_python(facts, tf_call.function, parameter) \
                     else _loop_counter(facts, argument, tf_call.call)
                 reason = counter or _new_plain_object(facts, argument, tf_call, calls)
                 if reason is not None:
+                    fix = _to_tensor_fix(facts, argument, tf_alias) if counter is not None else None
                     yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
                                        f"{reason} passed as `{parameter}`; pass a tensor (tf.constant) or give "
-                                       "the tf.function an input_signature")
+                                       "the tf.function an input_signature", fix)
         for tf_call, parameter, argument in _varying_numbers(facts, calls):
             yield self.finding(facts, argument, f"`{tf_call.function.name}` is called with different Python numbers "
                                f"for `{parameter}`, which it only uses as a tensor: each value is a new trace; "
-                               "pass tf.constant(...) instead")
+                               "pass tf.constant(...) instead", _to_tensor_fix(facts, argument, tf_alias))
+
+
+def _to_tensor_fix(facts: FileFacts, argument: ast.expr, tf_alias: str | None) -> Fix | None:
+    """`f(x, step)` -> `f(x, tf.constant(step))`. Unsafe: the dtype becomes int32/float32 and a function
+    that branches on the value in Python (`if step > 10:`) now builds a tf.cond instead."""
+    if tf_alias is None:
+        return None
+    code = call_code(f"{tf_alias}.constant", expression_code(facts, argument))
+    return Fix(f"Pass `{code}`", (replace_node(facts, argument, code),), safe=False)
 
 
 def _parameter_uses(facts: FileFacts, function: FunctionInfo, parameter: str) -> list[ast.Name]:

@@ -16,7 +16,9 @@ import pytest
 
 from tfcheck.config import Config
 from tfcheck.engine import analyze_source
+from tfcheck.fixes import apply_fixes, parses
 from tfcheck.rule import all_rules
+from tfcheck.rules.tfc012_retrace_python_arg import RetracePythonArg
 from tfcheck.runner import lint_paths
 
 IMPORT = "import tensorflow as tf\n"
@@ -293,3 +295,16 @@ def test_bad_fixture_reports_exactly_its_expectations(topic: str) -> None:
 @pytest.mark.parametrize("topic", ["loops", "retrace"])
 def test_good_fixture_reports_nothing(topic: str) -> None:
     assert fixture_findings(f"{topic}_good.py") == []
+
+
+def test_tfc012_unsafe_fixes_pass_tensors_and_clear_the_numbers(tmp_path: Path) -> None:
+    source = (FIXTURES / "retrace_bad.py").read_text()
+    findings = list(RetracePythonArg().check(analyze_source("retrace_bad.py", source, "retrace_bad")))
+    fixes = [f.fix for f in findings if f.fix is not None]
+    assert len(fixes) == 3 and not any(fix.safe for fix in fixes)  # two loop counters, one literal
+    fixed, applied = apply_fixes(source, fixes)
+    assert len(applied) == 3 and parses(fixed)
+    assert "train_step(net, warmup, x, y, tf.constant(step))" in fixed
+    assert "decay(x, tf.constant(0.2))" in fixed and "decay(batch, tf.constant(float(epoch)))" in fixed
+    remaining = RetracePythonArg().check(analyze_source("retrace_bad.py", fixed, "retrace_bad"))
+    assert [f.fix for f in remaining] == [None]  # only the new-object finding, which has no fix
