@@ -160,9 +160,14 @@ class LintCache:
             return {}
         return {path: (tuple(row[0]), row[1]) for path, row in data.items() if _valid_manifest_row(row)}
 
-    def save_manifest(self, seen: Mapping[str, tuple[StatSignature, str]], started: float) -> None:
-        """Record what this run read, merged into what other runs recorded (theirs may be newer paths)."""
-        fresh = {path: row for path, row in seen.items() if not _racy(row[0], started)}
+    def save_manifest(self, seen: Mapping[str, tuple[StatSignature, str]], started: float,
+                      loaded: Mapping[str, tuple[StatSignature, str]]) -> None:
+        """Record what this run read, merged into what other runs recorded (theirs may be newer paths).
+
+        `loaded` is the manifest as this run found it: when it already says everything, nothing is
+        written, so a warm run writes nothing at all.
+        """
+        fresh = {path: row for path, row in seen.items() if not _racy(row[0], started) and loaded.get(path) != row}
         if not fresh:
             return
         manifest = self.load_manifest()

@@ -366,7 +366,7 @@ def lint_paths(paths: Sequence[Path], config: Config, *, jobs: int | None = None
         analyzer.close()
     if cache is not None:
         cache.save_manifest({os.path.abspath(job.path): results[job.display].read_as for job in all_jobs
-                             if results[job.display].read_as is not None}, started)
+                             if results[job.display].read_as is not None}, started, analyzer.manifest)
     reported = {job.display for job in all_jobs if job.report}
     for result in results.values():
         if result.path in reported:
