@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.tensors import is_tensor_value
-from tfcheck.findings import Edit, Finding, Fix, Severity
+from tfcheck.findings import Finding, Fix, Severity
+from tfcheck.fixes import call_code, expression_code, replace_statement
 from tfcheck.rule import Rule
 from tfcheck.rules.tfc001_print_in_graph import _tensorflow_alias
 
@@ -107,25 +108,31 @@ def _fix(facts: FileFacts, node: ast.Assert, tf: str) -> Fix | None:
     test = node.test
     if isinstance(test, ast.BoolOp) or (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
         return None  # `and`/`or`/`not` on tensors would need rewriting into tf.logical_*.
-    message = facts.text(node.msg) if node.msg is not None else None
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE_ASSERTS:
-        function = _COMPARE_ASSERTS[type(test.ops[0])]
-        arguments = f"{facts.text(test.left)}, {facts.text(test.comparators[0])}"
-        if message is not None:
-            arguments += f", message={message}" if _is_string(node.msg) else f", data=[{message}]"
-        return _replace(facts, node, f"{tf}.debugging.{function}({arguments})", f"tf.debugging.{function}", True)
-    data = message if message is not None else repr(f"assert {facts.text(test)} failed")
-    if isinstance(test, ast.Call) and facts.resolve(test.func) in _SCALAR_BOOL_REDUCTIONS \
-            and len(test.args) == 1 and not test.keywords:
-        return _replace(facts, node, f"{tf}.debugging.Assert({facts.text(test)}, [{data}])", "tf.debugging.Assert", True)
-    return _replace(facts, node, f"{tf}.debugging.Assert({tf}.reduce_all({facts.text(test)}), [{data}])",
-                    "tf.debugging.Assert", False)
+    message = expression_code(facts, node.msg) if node.msg is not None else None
+    try:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE_ASSERTS:
+            function = f"{tf}.debugging.{_COMPARE_ASSERTS[type(test.ops[0])]}"
+            if message is None:
+                keywords = {}
+            else:
+                keywords = {"message": message} if _is_string(node.msg) else {"data": f"[{message}]"}
+            code = call_code(function, expression_code(facts, test.left), expression_code(facts, test.comparators[0]),
+                             **keywords)
+            return _replace(facts, node, code, function, True)
+        data = f"[{message if message is not None else repr(f'assert {facts.text(test)} failed')}]"
+        function = f"{tf}.debugging.Assert"
+        if isinstance(test, ast.Call) and facts.resolve(test.func) in _SCALAR_BOOL_REDUCTIONS \
+                and len(test.args) == 1 and not test.keywords:
+            return _replace(facts, node, call_code(function, expression_code(facts, test), data), function, True)
+        condition = call_code(f"{tf}.reduce_all", expression_code(facts, test))
+        return _replace(facts, node, call_code(function, condition, data), function, False)
+    except ValueError:  # a piece that is not an expression on its own: no fix rather than a broken one
+        return None
 
 
 def _is_string(expr: ast.expr | None) -> bool:
     return isinstance(expr, ast.JoinedStr) or (isinstance(expr, ast.Constant) and isinstance(expr.value, str))
 
 
-def _replace(facts: FileFacts, node: ast.Assert, replacement: str, what: str, safe: bool) -> Fix:
-    line, column, end_line, end_column = facts.span(node)
-    return Fix(f"Replace the `assert` with `{what}`", (Edit(line, column, end_line, end_column, replacement),), safe)
+def _replace(facts: FileFacts, node: ast.Assert, code: str, function: str, safe: bool) -> Fix:
+    return Fix(f"Replace the `assert` with `{function}`", (replace_statement(facts, node, code),), safe)

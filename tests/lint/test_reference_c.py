@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tfcheck.config import Config
 from tfcheck.engine import analyze_source
-from tfcheck.findings import Edit
+from tfcheck.fixes import apply_fixes, parses
 from tfcheck.rule import all_rules
 from tfcheck.rules.tfc008_python_assert import PythonAssert
 from tfcheck.runner import lint_paths
@@ -180,27 +181,21 @@ def test_misc_good_fixture_reports_nothing() -> None:
     assert lint(FIXTURES / "misc_good.py") == []
 
 
-def apply_edits(text: str, edits: list[Edit]) -> str:
-    """Apply single-line edits bottom-up (enough for TFC008's one-statement replacements)."""
-    lines = text.splitlines(keepends=True)
-    for edit in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
-        assert edit.line == edit.end_line
-        line = lines[edit.line - 1]
-        lines[edit.line - 1] = line[:edit.column - 1] + edit.replacement + line[edit.end_column - 1:]
-    return "".join(lines)
-
-
-def test_tfc008_fixes_on_the_fixture_parse_and_clear_the_finding(tmp_path: Path) -> None:
-    source = (FIXTURES / "misc_bad.py").read_text()
-    findings = [f for f in lint(FIXTURES / "misc_bad.py") if f.code == "TFC008"]
-    assert findings and all(f.fix is not None and f.fix.safe for f in findings)
-    fixed = apply_edits(source, [edit for f in findings for edit in f.fix.edits])
+def test_fix_and_diff_rewrite_the_tfc008_asserts_of_a_real_file(tmp_path: Path, run_cli) -> None:
+    target = tmp_path / "misc_bad.py"
+    shutil.copy(FIXTURES / "misc_bad.py", target)
+    diff = run_cli(tmp_path, "check", "--diff", "--no-cache", "misc_bad.py")
+    assert diff.exit_code == 1
+    assert '+    tf.debugging.Assert(tf.reduce_all(x >= 0.0), ["x must be non-negative"])' in diff.stdout
+    assert "+    tf.debugging.assert_greater(total, 0.0)" in diff.stdout
+    assert target.read_text() == (FIXTURES / "misc_bad.py").read_text()  # --diff writes nothing
+    run_cli(tmp_path, "check", "--fix", "--no-cache", "misc_bad.py")
+    fixed = target.read_text()
     ast.parse(fixed)
-    assert 'tf.debugging.Assert(tf.reduce_all(x >= 0.0), ["x must be non-negative"])' in fixed
-    assert "tf.debugging.assert_greater(total, 0.0)" in fixed
-    target = tmp_path / "fixed.py"
-    target.write_text(fixed)
-    assert [f.code for f in lint_paths([target], Config(root=tmp_path), jobs=1).findings if f.code == "TFC008"] == []
+    assert "assert tf.reduce_all" not in fixed and "assert total" not in fixed
+    remaining = lint_paths([target], Config(root=tmp_path), jobs=1).findings
+    assert "TFC008" not in {f.code for f in remaining}
+    assert len(remaining) == len(expected_findings(FIXTURES / "misc_bad.py")) - 2
 
 
 @pytest.mark.parametrize(("snippet", "replacement", "safe"), [
@@ -219,4 +214,5 @@ def test_tfc008_fix_choices(snippet: str, replacement: str | None, safe: bool | 
     else:
         assert finding.fix is not None and finding.fix.safe is safe
         assert [e.replacement for e in finding.fix.edits] == [replacement]
-        ast.parse(apply_edits(code, list(finding.fix.edits)))
+        fixed, applied = apply_fixes(code, [finding.fix])
+        assert applied == [finding.fix] and parses(fixed)
