@@ -19,6 +19,9 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _TRACE_IDENTITY_METHODS = frozenset({"__tf_tracing_type__", "__eq__", "__hash__"})
 _COUNTER_SOURCES = frozenset({"builtins.range", "builtins.enumerate"})
 _NUMBER_CONVERSIONS = frozenset({"builtins.int", "builtins.float"})
+# NumPy calls whose elements are np.float64, a subclass of Python float: traced by value like floats.
+# (Rows of 2-D arrays are arrays, traced by shape like tensors, so other NumPy data does not count.)
+_FLOAT_SEQUENCES = frozenset({"numpy.linspace", "numpy.geomspace", "numpy.logspace"})
 # TensorFlow warns after 5 retraces in a row; a loop known to run fewer times retraces a bounded few.
 FEW_TRACES = 5
 
@@ -73,6 +76,13 @@ class RetracePythonArg(Rule):
         "  return fruit_a.flavor + fruit_b.flavor\n\nclass Fruit:\n  flavor = tf.constant([0, 0])\n\n"
         "class Apple(Fruit):\n  flavor = tf.constant([1, 2])\n\nclass Mango(Fruit):\n"
         "  flavor = tf.constant([3, 4])\n\nget_mixed_flavor(Apple(), Mango())\nget_mixed_flavor(Apple(), Mango())\n",
+        # Walking Python numbers, and a value computed from the loop variable.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef sample(x, alpha):\n"
+        "    return x + alpha * tf.random.normal(tf.shape(x))\nsigmas = np.geomspace(1.0, 0.01, 10)\n"
+        "def generate(x, eps):\n    for sigma in sigmas:\n        alpha = eps * (sigma / sigmas[-1]) ** 2\n"
+        "        x = sample(x, alpha)\n    return x\n",
+        "import tensorflow as tf\n@tf.function\ndef train(x, lr):\n    return x * lr\n"
+        "for lr in [0.1, 0.05, 0.01, 0.005, 0.001]:\n    train(1.0, lr)\n",
         # The counter of a Python loop (from a real training script: `epoch` is not even used).
         "import tensorflow as tf\n@tf.function\ndef train(images, labels, epoch, training_mode):\n"
         "    return tf.reduce_mean(images - labels)\nepochs = 10000\nfor epoch in range(epochs):\n"
@@ -108,6 +118,14 @@ class RetracePythonArg(Rule):
         "    @tf.function\n    def run_block(self, x, i):\n        return self.blocks[i](x)\n"
         "    def __call__(self, x, n):\n        for i in range(n):\n            x = self.run_block(x, i)\n"
         "        return x\n",
+        # Rows of a NumPy array are arrays: traced by shape and dtype, like tensors.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(row):\n    return tf.reduce_sum(row)\n"
+        "DATA = np.ones((100, 8))\nfor row in DATA:\n    f(row)\n",
+        # A few settings; a value computed from something other than the loop variable.
+        "import tensorflow as tf\n@tf.function\ndef train(x, lr):\n    return x * lr\n"
+        "for lr in [0.1, 0.01]:\n    train(1.0, lr)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x, scale):\n    return x * scale\nbase = 2.0\n"
+        "for batch in dataset:\n    scale = base * 2\n    f(batch, scale)\n",
         # A handful of known iterations: a bounded number of traces (TensorFlow warns from 5 on).
         "import tensorflow as tf\n@tf.function\ndef f(i):\n    return tf.constant(i) + tf.constant(i)\n"
         "for step in range(3):\n    print(f(step).numpy())\n",
@@ -171,14 +189,57 @@ def _indexes_python(facts: FileFacts, function: FunctionInfo, parameter: str) ->
 
 
 def _loop_counter(facts: FileFacts, argument: ast.expr, call: ast.Call) -> str | None:
-    """`i` (or `float(i)`, `i * 2`) where `i` counts the iterations of a Python loop around the call."""
+    """`i` (or `float(i)`, `i * 2`) where `i` changes on every iteration of a Python loop around the call.
+
+    `i` counts (`range`, `enumerate`, `i += 1`), walks Python numbers (`for lr in np.geomspace(...)`),
+    or is computed in the loop from one of those (`alpha = eps * (sigma / s0) ** 2`).
+    """
     for name in _number_names(facts, argument):
-        for binding in facts.bindings_of(name):
-            loop = _enclosing_loop_binding(facts, binding.node, call)
-            counter = binding.kind == "augassign" and facts.kinds(name) == {values.NUMBER}
-            if loop is not None and (counter or _counts(facts, loop, binding.node)):
-                return f"value of the loop counter `{name.id}` (line {loop.lineno})"
+        changing = _changing_name(facts, name, call, derived=True)
+        if changing is not None:
+            return changing
     return None
+
+
+def _changing_name(facts: FileFacts, name: ast.Name, call: ast.Call, derived: bool) -> str | None:
+    for binding in facts.bindings_of(name):
+        loop = _enclosing_loop_binding(facts, binding.node, call)
+        if loop is None:
+            continue
+        if binding.kind == "augassign" and facts.kinds(name) == {values.NUMBER} or _counts(facts, loop, binding.node):
+            return f"value of the loop counter `{name.id}` (line {loop.lineno})"
+        if _walks_numbers(facts, loop, binding.node):
+            return f"value of the loop variable `{name.id}` (line {loop.lineno})"
+        if derived and binding.kind == "assign" and binding.value is not None \
+                and _is_arithmetic(facts, binding.value):
+            for source in _number_names(facts, binding.value):
+                if _changing_name(facts, source, call, derived=False) is not None:
+                    return f"value of `{name.id}`, computed from the loop variable `{source.id}` (line {loop.lineno})"
+    return None
+
+
+def _walks_numbers(facts: FileFacts, loop: ast.AST, target: ast.AST) -> bool:
+    """`for lr in np.geomspace(...)` / `for lr in [0.1, 0.05, ...]` (at least FEW_TRACES numbers)."""
+    if not (isinstance(loop, (ast.For, ast.AsyncFor)) and loop.target is target):
+        return False
+    sequence = loop.iter
+    if isinstance(sequence, ast.Name):
+        bindings = facts.bindings_of(sequence)
+        if len(bindings) == 1 and bindings[0].value is not None:
+            sequence = bindings[0].value
+    if isinstance(sequence, (ast.List, ast.Tuple)):
+        return len(sequence.elts) >= FEW_TRACES and all(
+            isinstance(e, ast.Constant) and type(e.value) in (int, float) for e in sequence.elts)
+    return isinstance(sequence, ast.Call) and facts.resolve(sequence.func) in _FLOAT_SEQUENCES
+
+
+def _is_arithmetic(facts: FileFacts, expr: ast.expr) -> bool:
+    """Numbers, names, items and + - * / ** on them, int()/float(), and no tensor: still a Python number."""
+    return not facts.kinds(expr) & {values.TENSOR, values.VARIABLE} and all(
+        isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Subscript, ast.Load, ast.operator,
+                       ast.unaryop))
+        or (isinstance(n, ast.Call) and facts.resolve(n.func) in _NUMBER_CONVERSIONS)
+        for n in ast.walk(expr))
 
 
 def _number_names(facts: FileFacts, argument: ast.expr) -> list[ast.Name]:

@@ -297,7 +297,7 @@ def test_good_fixture_reports_nothing(topic: str) -> None:
     assert fixture_findings(f"{topic}_good.py") == []
 
 
-def test_tfc012_unsafe_fixes_pass_tensors_and_clear_the_numbers(tmp_path: Path) -> None:
+def test_tfc012_unsafe_fixes_pass_tensors_and_clear_the_numbers() -> None:
     source = (FIXTURES / "retrace_bad.py").read_text()
     findings = list(RetracePythonArg().check(analyze_source("retrace_bad.py", source, "retrace_bad")))
     fixes = [f.fix for f in findings if f.fix is not None]
