@@ -59,6 +59,7 @@ class Measurement:
     ratio: float | None = None  # median / tf.function's median: < 1 is faster than tf.function
     max_abs_diff: float | None = None  # largest difference from tf.function's outputs
     setup_s: float | None = None  # conversion, compilation or loading before the first call
+    build_s: float | None = None  # TVM artifacts: compile (and tuning) time from the manifest
     error: str | None = None
 
 
@@ -115,19 +116,20 @@ def bench_function(artifacts: list[dict[str, Any]], backends: tuple[str, ...], b
             request = _request(name, first, artifact, budget, work / name.replace(".", "_"))
             outcome = run_child("tfcheck.compiler.bench", request, work / name.replace(".", "_"),
                                 on_stage=lambda _stage: None, timeout=timeout)
-            result.measurements.append(_measurement(name, outcome))
+            result.measurements.append(_measurement(name, outcome, artifact))
         _compare(result, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
 
 
-def _measurement(backend: str, outcome: Any) -> Measurement:
+def _measurement(backend: str, outcome: Any, artifact: dict[str, Any] | None) -> Measurement:
     """A child's result (its event carries extra keys) or its error."""
+    build_s = artifact.get("compile_seconds") if artifact else None
     if outcome.result is None:
-        return Measurement(backend, error=outcome.error)
+        return Measurement(backend, error=outcome.error, build_s=build_s)
     known = {name: outcome.result[name] for name in ("median_ms", "p10_ms", "p90_ms", "runs", "setup_s")}
-    return Measurement(backend, **known)
+    return Measurement(backend, **known, build_s=build_s)
 
 
 def _request(backend: str, manifest: dict[str, Any], artifact: dict[str, Any] | None, budget: Budget,

@@ -95,3 +95,19 @@ def test_bench_builds_and_compares_a_function(project: Callable[..., Path], run_
         assert measurement["max_abs_diff"] < 1e-4
     assert by_name["tf.function"]["ratio"] == 1.0
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_markdown_table_shows_median_and_ratio_and_failures() -> None:
+    from tfcheck.commands.bench import _markdown
+    from tfcheck.compiler.bench import FunctionBench, Measurement
+
+    result = FunctionBench("m.f", [{"name": "x", "shape": [2, 4], "dtype": "float32"}], [
+        Measurement("tf.function", median_ms=2.0, ratio=1.0),
+        Measurement("tvm", median_ms=0.5, ratio=0.25),
+        Measurement("xla", error="boom"),
+    ])
+    assert _markdown([result]).splitlines() == [
+        "| function | inputs | tf.function | tvm | xla |",
+        "|---|---|---:|---:|---:|",
+        "| m.f | float32[2, 4] | 2 ms (1.00x) | 0.5 ms (0.25x) | failed |",
+    ]

@@ -35,7 +35,8 @@ BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
               help="At most this long measuring each backend (after warm-up).")
 @click.option("--min-runs", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a bar chart (PNG) here.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True, help="markdown: the table for docs/benchmarks.md.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
               help="Seconds allowed for one backend of one function (setup included).")
 def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuning_db: Path | None,
@@ -44,7 +45,7 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
     from tfcheck.compiler.bench import Budget, bench_function, find_artifacts, group_by_function
 
     chosen = _backends(backends)
-    console = Console(stderr=output_format == "json")
+    console = Console(stderr=output_format != "text")
     with tempfile.TemporaryDirectory(prefix="tfcheck-bench-build-") as built:
         manifests = _collect(sources, Path(built), tune, trials, tuning_db, console, find_artifacts)
         groups = group_by_function(manifests)
@@ -59,6 +60,8 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
                                               lambda stage, s=status, n=label: s.update(f"{n}: {stage}"), timeout))
     if output_format == "json":
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
+    elif output_format == "markdown":
+        click.echo(_markdown(results))
     else:
         _print_table(results, console)
     if plot is not None:
@@ -114,9 +117,21 @@ def _build(sources: list[str], out: Path, extra: list[str], console: Console) ->
             console.print(f"[red]✗[/] build: {record['message']}", highlight=False)
 
 
-def _cell(measurement: Any) -> str:
+def _markdown(results: list[Any]) -> str:
+    """The same table as text, as Markdown (median ms, and the ratio to tf.function)."""
+    names = list(dict.fromkeys(m.backend for r in results for m in r.measurements))
+    lines = ["| function | inputs | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for result in results:
+        by_name = {m.backend: m for m in result.measurements}
+        shapes = ", ".join(f"{s['dtype']}{s['shape']}" for s in result.inputs)
+        cells = [_plain_cell(by_name[n]) if n in by_name else "-" for n in names]
+        lines.append(f"| {result.function} | {shapes} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plain_cell(measurement: Any) -> str:
     if measurement.error:
-        return "[red]failed[/]"
+        return "failed"
     ratio = f" ({measurement.ratio:.2f}x)" if measurement.ratio is not None else ""
     return f"{measurement.median_ms:.3g} ms{ratio}"
 
@@ -132,7 +147,7 @@ def _print_table(results: list[Any], console: Console) -> None:
     for result in results:
         by_name = {m.backend: m for m in result.measurements}
         shapes = ", ".join(f"{s['dtype']}{s['shape']}" for s in result.inputs)
-        table.add_row(result.function, shapes, *(_cell(by_name[n]) if n in by_name else "-" for n in names))
+        table.add_row(result.function, shapes, *(_plain_cell(by_name[n]) if n in by_name else "-" for n in names))
     console.print(table)
     for result in results:
         for m in result.measurements:
