@@ -32,6 +32,8 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
+from tfcheck.compiler.schedules.apply import schedule_module
+
 logger = logging.getLogger(__name__)
 
 _WORKLOADS = "database_workload.json"
@@ -180,6 +182,7 @@ def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; the database is shared
     os.replace(tmp, path)
 
 
@@ -306,17 +309,10 @@ def _merge(records: list, shared: ms.database.JSONDatabase) -> None:
 def _apply_database(
     mod: tvm.IRModule, target: tvm.target.Target, database: ms.database.Database
 ) -> tvm.IRModule:
-    """Replace each operator with its best tuned schedule; the rest get the default schedules."""
+    """Replace each operator with its best tuned schedule; the rest get the default schedules.
+
+    Tuned functions are marked `tirx.is_scheduled`, which the default schedules leave alone.
+    """
     with target, database:
         tuned = relax.transform.MetaScheduleApplyDatabase()(mod)
-    return _schedule_untuned(tuned, target)
-
-
-def _schedule_untuned(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """Give operators that tuning did not reach the default CPU schedules, where those exist."""
-    try:
-        from tfcheck.compiler.schedules import apply_default_schedules
-    except ImportError:  # the default-schedule rules land in parallel (issue 5)
-        logger.debug("no default schedules: operators that tuning did not reach stay unscheduled")
-        return mod
-    return apply_default_schedules(mod, target)
+    return schedule_module(tuned, target)

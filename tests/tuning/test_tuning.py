@@ -18,6 +18,7 @@ tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 from tvm.script import relax as R  # noqa: E402
 
+from tfcheck.compiler.schedules.apply import RULE_ATTR  # noqa: E402
 from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tuning import (  # noqa: E402
     RpcConfig,
@@ -97,9 +98,11 @@ def test_negative_trials_are_refused(tmp_path: Path) -> None:
         tune(_dense_relu(4, 8, 4), _target(), trials=-1, database_dir=tmp_path)
 
 
-def test_an_empty_database_with_no_trials_leaves_tasks_untuned(tmp_path: Path) -> None:
+def test_tasks_without_records_fall_back_to_the_default_schedules(tmp_path: Path) -> None:
     result = tune_module(_dense_relu(8, 16, 8), _target(), trials=0, database_dir=tmp_path)
     assert (result.tasks_total, result.tasks_reused, result.tasks_tuned, result.trials) == (1, 0, 0, 0)
+    [kernel] = [f for _, f in result.mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert kernel.attrs[RULE_ATTR] == "schedule_contraction"
     described = json.loads((result.database_dir / "target.json").read_text())
     assert described["mcpu"] == host_cpu_target()["mcpu"]
 
@@ -113,6 +116,8 @@ def test_tuning_records_are_reused_and_shared_across_models(tmp_path: Path) -> N
 
     first = tune_module(_dense_relu(32, 64, 48), target, trials=TRIALS, database_dir=tmp_path)
     assert (first.tasks_total, first.tasks_tuned, first.trials) == (1, 1, TRIALS)
+    [kernel] = [f for _, f in first.mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert RULE_ATTR not in kernel.attrs, "the tuned schedule was replaced by a default one"
     np.testing.assert_allclose(_run(first.mod, target, x, w), np.maximum(x @ w, 0), rtol=1e-5)
 
     again = tune_module(_dense_relu(32, 64, 48), target, trials=TRIALS, database_dir=tmp_path)
