@@ -65,6 +65,9 @@ class TensorLeak(Rule):
         _T + "outputs = {}\n@tf.function\ndef f(x):\n    outputs['y'] = tf.reduce_sum(x)\n    return x\n",
         _T + "def make():\n    last = None\n    @tf.function\n    def f(x):\n        nonlocal last\n"
         "        last = tf.square(x)\n        return x\n    return f\n",
+        _T + "class Normalizer:\n    def __init__(self):\n        self._n = tf.Variable(0.0)\n"
+        "        self._var = tf.Variable(0.0)\n    @tf.function\n    def observe(self, x):\n"
+        "        self._n.assign_add(1)\n        self._var = tf.clip_by_value(x / self._n, 1e-2, 1e+2)\n",
     )
     must_not_flag = (
         _T + "@tf.function\ndef f(a):\n    x = a + 1\n    return a + 2, x\n",

@@ -118,6 +118,11 @@ class MutableAttributeRead(Rule):
         "        self._w = [self.get_slot(v) for v in vs]\n    def shadow_copy(self, vs):\n"
         "        self._w = [self.get_slot(v) for v in vs]\n    @tf.function\n    def swap(self):\n"
         "        return merge(self._w)\n",
+        _T + "class Contrastive(tf.keras.Model):\n    def __init__(self, backbone):\n        super().__init__()\n"
+        "        self.backbone = backbone\n        self._create_loss_trackers()\n"
+        "    def _create_loss_trackers(self):\n        self.reg_loss_len = len(self.backbone.losses)\n"
+        "        self.reg_loss_len += 1\n    def train_step(self, data):\n"
+        "        return {'n': data} if self.reg_loss_len else {}\n",
         _T + "class Other:\n    def __init__(self):\n        self.bias = 0.\nother = Other()\nother.bias = 1.\n"
         "@tf.function\ndef f(x, config):\n    return x + config.scale\n",
     )
@@ -203,7 +208,19 @@ class _AttributeWrites:
     def _is_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
         """Assigned outside set-up methods and outside the reading function (TFC002 reports those)."""
         owner = self.facts.function_of(stmt)
-        return owner is not None and owner is not reader and owner.name not in _SETUP_METHODS
+        return owner is not None and owner is not reader and not self._is_setup(owner, 0)
+
+    def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
+        """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`)."""
+        if method.name in _SETUP_METHODS:
+            return True
+        if depth > 3 or method.cls is None:
+            return False
+        callers = [caller for call, caller in self.facts.calls
+                   if isinstance(call.func, ast.Attribute) and call.func.attr == method.name
+                   and self.facts.is_self_attribute(call.func)]
+        return bool(callers) and all(caller is not None and caller is not method and self._is_setup(caller, depth + 1)
+                                     for caller in callers)
 
     def _inherits(self, cls: ClassInfo, base: ClassInfo) -> bool:
         """Whether `cls` is `base` or derives from it through classes of this file."""
