@@ -158,7 +158,8 @@ class VariableInGraph(Rule):
                     facts, call, "tf.Variable created in graph code on every trace raises on the second trace; "
                     "create it outside the function, or once behind `if self.v is None:`", function=function)
         for call, function in facts.graph_nodes(ast.Call):
-            if _creates_optimizer(facts, call) and not _guarded_path(facts, call, function, 0):  # type: ignore[arg-type]
+            assert isinstance(call, ast.Call)
+            if _creates_optimizer(facts, call) and not _guarded_path(facts, call, function, 0):
                 yield self.finding(
                     facts, call, "optimizer created in graph code makes its variables (iterations, slots) on "
                     "first use in every trace, which raises; create it once outside the function",
@@ -249,7 +250,8 @@ def _loop_alternatives(facts: FileFacts, name: ast.Name) -> list[ast.Name]:
             and isinstance(loop.iter, (ast.Tuple, ast.List))):
         return []
     elements = loop.iter.elts
-    return list(elements) if elements and all(isinstance(e, ast.Name) for e in elements) else []  # type: ignore[arg-type]
+    names = [e for e in elements if isinstance(e, ast.Name)]
+    return names if elements and len(names) == len(elements) else []
 
 
 def _is_built(facts: FileFacts, name: ast.Name) -> bool:

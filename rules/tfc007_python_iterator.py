@@ -12,15 +12,18 @@ from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 class PythonIterator(Rule):
     """A Python iterator used in graph code advances only while tracing.
 
     ## What it does
-    Finds `next(it)` and `for x in it:` in graph code where `it` is a Python iterator or generator
-    (`iter(list)`, `zip(...)`, a generator object, `dataset.as_numpy_iterator()`) created outside the
-    function: a module-level or closure name, an attribute of `self`, or a parameter that a call in the
-    same file fills with one. Iterators created inside the function, and tf.data iterators
-    (`iter(dataset)`), are fine.
+    Finds `next(it)`, `for x in it:` and comprehensions over `it` in graph code where `it` is a
+    Python iterator or generator (`iter(list)`, `zip(...)`, a generator object,
+    `dataset.as_numpy_iterator()`) created outside the function: a module-level or closure name, an
+    attribute of `self`, or a parameter that a call in the same file fills with one. Iterators
+    created inside the function, and tf.data iterators (`iter(dataset)`), are fine.
 
     ## Why is this bad
     Advancing a Python iterator is a Python side effect: it happens once, while tracing, and the value
@@ -69,6 +72,8 @@ class PythonIterator(Rule):
         "        return x + next(self.items)\n",
         "import tensorflow as tf\nPAIRS = zip([1, 2], [3, 4])\n@tf.function\ndef f(x):\n"
         "    for a, b in PAIRS:\n        x = x + a * b\n    return x\n",
+        "import tensorflow as tf\nLINES = (float(line) for line in open('weights.txt'))\n@tf.function\n"
+        "def f(x):\n    return x * tf.constant([w for w in LINES])\n",
     )
     must_not_flag = (
         # Reference: a tf.data iterator.
@@ -97,8 +102,10 @@ class PythonIterator(Rule):
                     yield self.finding(
                         facts, call, f"next() on {where} advances it only while tracing: every call reuses the "
                         "traced value; use a tf.data iterator (iter(dataset)) or pass tensors", function=function)
-        for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor):
-            where = _outer_python_iterator(facts, loop.iter, function)  # type: ignore[attr-defined]
+        for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, *_COMPREHENSIONS):
+            is_loop = isinstance(loop, (ast.For, ast.AsyncFor))
+            iterable = loop.iter if is_loop else loop.generators[0].iter  # type: ignore[attr-defined]
+            where = _outer_python_iterator(facts, iterable, function)
             if where is not None:
                 yield self.finding(
                     facts, loop, f"loop over {where} consumes it only while tracing: later calls reuse the "

@@ -22,7 +22,7 @@ class PythonContainerInGraphLoop(Rule):
     """Growing a Python list or dict inside a loop that AutoGraph turns into a graph loop.
 
     ## What it does
-    Finds `lst.append(...)` (also `extend`, `insert`), `d.update(...)`/`d.setdefault(...)`, and
+    Finds `lst.append(...)` (also `extend`, `insert`, `lst += [...]`), `d.update(...)`/`d.setdefault(...)`, and
     `container[key] = value` with a new key, inside a `for` over `tf.range`/a tensor/a dataset or a
     `while` on a tensor in graph code.
 
@@ -68,6 +68,8 @@ class PythonContainerInGraphLoop(Rule):
         "            self.states.append(x[t])\n        return x\n",
         "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([None])])\ndef f(xs):\n"
         "    by_step = dict()\n    for i in tf.range(3):\n        by_step[i] = xs\n    return xs\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    ys = []\n    for i in tf.range(5):\n"
+        "        ys += [x * 2]\n    return ys\n",
     )
     must_not_flag = (
         # Reference: accumulate with tf.TensorArray.
@@ -106,7 +108,8 @@ class PythonContainerInGraphLoop(Rule):
                     function=function)
 
 
-def _container_growth(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> Iterator[tuple[ast.AST, ast.expr, str]]:
+def _container_growth(facts: FileFacts, loop: ast.AST,
+                      function: FunctionInfo) -> Iterator[tuple[ast.AST, ast.expr, str]]:
     """Appends/updates on Python lists and dicts, and subscript assignments with new keys, in the loop body."""
     body = [n for n in function.nodes if n is not loop and _inside(facts, n, loop)]
     for node in body:
@@ -114,6 +117,9 @@ def _container_growth(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -
             kind = _container_kind(facts, node.func.value)
             if kind is not None and node.func.attr in _GROWING_METHODS[kind]:
                 yield node, node.func.value, kind
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
+                and _container_kind(facts, node.target) == values.LIST:
+            yield node, node.target, values.LIST  # `outputs += [y]`
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and _new_key(facts, target, loop):
