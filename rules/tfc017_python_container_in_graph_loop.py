@@ -22,9 +22,9 @@ class PythonContainerInGraphLoop(Rule):
     """Growing a Python list or dict inside a loop that AutoGraph turns into a graph loop.
 
     ## What it does
-    Finds `lst.append(...)` (also `extend`, `insert`, `lst += [...]`), `d.update(...)`/`d.setdefault(...)`, and
-    `container[key] = value` with a new key, inside a `for` over `tf.range`/a tensor/a dataset or a
-    `while` on a tensor in graph code.
+    Finds `lst.append(...)` (also `extend`, `insert`, `lst += [...]`), `d.update(...)`,
+    `d.setdefault(...)`, and `container[key] = value` with a new key, inside a `for` over
+    `tf.range`/a tensor/a dataset or a `while` on a tensor in graph code.
 
     ## Why is this bad
     AutoGraph turns such a loop into a `tf.while_loop` whose body is traced once. A Python list or
