@@ -70,6 +70,10 @@ class PythonContainerInGraphLoop(Rule):
         "    by_step = dict()\n    for i in tf.range(3):\n        by_step[i] = xs\n    return xs\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    ys = []\n    for i in tf.range(5):\n"
         "        ys += [x * 2]\n    return ys\n",
+        # From a real issue: nested loops over a tensor, outer lists.
+        "import tensorflow as tf\n@tf.function\ndef func():\n    A = tf.convert_to_tensor([[1,1.,1],[1,3,1]])\n"
+        "    B = tf.convert_to_tensor([[1,1.,1]])\n    S = []\n    for b in B:\n        for a in A:\n"
+        "            S.append(tf.reduce_sum(a * b))\n    return S\n",
     )
     must_not_flag = (
         # Reference: accumulate with tf.TensorArray.
@@ -92,16 +96,25 @@ class PythonContainerInGraphLoop(Rule):
         "    for o in nest.flatten(x):\n        out.append(tf.identity(o))\n    return out\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    out = []\n    for row in tf.unstack(x):\n"
         "        out.append(row * 2)\n    return tf.stack(out)\n",
+        # A list made afresh in each iteration (a shape built by a Python loop, from a real Keras layer).
+        "import tensorflow as tf\n@tf.function\ndef f(x, m, n):\n    out = tf.TensorArray(tf.float32, size=0, "
+        "dynamic_size=True)\n    for b in tf.range(tf.shape(x)[0]):\n        c_shape = [1]\n"
+        "        for d in range(1, n):\n            c_shape.insert(0, m)\n"
+        "        out = out.write(b, tf.reshape(x[b], c_shape))\n    return out.stack()\n",
         # A list built in a nested function defined in the loop is that function's business.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in tf.range(3):\n"
         "        fns = lambda: [].append(i)\n    return x\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
+        reported: set[ast.AST] = set()  # nested graph loops: report at the outer one only (visited first)
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
             if not surely_graph_loop(facts, loop):
                 continue
             for node, container, kind in _container_growth(facts, loop, function):
+                if node in reported:
+                    continue
+                reported.add(node)
                 yield self.finding(
                     facts, node, f"`{facts.text(container)}` is a Python {kind} grown inside a graph loop "
                     f"(line {loop.lineno}): the change happens once, while tracing; use tf.TensorArray",
@@ -114,16 +127,16 @@ def _container_growth(facts: FileFacts, loop: ast.AST,
     body = [n for n in function.nodes if n is not loop and _inside(facts, n, loop)]
     for node in body:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            kind = _container_kind(facts, node.func.value)
+            kind = _container_kind(facts, node.func.value, loop)
             if kind is not None and node.func.attr in _GROWING_METHODS[kind]:
                 yield node, node.func.value, kind
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
-                and _container_kind(facts, node.target) == values.LIST:
+                and _container_kind(facts, node.target, loop) == values.LIST:
             yield node, node.target, values.LIST  # `outputs += [y]`
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and _new_key(facts, target, loop):
-                    kind = _container_kind(facts, target.value)
+                    kind = _container_kind(facts, target.value, loop)
                     if kind is not None:
                         yield node, target.value, kind
 
@@ -138,8 +151,11 @@ def _inside(facts: FileFacts, node: ast.AST, loop: ast.AST) -> bool:
     return False
 
 
-def _container_kind(facts: FileFacts, expr: ast.expr) -> str | None:
-    """`list` or `dict` when every value the expression can hold is that kind of container."""
+def _container_kind(facts: FileFacts, expr: ast.expr, loop: ast.AST) -> str | None:
+    """`list` or `dict` when every value the expression can hold is that kind of container, and the
+    container lives across iterations (one made afresh inside the loop body is that iteration's own)."""
+    if isinstance(expr, ast.Name) and all(_inside(facts, b.node, loop) for b in facts.bindings_of(expr)):
+        return None
     kinds = facts.kinds(expr)
     for kind in (values.LIST, values.DICT):
         if kinds == {kind}:

@@ -308,3 +308,11 @@ def test_tfc012_unsafe_fixes_pass_tensors_and_clear_the_numbers() -> None:
     assert "decay(x, tf.constant(0.2))" in fixed and "decay(batch, tf.constant(float(epoch)))" in fixed
     remaining = RetracePythonArg().check(analyze_source("retrace_bad.py", fixed, "retrace_bad"))
     assert [f.fix for f in remaining] == [None]  # only the new-object finding, which has no fix
+
+
+def test_tfc017_reports_a_list_grown_in_nested_graph_loops_once() -> None:
+    snippet = ("@tf.function\ndef func(A, B):\n    A = tf.convert_to_tensor(A)\n    B = tf.convert_to_tensor(B)\n"
+               "    S = []\n    for b in B:\n        for a in A:\n            S.append(tf.reduce_sum(a * b))\n    return S\n")
+    findings = [f for rule in all_rules() if rule.code == "TFC017"
+                for f in rule().check(analyze_source("nested.py", IMPORT + snippet, "nested"))]
+    assert [(f.line, f.code) for f in findings] == [(9, "TFC017")] and "(line 7)" in findings[0].message
