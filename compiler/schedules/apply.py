@@ -40,7 +40,7 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
     return None
 
 
-def _legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators."""
     passes = [
         relax.transform.LegalizeOps(),
@@ -77,4 +77,4 @@ def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     The result is ready for ``tvm.compile(mod, target=target)``: the default CPU pipeline's
     legalisation and fusion passes find nothing left to do and keep the schedules.
     """
-    return schedule_module(_legalize_and_fuse(mod, target), target)
+    return schedule_module(legalize_and_fuse(mod, target), target)
