@@ -97,12 +97,18 @@ class Dispatcher:
             artifact, arrays = self._select(args, kwargs)
             outputs = artifact.run(arrays)
         except _Fallback as reason:
-            if mode == "strict":
-                raise NotCompiledError(f"TFCHECK_AOT=strict: {reason}") from None
-            self._warn_once(str(reason))
-            return self._tensorflow(args, kwargs)
+            return self._fall_back(str(reason), mode, args, kwargs)
+        except ArtifactError as error:  # bad SHA-256, unloadable library, wrong output count
+            return self._fall_back(f"{self._name}: {error}", mode, args, kwargs)
         self._wrapper.backend = f"tvm:{artifact.manifest.device}"
         return _to_tensorflow(outputs)
+
+    def _fall_back(self, reason: str, mode: str, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        if mode == "strict":
+            raise NotCompiledError(f"TFCHECK_AOT=strict: {reason}")
+        self._warn_once(reason)
+        return self._tensorflow(args, kwargs)
 
     def _tensorflow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._wrapper.backend = TENSORFLOW
@@ -112,8 +118,7 @@ class Dispatcher:
         compiled = self._fresh_function()
         try:
             artifact, arrays = compiled.select(args, kwargs)
-            artifact.open()
-        except (InputError, ArtifactError) as error:
+        except InputError as error:
             raise _Fallback(f"{self._name}: {error}") from None
         if not self._guard(artifact).unchanged():
             raise _Fallback(f"{self._name}: the values of the variables it captures changed "
@@ -188,7 +193,7 @@ class Dispatcher:
             if message in self._warned:
                 return
             self._warned.add(message)
-        warnings.warn(message, AotFallbackWarning, stacklevel=4)
+        warnings.warn(message, AotFallbackWarning, stacklevel=5)
 
 
 class _CapturesGuard:

@@ -1,0 +1,88 @@
+"""Check a built zoo: every artifact, loaded in a fresh process without TensorFlow, returns
+TensorFlow's result. Too slow for the test suite (it builds whole models), so it is run by hand:
+
+    .venv/bin/tfcheck build fixtures/aot/ --cache-dir /tmp/zoo/cache --out /tmp/zoo/out
+    .venv/bin/python tests/runtime/zoo_check.py /tmp/zoo/out
+
+Step 1 (a TensorFlow child process) seeds every RNG with 0 as `tfcheck build` does, so the zoo's
+randomly initialised weights are the build's, imports each artifact's module from its manifest's
+`source_file`, and saves inputs and TensorFlow's outputs. Step 2 (a child process that must not
+import TensorFlow, which it asserts) runs the artifacts with `tfcheck.load` on those inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+TENSORFLOW_STEP = """
+import importlib.util, json, sys
+import numpy as np, keras, tensorflow as tf
+out, work = sys.argv[1], sys.argv[2]
+from pathlib import Path
+for folder in sorted(Path(out).iterdir()):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    keras.utils.set_random_seed(0)
+    source = Path(manifest["source_file"])
+    spec = importlib.util.spec_from_file_location(f"zoo_{folder.name}", source)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(source.parent))
+    spec.loader.exec_module(module)
+    wrapper = next(v for v in vars(module).values()
+                   if getattr(v, "aot_options", {}).get("name") == manifest["function"])
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(i["shape"]).astype(i["dtype"]) if "float" in i["dtype"]
+              else np.full(i["shape"], 3, i["dtype"]) for i in manifest["inputs"]]
+    result = wrapper.tf_function(*inputs)
+    flat = [np.asarray(t) for t in tf.nest.flatten(result)]
+    np.savez(Path(work) / f"{folder.name}.npz", **{f"input_{i}": a for i, a in enumerate(inputs)},
+             **{f"output_{i}": a for i, a in enumerate(flat)})
+"""
+
+RUNTIME_STEP = """
+import json, sys
+from pathlib import Path
+import numpy as np, tfcheck
+out, work = sys.argv[1], sys.argv[2]
+lib = tfcheck.load(out)
+report = {}
+for folder in sorted(Path(out).iterdir()):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    saved = np.load(Path(work) / f"{folder.name}.npz")
+    inputs = [saved[f"input_{i}"] for i in range(len(manifest["inputs"]))]
+    expected = [saved[f"output_{i}"] for i in range(len(manifest["outputs"]))]
+    result = lib[manifest["qualname"]](*inputs)
+    got = list(result.values()) if isinstance(result, dict) else list(result) if isinstance(result, tuple) else [result]
+    report[folder.name] = [max(float(np.max(np.abs(g - e))) for g, e in zip(got, expected)),
+                           all(np.allclose(g, e, rtol=1e-3, atol=1e-4) for g, e in zip(got, expected))]
+assert "tensorflow" not in sys.modules
+print(json.dumps(report))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="a `tfcheck build --out` folder")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/tfcheck_zoo_check"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    for step in (TENSORFLOW_STEP, RUNTIME_STEP):
+        completed = subprocess.run([sys.executable, "-c", textwrap.dedent(step), str(args.out),
+                                    str(args.work)], cwd=REPO, capture_output=True, text=True)
+        if completed.returncode != 0:
+            raise SystemExit(completed.stderr[-4000:])
+    errors = json.loads(completed.stdout.splitlines()[-1])
+    for name, (error, close) in errors.items():
+        print(f"{name}: max |artifact - TensorFlow| = {error:.2e} ({'ok' if close else 'DIFFERS'})")
+    if not all(close for _, close in errors.values()):
+        raise SystemExit("some artifacts differ from TensorFlow (rtol 1e-3, atol 1e-4)")
+
+
+if __name__ == "__main__":
+    main()
