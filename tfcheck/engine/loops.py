@@ -5,7 +5,8 @@ question for rules that must stay quiet about graph loops (a loop over Python da
 when it is not one). Rules that report something *because* a loop is a graph loop need the opposite
 bias: the evidence must be direct. TensorFlow's internal modules (`tensorflow.python.util.nest`, ...)
 and the public ops that return Python lists or tuples (`tf.unstack`, `tf.split`) do not count, and
-neither does a name that is also bound to something else.
+neither does a name that is also bound to something else (a parameter converted before the loop,
+`x = tf.convert_to_tensor(x)`, counts as converted).
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ def surely_graph_loop(facts: FileFacts, loop: ast.AST) -> bool:
     if not facts.is_graph_loop(loop):
         return False
     if isinstance(loop, (ast.For, ast.AsyncFor)):
-        return _surely_graph_value(facts, loop.iter, 0)
+        return _surely_graph_value(facts, loop.iter, 0, loop.lineno)
     if isinstance(loop, ast.While):
-        return any(_surely_graph_value(facts, node, 0) for node in ast.walk(loop.test)
+        return any(_surely_graph_value(facts, node, 0, loop.lineno) for node in ast.walk(loop.test)
                    if isinstance(node, (ast.Call, ast.Name)))
     return False
 
 
-def _surely_graph_value(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
+def _surely_graph_value(facts: FileFacts, expr: ast.expr, depth: int, line: int) -> bool:
     """A tensor or dataset from a public TensorFlow call, a dataset method, or a name bound only to those."""
     if depth > 4:
         return False
@@ -51,17 +52,20 @@ def _surely_graph_value(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
                 and name not in _SEQUENCE_RETURNING and bool(facts.kinds(expr) & _GRAPH_KINDS)
         receiver = expr.func.value if isinstance(expr.func, ast.Attribute) else None
         return receiver is not None and values.DATASET in facts.kinds(expr) \
-            and _surely_graph_value(facts, receiver, depth + 1)
+            and _surely_graph_value(facts, receiver, depth + 1, line)
     if isinstance(expr, ast.Name):
         bindings = [b for b in facts.bindings_of(expr) if b.kind != "augassign"]  # `i += 1` keeps the kind
         if len(bindings) == 1 and bindings[0].kind == "param":
             return _signed_parameter(facts, bindings[0].node)
-        return bool(bindings) and all(b.value is not None and b.value is not expr
-                                      and _surely_graph_value(facts, b.value, depth + 1) for b in bindings)
+        assigned = [b for b in bindings if b.kind != "param"]
+        if len(assigned) < len(bindings) and any(getattr(b.node, "lineno", line) >= line for b in assigned):
+            return False  # `x = tf.convert_to_tensor(x)` counts only when it comes before the loop
+        return bool(assigned) and all(b.value is not None and b.value is not expr
+                                      and _surely_graph_value(facts, b.value, depth + 1, line) for b in assigned)
     if isinstance(expr, (ast.Subscript, ast.BinOp, ast.UnaryOp)):
         operands = [expr.value] if isinstance(expr, ast.Subscript) else \
             [expr.operand] if isinstance(expr, ast.UnaryOp) else [expr.left, expr.right]
-        return any(_surely_graph_value(facts, operand, depth + 1) for operand in operands)
+        return any(_surely_graph_value(facts, operand, depth + 1, line) for operand in operands)
     return False
 
 
