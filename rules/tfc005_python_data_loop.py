@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.pydata import LARGE_RANGE, is_number_data, module_constant, python_data
+from tfcheck.engine.pydata import LARGE_RANGE, is_number_data, looks_like_data, module_constant, python_data
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -58,7 +58,7 @@ class PythonDataLoop(Rule):
         "small_data = [(1, 1)] * 3\nbig_data = [(1, 1)] * 10\nmeasure_graph_size(train, small_data)\n"
         "measure_graph_size(train, big_data)\n",
         "import tensorflow as tf\n@tf.function\ndef train(data):\n    for x in data:\n        tf.print(x)\n"
-        "train([1.0, 2.0, 3.0])\n",
+        "train([(1.0, 2.0)] * 100)\n",
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
         "    for w in np.linspace(0.0, 1.0, 50):\n        x = x * w\n    return x\n",
         "import numpy as np\nimport tensorflow as tf\nWEIGHTS = np.ones(1000)\n@tf.function\ndef f(x):\n"
@@ -66,7 +66,7 @@ class PythonDataLoop(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in range(1000):\n        x = x + i\n    return x\n",
         "import tensorflow as tf\nSTEPS = 500\n@tf.function\ndef f(x):\n    for i in range(STEPS):\n"
         "        x = x * 0.9\n    return x\n",
-        "import tensorflow as tf\nDATA = [(0.5, 1.0), (1.5, 2.0), (2.5, 3.0)]\n@tf.function\ndef f(x):\n    for d in DATA:\n"
+        "import tensorflow as tf\nDATA = [(0.5, 1.0), (1.5, 2.0), (2.5, 3.0)] * 20\n@tf.function\ndef f(x):\n    for d in DATA:\n"
         "        x += d\n    return x\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    i = 0\n    while i < 1000:\n        x = x + 1\n"
         "        i += 1\n    return x\n",
@@ -84,6 +84,10 @@ class PythonDataLoop(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in range(3):\n        x = x + i\n    return x\n",
         "import numpy as np\nimport tensorflow as tf\nKERNEL = np.array([0.25, 0.5, 0.25])\n@tf.function\n"
         "def f(x):\n    for w in KERNEL:\n        x = x * w\n    return x\n",
+        # Configuration passed as small literal lists: structure, not data.
+        "import tensorflow as tf\nKERNELS = [(3, 3), (5, 5)]\n@tf.function\ndef f(x, widths):\n"
+        "    for k in KERNELS:\n        x = tf.nn.avg_pool2d(x, k, 1, 'SAME')\n    for w in widths:\n"
+        "        x = x * w\n    return x\nf(tf.ones([1, 8, 8, 1]), [64, 128])\n",
         "import tensorflow as tf\nSCALES = [0.5, 1.0, 2.0]\n@tf.function\ndef f(x):\n"
         "    for s in SCALES:\n        x = x * s\n    return x\n",
         "import tensorflow as tf\nACTIVATIONS = [tf.nn.relu, tf.nn.tanh]\n@tf.function\ndef f(x):\n"
@@ -126,7 +130,8 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
         argument = tf_call.arguments.get(iterable.id)
         if tf_call.function is not function or argument is None:
             continue
-        what = python_data(facts, argument) or ("a Python list" if is_number_data(argument) else None)
+        listed = is_number_data(argument) and looks_like_data(argument)
+        what = python_data(facts, argument) or ("a Python list" if listed else None)
         if what is not None:
             return f"`{iterable.id}`, which line {tf_call.call.lineno} passes {what}"
     return None

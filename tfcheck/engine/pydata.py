@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # `range(N)` with N at least this unrolls into a graph big enough to matter; smaller literal ranges are
 # how graph code repeats structure (`for i in range(num_heads)`), which is what tracing is for.
 LARGE_RANGE = 100
-# A module-level list of at least this many plain numbers is data; shorter ones are settings (`SCALES`).
+# A literal list of at least this many numbers (or records) is data; shorter ones are settings (`SCALES`).
 LARGE_LIST = 16
 _GRAPH_KINDS = frozenset({values.TENSOR, values.DATASET, values.VARIABLE})
 _PYTHON_SEQUENCES = frozenset({values.LIST, values.TUPLE, values.DICT, values.SET, values.RANGE, values.STRING,
@@ -43,17 +43,14 @@ def python_data(facts: FileFacts, expr: ast.expr) -> str | None:
         return f"range({size})" if size is not None and size >= LARGE_RANGE else None
     if isinstance(expr, ast.Name):
         value = module_constant(facts, expr)
-        if value is not None and is_number_data(value) and _looks_like_data(value):
+        if value is not None and is_number_data(value) and looks_like_data(value):
             return f"the module-level list `{expr.id}`"
     return None
 
 
-def _looks_like_data(expr: ast.expr) -> bool:
-    """Records (tuples of numbers), repetition, or at least LARGE_LIST numbers; not `SCALES = [0.5, 1, 2]`."""
-    if isinstance(expr, ast.BinOp):
-        return True
-    elements = expr.elts  # type: ignore[attr-defined]
-    return len(elements) >= LARGE_LIST or any(isinstance(e, (ast.List, ast.Tuple)) for e in elements)
+def looks_like_data(expr: ast.expr) -> bool:
+    """Repetition (`[(1, 1)] * 3`) or at least LARGE_LIST elements: data, not `KERNELS = [(3, 3), (5, 5)]`."""
+    return isinstance(expr, ast.BinOp) or len(expr.elts) >= LARGE_LIST  # type: ignore[attr-defined]
 
 
 def _small_numpy_literal(facts: FileFacts, expr: ast.expr) -> bool:
