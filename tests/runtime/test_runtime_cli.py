@@ -63,3 +63,16 @@ def test_ls_lists_and_clean_empties_the_cache(artifacts, tmp_path, monkeypatch):
     _invoke("clean", "--cache-dir", str(cache), "--lint-cache")
     assert not lint_cache.exists()
     assert "no artifacts in" in _invoke("ls", "--cache-dir", str(cache)).output
+
+
+def test_ls_and_clean_follow_the_project_configuration(artifacts, tmp_path, monkeypatch):
+    cache = artifacts(("scale", (1, 4)))
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.tfcheck]\ncache-dir = "lint"\n\n[tool.tfcheck.build]\ncache-dir = "{cache}"\n',
+        encoding="utf-8")
+    (tmp_path / "lint").mkdir()
+    monkeypatch.chdir(tmp_path)
+    listing = json.loads(_invoke("ls", "--format", "json").output)
+    assert [row["function"] for row in listing] == ["demo.models.scale"]
+    assert "removed 1 artifact(s)" in _invoke("clean", "--lint-cache").output
+    assert not (tmp_path / "lint").exists()

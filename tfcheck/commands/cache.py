@@ -13,19 +13,33 @@ import click
 
 from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
 
-LINT_CACHE = Path(".tfcheck_cache")
-
 cache_dir_option = click.option(
-    "--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=CACHE_DIR,
-    show_default=True, help="The artifact cache (or a `tfcheck build --out` folder).")
+    "--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+    help=f"The artifact cache (or a `tfcheck build --out` folder) [default: "
+         f"[tool.tfcheck.build] cache-dir, else {CACHE_DIR}].")
+
+
+def _config() -> Any:
+    """The project's configuration, for the same cache locations as `tfcheck build` and `check`."""
+    from tfcheck.config import ConfigError, load_config
+
+    try:
+        return load_config(Path.cwd())
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _artifact_cache(cache_dir: Path | None, config: Any) -> Path:
+    return cache_dir or Path(config.build.cache_dir or CACHE_DIR)
 
 
 @click.command(name="ls")
 @cache_dir_option
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def ls(cache_dir: Path, output_format: str) -> None:
+def ls(cache_dir: Path | None, output_format: str) -> None:
     """List the compiled artifacts: function, target, input shapes, size and age."""
+    cache_dir = _artifact_cache(cache_dir, _config())
     rows = [_describe(folder) for folder in _artifact_folders(cache_dir)]
     if output_format == "json":
         click.echo(json.dumps(rows, indent=2))
@@ -44,19 +58,22 @@ def ls(cache_dir: Path, output_format: str) -> None:
 @click.command()
 @cache_dir_option
 @click.option("--lint-cache/--no-lint-cache", default=False, show_default=True,
-              help=f"Also delete the linter's cache ({LINT_CACHE}/).")
-def clean(cache_dir: Path, lint_cache: bool) -> None:
+              help="Also delete the linter's cache ([tool.tfcheck] cache-dir, default .tfcheck_cache/).")
+def clean(cache_dir: Path | None, lint_cache: bool) -> None:
     """Delete every artifact in the artifact cache (and its index.json). The linter's cache
     (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders holding a manifest.json
     are deleted, so a mistyped --cache-dir cannot remove unrelated files."""
+    config = _config()
+    cache_dir = _artifact_cache(cache_dir, config)
     folders = _artifact_folders(cache_dir)
     for folder in folders:
         shutil.rmtree(folder)
     (cache_dir / "index.json").unlink(missing_ok=True)
     click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}")
-    if lint_cache and LINT_CACHE.is_dir():
-        shutil.rmtree(LINT_CACHE)
-        click.echo(f"removed {LINT_CACHE}/")
+    lint_dir = Path(config.cache_dir)
+    if lint_cache and lint_dir.is_dir():
+        shutil.rmtree(lint_dir)
+        click.echo(f"removed {lint_dir}/")
 
 
 def _artifact_folders(cache_dir: Path) -> list[Path]:
