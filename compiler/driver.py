@@ -124,8 +124,8 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
         on_stage("lint")
         blocking = lint.errors_in(function)
         if blocking:
-            failed.message = "error-level findings would be frozen into the artifact (--no-lint skips " \
-                             "this check):\n" + "\n".join(blocking)
+            failed.message = f"{function.label}: error-level findings would be frozen into the artifact " \
+                             "(--no-lint skips this check):\n" + "\n".join(blocking)
             return [failed]
     traced = run_child("tfcheck.compiler.trace", _trace_request(function, options, work_dir), work_dir,
                        on_stage=on_stage, timeout=options.timeout)

@@ -42,10 +42,10 @@ def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, An
     tf_function = getattr(wrapper, "tf_function", wrapper)
     options = getattr(wrapper, "aot_options", {}) or {}
     if not hasattr(tf_function, "get_concrete_function"):
-        raise StepError(f"{request['qualname']} is not a tf.function: put @tf.function under @tfcheck.aot")
-    signature = _flat_signature(tf_function, request["qualname"])
+        raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
+    signature = _flat_signature(tf_function)
     entries = options.get("shapes") or request.get("config_shapes") or None
-    shapes = _shape_entries(signature, entries, request["qualname"])
+    shapes = _shape_entries(signature, entries)
     work_dir = Path(request["work_dir"])
     variants = [
         _trace_variant(tf, tf_function, signature, entry, work_dir / f"variant-{index}", events, request)
@@ -77,7 +77,7 @@ def _seed_everything(seed: int) -> None:
 def _load_object(root: str, module_name: str, qualname: str) -> Any:
     """Import `module_name` with `root` first on sys.path and fetch `qualname` from it."""
     if "." in qualname:
-        raise StepError(f"{qualname} is a method: only module-level functions can be built; "
+        raise StepError("a method or nested function: only module-level functions can be built; "
                         "wrap the call in a module-level @tfcheck.aot function")
     sys.path.insert(0, root)
     try:
@@ -89,23 +89,23 @@ def _load_object(root: str, module_name: str, qualname: str) -> Any:
     return getattr(module, qualname)
 
 
-def _flat_signature(tf_function: Any, qualname: str) -> list[Any]:
+def _flat_signature(tf_function: Any) -> list[Any]:
     """The input_signature as a flat list of TensorSpecs, or a message saying how to add one."""
     import tensorflow as tf
 
     signature = tf_function.input_signature
     if signature is None:
         raise StepError(
-            f"{qualname} has no input_signature: declare the inputs with "
+            "no input_signature: declare the inputs with "
             f"@tf.function(input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)]) so that "
             "the build knows their shapes and dtypes")
     flat = tf.nest.flatten(signature)
     if len(flat) != len(signature) or not all(isinstance(s, tf.TensorSpec) for s in flat):
-        raise StepError(f"{qualname}: only a flat list of tf.TensorSpec is supported as input_signature")
+        raise StepError("only a flat list of tf.TensorSpec is supported as input_signature")
     return flat
 
 
-def _shape_entries(signature: list[Any], entries: list[Any] | None, qualname: str) -> list[list[list[int]]]:
+def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list[list[int]]]:
     """One list of concrete input shapes per artifact.
 
     Without entries the signature's own shapes are used and must be fully known; with entries each
@@ -116,22 +116,22 @@ def _shape_entries(signature: list[Any], entries: list[Any] | None, qualname: st
                    for i, spec in enumerate(signature) if not spec.shape.is_fully_defined()]
         if unknown:
             raise StepError(
-                f"{qualname}: input {', '.join(unknown)} has unknown dimensions; list the concrete "
+                f"input {', '.join(unknown)} has unknown dimensions; list the concrete "
                 "shapes to compile for in @tfcheck.aot(shapes=[...]) or in [tool.tfcheck.build] shapes "
                 "(a batch dimension of None with several sizes gives one artifact per shape)")
         return [[spec.shape.as_list() for spec in signature]]
-    return [_check_entry(signature, entry, qualname) for entry in entries]
+    return [_check_entry(signature, entry) for entry in entries]
 
 
-def _check_entry(signature: list[Any], entry: Any, qualname: str) -> list[list[int]]:
+def _check_entry(signature: list[Any], entry: Any) -> list[list[int]]:
     """Validate one shape entry against the signature (count, rank, known dimensions)."""
     shapes = [list(shape) for shape in entry]
     if len(shapes) != len(signature):
-        raise StepError(f"{qualname}: shape entry {entry!r} has {len(shapes)} shapes for "
+        raise StepError(f"shape entry {entry!r} has {len(shapes)} shapes for "
                         f"{len(signature)} inputs")
     for index, (spec, shape) in enumerate(zip(signature, shapes)):
         if any(dim is None for dim in shape) or not spec.shape.is_compatible_with(shape):
-            raise StepError(f"{qualname}: shape {tuple(shape)} for {_input_label(spec, index)} must be "
+            raise StepError(f"shape {tuple(shape)} for {_input_label(spec, index)} must be "
                             f"concrete and compatible with the signature's {_shape_text(spec.shape)}")
     return shapes
 
@@ -166,7 +166,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     if described["key"] is not None:
         return described
     events.stage("convert")
-    flatbuffer = _to_tflite(tf, frozen, request["qualname"])
+    flatbuffer = _to_tflite(tf, frozen)
     variant_dir.mkdir(parents=True, exist_ok=True)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)
     inputs = _generate_inputs(specs, int(request["seed"]))
@@ -176,7 +176,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     return {
         **described,
         "outputs": [{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
-        "output_structure": _output_structure(tf, concrete.structured_outputs, request["qualname"]),
+        "output_structure": _output_structure(tf, concrete.structured_outputs),
         "operators": tflite_operators(flatbuffer),
     }
 
@@ -214,7 +214,7 @@ def _input_names(tf_function: Any, signature: list[Any]) -> list[str]:
             for i, spec in enumerate(signature)]
 
 
-def _to_tflite(tf: Any, frozen: Any, qualname: str) -> bytes:
+def _to_tflite(tf: Any, frozen: Any) -> bytes:
     """Convert with builtin ops only; a TF op without a builtin is named in the error."""
     converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -224,10 +224,10 @@ def _to_tflite(tf: Any, frozen: Any, qualname: str) -> bytes:
         ops = sorted(set(re.findall(r"'tf\.(\w+)' op", str(error))))
         if ops:
             raise StepError(
-                f"{qualname} uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
+                f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
                 "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
                 "compiled function or replace it with supported ops", op=", ".join(ops)) from error
-        raise StepError(f"{qualname}: TFLite conversion failed: {_first_lines(str(error))}") from error
+        raise StepError(f"TFLite conversion failed: {_first_lines(str(error))}") from error
 
 
 def _first_lines(text: str, count: int = 6) -> str:
@@ -259,7 +259,7 @@ def _reference_outputs(tf: Any, concrete: Any, inputs: list[np.ndarray]) -> list
     return [np.asarray(t) for t in tf.nest.flatten(result)]
 
 
-def _output_structure(tf: Any, structured: Any, qualname: str) -> dict[str, Any]:
+def _output_structure(tf: Any, structured: Any) -> dict[str, Any]:
     """`tensor`, `tuple` (with length) or `dict` (keys in flattening order, i.e. sorted)."""
     if isinstance(structured, tf.Tensor):
         return {"kind": "tensor"}
@@ -267,7 +267,7 @@ def _output_structure(tf: Any, structured: Any, qualname: str) -> dict[str, Any]
         return {"kind": "tuple", "length": len(structured)}
     if isinstance(structured, dict) and all(isinstance(t, tf.Tensor) for t in structured.values()):
         return {"kind": "dict", "keys": sorted(structured)}
-    raise StepError(f"{qualname} returns {type(structured).__name__}: an artifact can return a tensor, "
+    raise StepError(f"returns {type(structured).__name__}: an artifact can return a tensor, "
                     "a flat tuple of tensors or a flat dict of tensors")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -131,8 +132,8 @@ def _print_table(records: list[Any], console: Console) -> None:
     console.print(table)
     for record in records:
         if record.message:
-            console.print(f"[red]✗[/] {record.message}" if record.status == "failed" else f"• {record.message}",
-                          highlight=False, markup=record.status == "failed")
+            mark = "[red]✗[/]" if record.status == "failed" else "•"
+            console.print(f"{mark} {escape(record.message)}", highlight=False)
 
 
 def _shapes(inputs: list[dict[str, Any]]) -> str:
@@ -223,7 +224,7 @@ def _print_operator_report(records: list[Any], console: Console) -> None:
     for record in records:
         console.print(f"[bold]{record.function}[/] {_shapes(record.inputs)}", highlight=False)
         if not record.operators:
-            console.print(f"  [red]✗[/] {record.message}", highlight=False)
+            console.print(f"  [red]✗[/] {escape(record.message or '')}", highlight=False)
             continue
         unsupported = {op["op"] for op in record.unsupported}
         table = Table(show_header=True, box=None, padding=(0, 2))
