@@ -17,7 +17,9 @@ class RecursiveFunction(Rule):
     Finds calls of a `tf.function` made while that same tf.function is being traced: a decorated
     function (or a name bound to `tf.function(g)`) that calls itself, or that calls a helper that calls
     it back. Only calls through the tf.function object count; a plain helper that recurses over a
-    nested Python structure is fine, because that recursion ends during tracing.
+    nested Python structure is fine, because that recursion ends during tracing, and so is a function
+    that wraps itself in a new tf.function (each level makes a new object, typically to re-enter once
+    with a `jit_compile` flag switched off).
 
     ## Why is this bad
     Recursive tf.functions are not supported. Calling the function from inside its own trace starts a
@@ -83,6 +85,10 @@ class RecursiveFunction(Rule):
         # An eager py_function callback calling the tf.function runs outside the trace.
         "import tensorflow as tf\ndef cb(x):\n    return f(x)\n"
         "@tf.function\ndef f(x):\n    return tf.py_function(cb, [x], tf.float32)\n",
+        # A tf.function made afresh inside the function it calls (TensorFlow Probability's minimize.py).
+        "import tensorflow as tf\ndef minimize(jit_compile=False):\n    if jit_compile:\n"
+        "        @tf.function(jit_compile=True)\n        def run_jitted():\n            return minimize(jit_compile=False)\n"
+        "        return run_jitted()\n    return tf.constant(0.0)\n",
         # A non-tf.function method with the same name on another object.
         "import tensorflow as tf\nclass M(tf.Module):\n    @tf.function\n    def call(self, x):\n"
         "        return self.inner.call(x)\n",

@@ -66,6 +66,9 @@ class EagerOnlyCall(Rule):
         "import numpy as np\nimport tensorflow as tf\n"
         "@tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])\ndef f(x):\n    return np.sum(x)\n",
         "import tensorflow as tf\nv = tf.Variable(1.0)\n@tf.function\ndef f(x):\n    return x * v.numpy()\n",
+        # From spektral's layers/base.py (a Keras layer's call, traced by fit): np.eye of a dynamic size.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef call(inputs):\n    F = tf.shape(inputs)[-1]\n"
+        "    m = np.eye(F)\n    return tf.matmul(inputs, tf.constant(m))\n",
         # `.numpy()` on anything in graph code: only eager tensors and variables have it.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x.numpy() + 1\n",
         "import tensorflow as tf\ndef to_list(t):\n    return t.numpy().tolist()\n"

@@ -24,8 +24,9 @@ class FunctionInLoop(Rule):
     Finds `tf.function(...)` (or a def decorated with `@tf.function`) that is created inside a loop and
     called in the same loop, or created inside a function that calls it and then drops it, so every
     call of that function makes a new tf.function. Factories that return or store the tf.function,
-    drivers that create it once and call it in a loop, and functions that run once (`main`, `build`,
-    `initialize_*`, test methods, test files) are fine. Creation inside graph code (at trace
+    drivers that create it once and call it in a loop, functions that run once (`main`, `build`,
+    `initialize_*`, test methods, test files) and functions nested in other functions (steps handed to
+    `strategy.run`, which usually runs inside a tf.function) are fine. Creation inside graph code (at trace
     time only) is not reported.
 
     ## Why is this bad
@@ -92,6 +93,10 @@ class FunctionInLoop(Rule):
         "        fn = tf.function(lambda y: y * 2, jit_compile=True)\n        self.assertEqual(fn(x), 2)\n",
         "import tensorflow as tf\ndef initialize_tpu_system_impl(resolver):\n    @tf.function(autograph=False)\n"
         "    def _tpu_init_fn():\n        return tf.constant(1)\n    return _tpu_init_fn()\n",
+        # A step function handed to strategy.run (tf-models-official's base_trainer.py).
+        "import tensorflow as tf\nclass Trainer:\n    def train_step(self, iterator):\n"
+        "        def step_fn(inputs):\n            fn = tf.function(self.task_step, jit_compile=True)\n"
+        "            return fn(inputs)\n        self.strategy.run(step_fn, args=(next(iterator),))\n",
         # Explicit concrete functions.
         "import tensorflow as tf\ndef evaluate(m, x):\n    return m(x)\n"
         "for m in [1, 2]:\n    c = tf.function(evaluate).get_concrete_function(m, 1.0)\n",
@@ -132,11 +137,17 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
             return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
                     "create it once, before the loop")
         return None
-    if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) \
+    if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) or _is_callback(function) \
             or any(_enclosing_loop(facts, use, function) is not None for use in uses):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")
+
+
+def _is_callback(function: FunctionInfo) -> bool:
+    """A function nested in another function: typically a step passed to `strategy.run` or a loop
+    helper that runs inside a tf.function, where creating a tf.function happens once, while tracing."""
+    return function.parent is not None and function.cls is None
 
 
 def _enclosing_loop(facts: FileFacts, node: ast.AST, function: FunctionInfo | None) -> ast.AST | None:

@@ -54,11 +54,15 @@ def recursive_calls(facts: FileFacts) -> list[RecursiveCall]:
         target = tf_function_object(facts, call.func)
         if target is None:
             continue
-        function = target[0]
+        function, identity = target[0], target[1]
         if function not in paths:
             paths[function] = _reachable(facts, function, nested)
         path = paths[function].get(caller)
-        if path is not None:
+        maker = facts.function_of(identity)
+        # A tf.function made inside a function of the cycle is a new object at every level, not a
+        # recursion of one function (TensorFlow Probability's minimize.py: a jit_compile flag wraps
+        # the same routine once, the inner call takes the other branch).
+        if path is not None and (maker is None or maker not in paths[function]):
             found.append(RecursiveCall(call, caller, function, path))
     return found
 
