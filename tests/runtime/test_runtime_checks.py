@@ -97,3 +97,11 @@ def test_llvm_and_cpuinfo_feature_names_agree(llvm, cpuinfo):
 
 def test_host_features_are_read():
     assert not host_cpu_features() or "sse2" in host_cpu_features()
+
+
+def test_module_dot_aot_name_finds_a_function_whose_python_name_differs(artifacts):
+    out = artifacts(("scale", (1, 4)))
+    _edit(out / "scale__1x4", qualname="demo.models.iterate")  # tfcheck.aot(iterate, name="scale")
+    lib = tfcheck.load(out)
+    assert lib["demo.models.scale"] is lib["demo.models.iterate"] is lib.scale
+    assert "scale" in dir(lib)

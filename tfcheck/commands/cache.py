@@ -40,7 +40,8 @@ def _artifact_cache(cache_dir: Path | None, config: Any) -> Path:
 def ls(cache_dir: Path | None, output_format: str) -> None:
     """List the compiled artifacts: function, target, input shapes, size and age."""
     cache_dir = _artifact_cache(cache_dir, _config())
-    rows = [_describe(folder) for folder in _artifact_folders(cache_dir)]
+    rows = sorted((_describe(folder) for folder in _artifact_folders(cache_dir)),
+                  key=lambda row: (row["function"], row["age_seconds"]))
     if output_format == "json":
         click.echo(json.dumps(rows, indent=2))
         return

@@ -127,11 +127,15 @@ class Library:
         self._qualnames_by_name: dict[str, list[str]] = defaultdict(list)
         for qualname, function in self._by_qualname.items():
             self._qualnames_by_name[function.__name__].append(qualname)
+            # `module.name` also finds a function whose aot name differs from its Python name.
+            module = grouped[qualname][0].manifest.raw.get("module")
+            if module:
+                self._qualnames_by_name[f"{module}.{function.__name__}"].append(qualname)
 
     def __getitem__(self, key: str) -> CompiledFunction:
         if key in self._by_qualname:
             return self._by_qualname[key]
-        qualnames = self._qualnames_by_name.get(key, [])
+        qualnames = sorted(set(self._qualnames_by_name.get(key, [])))
         if len(qualnames) == 1:
             return self._by_qualname[qualnames[0]]
         if len(qualnames) > 1:
@@ -153,7 +157,8 @@ class Library:
         return iter(sorted(self._by_qualname))
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self._qualnames_by_name))
+        names = {name for name in self._qualnames_by_name if name.isidentifier()}
+        return sorted(set(super().__dir__()) | names)
 
     @property
     def functions(self) -> dict[str, CompiledFunction]:
@@ -166,7 +171,7 @@ class Library:
         if reasons:
             return f"{key!r} cannot run on this machine: " + " | ".join(reasons)
         return (f"no compiled function {key!r} in {self.root}; available: "
-                f"{', '.join(sorted(self._qualnames_by_name)) or '(none)'}")
+                f"{', '.join(sorted(n for n in self._qualnames_by_name if '.' not in n)) or '(none)'}")
 
     def __repr__(self) -> str:
         return f"<tfcheck.Library {self.root}: {', '.join(self)}>"
