@@ -228,6 +228,7 @@ class FixRun:
     """Every file a `--fix`/`--diff` run changed (or would change)."""
 
     files: list[FileFixes] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # files that could not be read back to fix
 
     @property
     def applied(self) -> int:
@@ -269,9 +270,13 @@ def fix_files(findings: Sequence[Finding], sources: dict[str, Path], relint_for:
     run = FixRun()
     for display, file_findings in sorted(by_file.items()):
         path = sources[display]
-        data = path.read_bytes()
-        encoding = _encoding(data)
-        original = data.decode(encoding)
+        try:
+            data = path.read_bytes()
+            encoding = _encoding(data)
+            original = data.decode(encoding)
+        except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
+            run.errors.append(f"{display}: not fixed, cannot read it again: {exc}")
+            continue
         fixed, applied = fix_text(original, file_findings, relint_for(path), unsafe)
         if fixed != original:
             run.files.append(FileFixes(path, display, original, fixed, applied, encoding))
@@ -309,6 +314,7 @@ def print_diff(result, config, unsafe: bool) -> int:  # noqa: ANN001
     import click
 
     run = _fix_run(result, config, unsafe)
+    _echo_errors(run)
     for file in run.files:
         click.echo(file.diff(), nl=False)
     click.echo(_summary(run, result, unsafe, "would fix"), err=True)
@@ -320,10 +326,18 @@ def fix_in_place(result, config, unsafe: bool, relint: Callable[[], object]):  #
     import click
 
     run = _fix_run(result, config, unsafe)
+    _echo_errors(run)
     for file in run.files:
         file.write()
     click.echo(_summary(run, result, unsafe, "fixed"), err=True)
     return relint() if run.files else result
+
+
+def _echo_errors(run: FixRun) -> None:
+    import click
+
+    for message in run.errors:
+        click.echo(f"tfcheck: error: {message}", err=True)
 
 
 def _summary(run: FixRun, result, unsafe: bool, verb: str) -> str:  # noqa: ANN001

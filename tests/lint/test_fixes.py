@@ -12,7 +12,7 @@ import pytest
 
 from tfcheck.engine import analyze_source
 from tfcheck.findings import Edit, Finding, Fix, Severity
-from tfcheck.fixes import apply_fixes, call_code, expression_code, fix_text, parses, replace_statement
+from tfcheck.fixes import apply_fixes, call_code, expression_code, fix_files, fix_text, parses, replace_statement
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 
@@ -110,6 +110,13 @@ def test_fix_on_a_folder_fixes_every_file(fixture_copy, run_cli) -> None:
     assert result.exit_code == 0, result.output
     assert "tf.print(" in first.read_text() and "tf.print(" in second.read_text()
     assert "fixed 2 findings in 2 files" in result.stderr
+
+
+def test_a_file_that_vanished_before_fixing_is_reported_not_fatal(tmp_path: Path) -> None:
+    finding = Finding("gone.py", 1, 1, 1, 2, "TFC001", "print-in-graph", Severity.WARNING, "m",
+                      _fix((1, 1, 1, 2, "y")))
+    run = fix_files([finding], {"gone.py": tmp_path / "gone.py"}, lambda path: lambda text: [], unsafe=False)
+    assert run.files == [] and run.errors and run.errors[0].startswith("gone.py: not fixed")
 
 
 # -- the machinery --------------------------------------------------------------------------------
