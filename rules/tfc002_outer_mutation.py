@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.state import OuterMutation, is_tensor_value
+from tfcheck.engine.state import OuterMutation, is_tensor_value, owner_phrase as _owner
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -129,8 +129,8 @@ def _message(mutation: OuterMutation) -> str:
     what = {
         "rebind": f"rebinds {mutation.owner} `{mutation.target}`",
         "attribute": f"assigns `{mutation.target}`",
-        "subscript": f"changes an item of the {mutation.owner} container `{mutation.target}`",
-        "method": f"mutates the {mutation.owner} container `{mutation.target}`",
+        "subscript": f"changes an item of the {_owner(mutation)}container `{mutation.target}`",
+        "method": f"mutates the {_owner(mutation)}container `{mutation.target}`",
     }.get(mutation.how, f"deletes from `{mutation.target}`")
     return (f"graph code {what}: this runs only while tracing, not on every call; return the value, keep state "
             "in a tf.Variable, or move one-time work under `with tf.init_scope():`")

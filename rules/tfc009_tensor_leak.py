@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.state import OuterMutation, is_tensor_value
+from tfcheck.engine.state import OuterMutation, is_tensor_value, owner_phrase as _owner
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -95,6 +95,6 @@ def _message(mutation: OuterMutation) -> str:
     where = {
         "rebind": f"in the {mutation.owner} name `{mutation.target}`",
         "attribute": f"in `{mutation.target}`",
-    }.get(mutation.how, f"in the {mutation.owner} container `{mutation.target}`")
+    }.get(mutation.how, f"in the {_owner(mutation)}container `{mutation.target}`")
     return (f"a tensor of the traced graph is stored {where}, where it outlives the call and cannot be used "
             "(out of scope); return it instead, or assign it to a tf.Variable")

@@ -8,6 +8,8 @@ meant for it and by no rule that has no business there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tfcheck.engine import analyze_source
@@ -281,3 +283,21 @@ def codes(snippet: str) -> set[str]:
 def test_reference_case(case: str) -> None:
     snippet, expected = CASES[case]
     assert codes(snippet) == expected, case
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
+# (line, code) that ALL rules together report on the demo fixtures of these rules.
+FIXTURE_FINDINGS: dict[str, list[tuple[int, str]]] = {
+    "state_bad.py": [(12, "TFC002"), (13, "TFC003"), (19, "TFC009"), (34, "TFC002"), (35, "TFC016")],
+    "state_good.py": [],
+    "state_keras_training.py": [(21, "TFC002"), (22, "TFC016"), (24, "TFC009"), (25, "TFC009"), (32, "TFC002"),
+                                (35, "TFC009"), (38, "TFC003")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_FINDINGS))
+def test_fixture_findings(name: str) -> None:
+    facts = analyze_source(name, (FIXTURES / name).read_text(encoding="utf-8"), name[:-3])
+    found = sorted((finding.line, finding.code) for rule in all_rules() if not rule.reported_by_engine
+                   for finding in rule().check(facts))
+    assert found == FIXTURE_FINDINGS[name]

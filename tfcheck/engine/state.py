@@ -51,6 +51,11 @@ class OuterMutation:
     value: ast.expr | None
 
 
+def owner_phrase(mutation: OuterMutation) -> str:
+    """`module-level ` / `enclosing ` before a container's name in a message; nothing for `self.x`."""
+    return "" if mutation.owner == "self" else f"{mutation.owner} "
+
+
 def find_outer_mutations(facts) -> list[OuterMutation]:  # noqa: ANN001 - FileFacts (import cycle)
     """Every write in graph code to Python state that outlives the call."""
     found: list[OuterMutation] = []
@@ -268,12 +273,12 @@ def is_tensor_value(facts, expr: ast.expr | None, info: FunctionInfo, depth: int
         return any(_tensor_operand(facts, side, info, depth) for side in sides)
     if isinstance(expr, ast.UnaryOp):
         return _tensor_operand(facts, expr.operand, info, depth)
+    if isinstance(expr, ast.Name) and _local_tensor(facts, expr, info, depth):
+        return True
     if kinds & TF_OBJECT_KINDS or kinds & PLAIN_KINDS:
         return False
     if isinstance(expr, ast.Call):
         return bool(facts.kinds(expr.func) & {values.LAYER, values.MODEL, values.TF_FUNCTION})
-    if isinstance(expr, ast.Name):
-        return _local_tensor(facts, expr, info, depth)
     return False
 
 
