@@ -77,6 +77,17 @@ def test_fresh_artifact_runs_and_returns_tensorflow_types(cache):
     assert fn.backend == "tvm:cpu"
 
 
+def test_tensorflow_tensors_reach_tvm_without_a_copy():
+    from tfcheck.runtime.inputs import as_array, check_array
+    from tfcheck.runtime.manifest import TensorSpec
+
+    tensor = tf.constant(_x(3))
+    prepared = check_array("scale", TensorSpec("x", (3, 4), "float32"), tensor, as_array(tensor))
+    if as_array(tensor).ctypes.data % 64:
+        pytest.skip("TensorFlow allocated this tensor unaligned; it is copied")
+    assert prepared is tensor
+
+
 def test_unbuilt_shape_falls_back_and_warns_once(cache):
     fn = _fresh_wrapper()
     result, fallbacks = _calls(fn, _x(2), times=3)

@@ -67,22 +67,26 @@ def test_inputs_by_array_protocols_lists_and_odd_layouts(artifacts, wrap):
 
 
 def test_dlpack_input_is_not_copied():
-    from tfcheck.runtime.inputs import aligned, as_array
+    from tfcheck.runtime.inputs import as_array, for_tvm
 
     buffer = np.empty(64 + 6 * 4, np.uint8)
     start = -buffer.ctypes.data % 64
     source = buffer[start:start + 24].view(np.float32).reshape(2, 3)
-    assert np.shares_memory(aligned(as_array(DLPackOnly(source))), source)
+    producer = DLPackOnly(source)
+    assert np.shares_memory(for_tvm(producer, as_array(producer)), source)
+    source.flags.writeable = False  # NumPy cannot export a read-only array: copied
+    prepared = for_tvm(source, source)
+    assert not np.shares_memory(prepared, source) and prepared.flags.writeable
 
 
 def test_misaligned_input_is_copied_to_aligned_memory():
-    from tfcheck.runtime.inputs import ALIGNMENT, aligned
+    from tfcheck.runtime.inputs import ALIGNMENT, for_tvm
 
     buffer = np.arange(32, dtype=np.float32)
     start = (-buffer.ctypes.data % ALIGNMENT) // 4 + 1  # one element past a 64-byte boundary
     misaligned = buffer[start:start + 6]
     assert misaligned.ctypes.data % ALIGNMENT != 0
-    fixed = aligned(misaligned)
+    fixed = for_tvm(misaligned, misaligned)
     assert fixed.ctypes.data % ALIGNMENT == 0
     np.testing.assert_array_equal(fixed, misaligned)
 

@@ -2,7 +2,8 @@
 
 Arrays are taken without a copy where the memory can be used as it is (NumPy arrays, objects with
 `__dlpack__` or `__array__` on the CPU); a copy is made only to get C-contiguous, 64-byte aligned
-memory, which TVM's generated code may assume.
+memory, which TVM's generated code may assume, or for a read-only NumPy array (which NumPy will
+not export over DLPack).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) -> np.ndarray:
-    """Check dtype and shape against `spec`; return C-contiguous, aligned memory for TVM.
+def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) -> Any:
+    """Check dtype and shape against `spec`; return what to hand TVM (see `for_tvm`).
 
     Plain Python numbers and lists are converted to the spec's dtype, as TensorFlow does for an
     input_signature; arrays must already have it, since a silent cast could lose precision.
@@ -67,19 +68,36 @@ def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) 
     if tuple(array.shape) != spec.shape:
         raise InputError(f"{function}(): argument {spec.name!r} has shape {tuple(array.shape)}, "
                          f"expected {spec}")
+    return for_tvm(value, array)
+
+
+def for_tvm(value: Any, array: np.ndarray) -> Any:
+    """The input as TVM will take it over DLPack, without a copy when its memory is C-contiguous
+    and 64-byte aligned: `array` itself, or for a read-only view of a CPU DLPack producer (such
+    as a TensorFlow tensor, which NumPy cannot export again) the producer. Else an aligned copy."""
+    if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0:
+        if array.flags.writeable:
+            return array
+        if not isinstance(value, np.ndarray) and _on_cpu(value):
+            return value
     return aligned(array)
 
 
 def aligned(array: np.ndarray) -> np.ndarray:
-    """`array` itself when C-contiguous, writable and 64-byte aligned, else an aligned copy."""
-    if (array.flags.c_contiguous and array.flags.writeable
-            and array.ctypes.data % ALIGNMENT == 0):
-        return array
+    """A writable, C-contiguous, 64-byte aligned copy of `array`."""
     buffer = np.empty(array.nbytes + ALIGNMENT, dtype=np.uint8)
     offset = -buffer.ctypes.data % ALIGNMENT
     copy = buffer[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
     copy[...] = array
     return copy
+
+
+def _on_cpu(value: Any) -> bool:
+    """Whether `value` exports CPU memory over DLPack (device type 1 is kDLCPU)."""
+    try:
+        return hasattr(value, "__dlpack__") and value.__dlpack_device__()[0] == 1
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return False
 
 
 def _is_python_value(value: Any) -> bool:
