@@ -28,10 +28,16 @@ import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst
 
 from tfcheck.findings import Edit, Finding, Fix
+
+if TYPE_CHECKING:
+    from tfcheck.config import Config
+    from tfcheck.engine.facts import FileFacts
+    from tfcheck.runner import RunResult
 
 MAX_ROUNDS = 10
 # `key=value` without spaces, as PEP 8 writes keyword arguments (libcst's default is `key = value`).
@@ -50,7 +56,7 @@ def parses(text: str) -> bool:
     return True
 
 
-def expression_code(facts, node: ast.expr) -> str:  # noqa: ANN001 - FileFacts; fixes.py stays engine-free
+def expression_code(facts: FileFacts, node: ast.expr) -> str:
     """The source of expression `node`, parenthesized when it cannot stand alone.
 
     A sub-expression that spans lines inside the parentheses of its parent (`assert (a >\\n b)`)
@@ -74,13 +80,13 @@ def call_code(func: str, *args: str, **keywords: str) -> str:
     return libcst.Module(body=[]).code_for_node(call)
 
 
-def replace_node(facts, node: ast.AST, code: str) -> Edit:  # noqa: ANN001
+def replace_node(facts: FileFacts, node: ast.AST, code: str) -> Edit:
     """An Edit replacing the source of `node` with `code`."""
     line, column, end_line, end_column = facts.span(node)
     return Edit(line, column, end_line, end_column, code)
 
 
-def replace_statement(facts, stmt: ast.stmt, code: str) -> Edit:  # noqa: ANN001
+def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
     """An Edit replacing statement `stmt` with `code` (one or more statements).
 
     The first line of `code` goes where the statement starts; later lines are inserted as given, so
@@ -290,7 +296,7 @@ def _encoding(data: bytes) -> str:
 
 
 # -- the command line (`tfcheck check --fix/--diff`) ------------------------------------------------
-def _fix_run(result, config, unsafe: bool) -> FixRun:  # noqa: ANN001 - RunResult, Config
+def _fix_run(result: RunResult, config: Config, unsafe: bool) -> FixRun:
     """Fix the files of a lint run in memory, re-linting each file between rounds.
 
     Re-linting in later rounds analyses one file at a time, so graph code that only another file
@@ -309,7 +315,7 @@ def _fix_run(result, config, unsafe: bool) -> FixRun:  # noqa: ANN001 - RunResul
     return fix_files(result.findings, sources, relint_for, unsafe)
 
 
-def print_diff(result, config, unsafe: bool) -> int:  # noqa: ANN001
+def print_diff(result: RunResult, config: Config, unsafe: bool) -> int:
     """`--diff`: print what --fix would change, write nothing. Exit status 1 if there are changes."""
     import click
 
@@ -321,7 +327,7 @@ def print_diff(result, config, unsafe: bool) -> int:  # noqa: ANN001
     return 1 if run.files else 0
 
 
-def fix_in_place(result, config, unsafe: bool, relint: Callable[[], object]):  # noqa: ANN001, ANN201
+def fix_in_place(result: RunResult, config: Config, unsafe: bool, relint: Callable[[], RunResult]) -> RunResult:
     """`--fix`: write the fixed files, then lint again and return that result (what is left)."""
     import click
 
@@ -340,7 +346,7 @@ def _echo_errors(run: FixRun) -> None:
         click.echo(f"tfcheck: error: {message}", err=True)
 
 
-def _summary(run: FixRun, result, unsafe: bool, verb: str) -> str:  # noqa: ANN001
+def _summary(run: FixRun, result: RunResult, unsafe: bool, verb: str) -> str:
     """`tfcheck: fixed 3 findings in 2 files (1 more fixable with --unsafe-fixes)`."""
     files = len(run.files)
     text = f"tfcheck: {verb} {run.applied} finding{'s' * (run.applied != 1)} in {files} file{'s' * (files != 1)}"

@@ -12,9 +12,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tfcheck.engine import values
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo, Scope
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
 
 # Methods that change a list, dict, set or deque in place.
 MUTATING_METHODS = frozenset({
@@ -56,7 +60,7 @@ def owner_phrase(mutation: OuterMutation) -> str:
     return "" if mutation.owner == "self" else f"{mutation.owner} "
 
 
-def find_outer_mutations(facts) -> list[OuterMutation]:  # noqa: ANN001 - FileFacts (import cycle)
+def find_outer_mutations(facts: FileFacts) -> list[OuterMutation]:
     """Every write in graph code to Python state that outlives the call."""
     found: list[OuterMutation] = []
     statements = facts.graph_nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Call)
@@ -67,7 +71,7 @@ def find_outer_mutations(facts) -> list[OuterMutation]:  # noqa: ANN001 - FileFa
     return found
 
 
-def _mutations_of(facts, node: ast.AST, info: FunctionInfo) -> Iterator[OuterMutation]:  # noqa: ANN001
+def _mutations_of(facts: FileFacts, node: ast.AST, info: FunctionInfo) -> Iterator[OuterMutation]:
     if isinstance(node, ast.Call):
         yield from _method_mutation(facts, node, info)
         return
@@ -81,7 +85,7 @@ def _mutations_of(facts, node: ast.AST, info: FunctionInfo) -> Iterator[OuterMut
         yield from _target_mutation(facts, node, info, target, value, "assign")
 
 
-def _target_mutation(facts, stmt: ast.AST, info: FunctionInfo, target: ast.expr,  # noqa: ANN001
+def _target_mutation(facts: FileFacts, stmt: ast.AST, info: FunctionInfo, target: ast.expr,
                      value: ast.expr | None, action: str) -> Iterator[OuterMutation]:
     how = "delete" if action == "delete" else None
     if isinstance(target, (ast.Tuple, ast.List)):
@@ -109,7 +113,7 @@ def _target_mutation(facts, stmt: ast.AST, info: FunctionInfo, target: ast.expr,
             yield OuterMutation(stmt, info, how or "subscript", facts.text(target.value), owner, value)
 
 
-def _method_mutation(facts, call: ast.Call, info: FunctionInfo) -> Iterator[OuterMutation]:  # noqa: ANN001
+def _method_mutation(facts: FileFacts, call: ast.Call, info: FunctionInfo) -> Iterator[OuterMutation]:
     func = call.func
     if not (isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS):
         return
@@ -121,7 +125,7 @@ def _method_mutation(facts, call: ast.Call, info: FunctionInfo) -> Iterator[Oute
     yield OuterMutation(call, info, "method", facts.text(func.value), owner, value)
 
 
-def outer_name_owner(facts, name: ast.Name, info: FunctionInfo) -> str | None:  # noqa: ANN001
+def outer_name_owner(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> str | None:
     """`module-level` or `enclosing` when `name` is bound outside the graph function `info`.
 
     Locals of an enclosing function that is itself graph code live only as long as its trace, so they
@@ -139,7 +143,7 @@ def outer_name_owner(facts, name: ast.Name, info: FunctionInfo) -> str | None:  
     return None
 
 
-def _traced_explicitly(facts, info: FunctionInfo, scope: Scope) -> bool:  # noqa: ANN001
+def _traced_explicitly(facts: FileFacts, info: FunctionInfo, scope: Scope) -> bool:
     """`f.get_concrete_function(...)` in the enclosing function: traced once, on purpose, right there.
 
     Writing to the enclosing function's state is then how the trace reports back (shapes, objects
@@ -159,7 +163,7 @@ def _is_own_scope(scope: Scope, info: FunctionInfo) -> bool:
     return scope is info.scope
 
 
-def _owned_by_graph_code(facts, name: ast.Name, info: FunctionInfo, scope: Scope | None = None) -> bool:  # noqa: ANN001
+def _owned_by_graph_code(facts: FileFacts, name: ast.Name, info: FunctionInfo, scope: Scope | None = None) -> bool:
     """Whether the function that binds `name` (seen from `info`) is graph code itself."""
     if scope is None:
         scope = facts.lookup(name.id, info.scope.parent)[0]
@@ -167,7 +171,7 @@ def _owned_by_graph_code(facts, name: ast.Name, info: FunctionInfo, scope: Scope
     return facts.is_graph_function(owner)
 
 
-def object_owner(facts, receiver: ast.expr, info: FunctionInfo) -> str | None:  # noqa: ANN001
+def object_owner(facts: FileFacts, receiver: ast.expr, info: FunctionInfo) -> str | None:
     """Whose object `receiver` is, when it outlives the call: `self`, or an outer plain object."""
     if _is_self(facts, receiver, info):
         return "self"
@@ -179,7 +183,7 @@ def object_owner(facts, receiver: ast.expr, info: FunctionInfo) -> str | None:  
     return None
 
 
-def container_owner(facts, receiver: ast.expr, info: FunctionInfo) -> str | None:  # noqa: ANN001
+def container_owner(facts: FileFacts, receiver: ast.expr, info: FunctionInfo) -> str | None:
     """Whose list, dict or set `receiver` is, when it outlives the call (`self` or an outer name)."""
     kinds = facts.kinds(receiver)
     if not kinds & values.CONTAINERS or kinds & TF_OBJECT_KINDS:
@@ -191,7 +195,7 @@ def container_owner(facts, receiver: ast.expr, info: FunctionInfo) -> str | None
     return None
 
 
-def _is_self(facts, expr: ast.expr, info: FunctionInfo) -> bool:  # noqa: ANN001
+def _is_self(facts: FileFacts, expr: ast.expr, info: FunctionInfo) -> bool:
     """`self` of the method `info` (or of the method a nested function of `info` lives in)."""
     if not isinstance(expr, ast.Name):
         return False
@@ -199,7 +203,7 @@ def _is_self(facts, expr: ast.expr, info: FunctionInfo) -> bool:  # noqa: ANN001
     return facts.is_self_attribute(probe)
 
 
-def _lazy_initialisation(facts, stmt: ast.AST, target: ast.Attribute) -> bool:  # noqa: ANN001
+def _lazy_initialisation(facts: FileFacts, stmt: ast.AST, target: ast.Attribute) -> bool:
     """Set up once, on the first trace, then reused: guarded by a test of an attribute set under it.
 
     `if self.x is None: self.x = ...`, and `if not self.built: ...; self.built = True`.
@@ -221,7 +225,7 @@ def _attributes_assigned(block: ast.If) -> list[ast.Attribute]:
             if isinstance(target, ast.Attribute)]
 
 
-def _is_none_test(facts, test: ast.expr, wanted: str) -> bool:  # noqa: ANN001
+def _is_none_test(facts: FileFacts, test: ast.expr, wanted: str) -> bool:
     """`x is None`, `not x`, `not hasattr(self, "x")` about the expression `wanted`."""
     if isinstance(test, ast.BoolOp):
         return any(_is_none_test(facts, value, wanted) for value in test.values)
@@ -237,7 +241,7 @@ def _is_none_test(facts, test: ast.expr, wanted: str) -> bool:  # noqa: ANN001
     return False
 
 
-def _reads(facts, expr: ast.expr, wanted: str) -> bool:  # noqa: ANN001
+def _reads(facts: FileFacts, expr: ast.expr, wanted: str) -> bool:
     """`expr` is `wanted`, or a local set from it: `x = getattr(self, "x", None)` or `x = self.x`."""
     if facts.text(expr) == wanted:
         return True
@@ -254,7 +258,7 @@ def _reads(facts, expr: ast.expr, wanted: str) -> bool:  # noqa: ANN001
     return False
 
 
-def is_tensor_value(facts, expr: ast.expr | None, info: FunctionInfo, depth: int = 0) -> bool:  # noqa: ANN001
+def is_tensor_value(facts: FileFacts, expr: ast.expr | None, info: FunctionInfo, depth: int = 0) -> bool:
     """Whether `expr` is a tensor computed in the graph function `info`.
 
     Beyond what the value kinds say (`tf.*` results), arithmetic on the function's parameters and the
@@ -282,20 +286,20 @@ def is_tensor_value(facts, expr: ast.expr | None, info: FunctionInfo, depth: int
     return False
 
 
-def _tensor_operand(facts, expr: ast.expr, info: FunctionInfo, depth: int) -> bool:  # noqa: ANN001
+def _tensor_operand(facts: FileFacts, expr: ast.expr, info: FunctionInfo, depth: int) -> bool:
     if isinstance(expr, ast.Name) and _is_tensor_parameter(facts, expr, info):
         return True
     return is_tensor_value(facts, expr, info, depth + 1)
 
 
-def _is_tensor_parameter(facts, name: ast.Name, info: FunctionInfo) -> bool:  # noqa: ANN001
+def _is_tensor_parameter(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> bool:
     """A parameter of the graph function, other than `self`/`cls` of a method."""
     if name.id not in info.params or facts.binding_scope(name) is not info.scope:
         return False
     return not (info.cls is not None and info.params and info.params[0] == name.id)
 
 
-def _local_tensor(facts, name: ast.Name, info: FunctionInfo, depth: int) -> bool:  # noqa: ANN001
+def _local_tensor(facts: FileFacts, name: ast.Name, info: FunctionInfo, depth: int) -> bool:
     """A local of `info` whose every assignment is a tensor."""
     if facts.binding_scope(name) is not info.scope:
         return False
@@ -304,7 +308,7 @@ def _local_tensor(facts, name: ast.Name, info: FunctionInfo, depth: int) -> bool
                                   and is_tensor_value(facts, b.value, info, depth + 1) for b in bindings)
 
 
-def instance_class(facts, receiver: ast.expr) -> ClassInfo | None:  # noqa: ANN001
+def instance_class(facts: FileFacts, receiver: ast.expr) -> ClassInfo | None:
     """The class of this file that a name was built from (`m = SimpleModel()`), when all agree."""
     if not isinstance(receiver, ast.Name):
         return None
