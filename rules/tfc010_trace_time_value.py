@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.flow import reaches_graph
+from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -138,7 +139,7 @@ class TraceTimeValue(Rule):
                     function=function)
 
 
-def _frozen(facts: FileFacts, call: ast.Call, function) -> bool:
+def _frozen(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> bool:
     """The value reaches the graph; for an in-place shuffle, the shuffled sequence does."""
     name = facts.resolve(call.func) or ""
     if name.endswith(".shuffle") and call.args:
@@ -147,7 +148,7 @@ def _frozen(facts: FileFacts, call: ast.Call, function) -> bool:
     return reaches_graph(facts, call, function)
 
 
-def _later_uses(facts: FileFacts, sequence: ast.expr, function) -> list[ast.Name]:
+def _later_uses(facts: FileFacts, sequence: ast.expr, function: FunctionInfo) -> list[ast.Name]:
     """Loads of the shuffled local name in the function."""
     if not isinstance(sequence, ast.Name):
         return []
