@@ -85,7 +85,7 @@ class Dispatcher:
         self._wrapper = wrapper
         self._python_function = wrapper.tf_function.python_function
         self._lock = threading.Lock()
-        self._compiled: CompiledFunction | _Fallback | None = None
+        self._compiled: CompiledFunction | str | None = None  # str: why there is none
         self._guards: dict[Path, _CapturesGuard] = {}
         self._warned: set[str] = set()
 
@@ -123,7 +123,7 @@ class Dispatcher:
         if not self._guard(artifact).unchanged():
             raise _Fallback(f"{self._name}: the values of the variables it captures changed "
                             f"since the build of {artifact.manifest.folder}; rebuild with "
-                            f"`tfcheck build`")
+                            f"`tfcheck build {self._source_file()}`")
         return artifact, arrays
 
     @property
@@ -137,9 +137,9 @@ class Dispatcher:
                 try:
                     self._compiled = self._lookup()
                 except _Fallback as reason:
-                    self._compiled = reason
-        if isinstance(self._compiled, _Fallback):
-            raise self._compiled
+                    self._compiled = str(reason)
+        if isinstance(self._compiled, str):
+            raise _Fallback(self._compiled)  # a new exception each time: no growing traceback
         return self._compiled
 
     def _lookup(self) -> CompiledFunction:
