@@ -10,7 +10,7 @@ from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
 from .contraction import schedule_contraction
-from .injective import schedule_fallback
+from .fallback import schedule_fallback
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from . import blocks, injective, target as cpu
+from . import blocks, fallback, target as cpu
 from .tiling import register_tile, vector_width
 
 SBlockRV = s_tir.schedule.SBlockRV
@@ -127,7 +127,7 @@ def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> 
     for block in blocks.child_blocks(sch):
         if sch.get(block).name_hint == sch.get(main).name_hint:
             return
-        injective.schedule_block(sch, block, target)
+        fallback.schedule_block(sch, block, target)
 
 
 def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
