@@ -14,8 +14,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tfcheck.runtime.errors import ArtifactError, InputError
 from tfcheck.runtime.inputs import as_array, bind_arguments, check_array
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
@@ -48,8 +46,9 @@ class Artifact:
                                               self.manifest.device)
             return self._executable
 
-    def run(self, arrays: list[np.ndarray]) -> Any:
-        """Run on checked inputs; return outputs in the tf.function's structure."""
+    def run(self, arrays: list[Any]) -> Any:
+        """Run on checked inputs (from `check_array`); return outputs in the tf.function's
+        structure."""
         outputs = self.open().run(arrays)
         if len(outputs) != len(self.manifest.outputs):
             raise ArtifactError(f"{self.manifest.folder}: the library returned {len(outputs)} "
@@ -81,10 +80,6 @@ class CompiledFunction:
         # Newest first: when several artifacts accept the same shapes, the latest build wins.
         self.artifacts = sorted(artifacts, key=lambda a: str(a.manifest.raw.get("created", "")),
                                 reverse=True)
-
-    @property
-    def device(self) -> str:
-        return self.artifacts[0].manifest.device
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         artifact, arrays = self.select(args, kwargs)

@@ -55,10 +55,11 @@ class Executable:
         self._device = device
         self._local = threading.local()
 
-    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """Run the entry function on this thread's VM; outputs are flattened in manifest order."""
+    def run(self, inputs: list[Any]) -> list[np.ndarray]:
+        """Run the entry function on this thread's VM; `inputs` are NumPy arrays or CPU DLPack
+        producers (see `inputs.for_tvm`); outputs are flattened in manifest order."""
         function = self._thread_function()
-        result = function(*[self._to_device(array) for array in arrays])
+        result = function(*[self._to_device(value) for value in inputs])
         return [self._to_numpy(tensor) for tensor in _flatten(result, self._ffi.Tensor)]
 
     def _thread_function(self) -> Any:
@@ -73,12 +74,12 @@ class Executable:
             function = self._local.function = vm[self._entry]
         return function
 
-    def _to_device(self, array: np.ndarray) -> Any:
+    def _to_device(self, value: Any) -> Any:
         if self._device == "cpu":
-            return self._ffi.from_dlpack(array)
+            return self._ffi.from_dlpack(value)
         import tvm
 
-        return tvm.runtime.tensor(array, device=tvm.cuda(0))
+        return tvm.runtime.tensor(np.asarray(value), device=tvm.cuda(0))
 
     def _to_numpy(self, tensor: Any) -> np.ndarray:
         if self._device == "cpu":
