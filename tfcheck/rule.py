@@ -12,7 +12,6 @@ import ast
 import importlib
 import inspect
 import pkgutil
-import textwrap
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import ClassVar
@@ -52,7 +51,9 @@ class Rule:
 
     @classmethod
     def documentation(cls) -> str:
-        return textwrap.dedent(cls.__doc__ or "").strip()
+        # cleandoc, not dedent: the docstring's first line is unindented, so dedent would keep the
+        # sections indented by four spaces, which Markdown renders as one code block.
+        return inspect.cleandoc(cls.__doc__ or "").strip()
 
     @classmethod
     def summary(cls) -> str:
