@@ -106,6 +106,12 @@ class VariableInGraph(Rule):
         "import keras\nimport tensorflow as tf\nsgd = keras.optimizers.SGD()\nadam = keras.optimizers.Adam()\n"
         "@tf.function\ndef step(opt, x):\n    opt.apply_gradients([])\n"
         "for opt in (sgd, adam):\n    step(opt, 1.0)\n",
+        # Two optimizers kept on the instance, passed to one tf.function method.
+        "import tensorflow as tf\nclass Gan:\n    def __init__(self):\n"
+        "        self.gen_opt = tf.keras.optimizers.Adam(1e-4)\n        self.disc_opt = tf.keras.optimizers.Adam(1e-4)\n"
+        "    @tf.function\n    def step(self, opt, grads, variables):\n"
+        "        opt.apply_gradients(zip(grads, variables))\n    def fit(self, g, gv, d, dv):\n"
+        "        self.step(self.gen_opt, g, gv)\n        self.step(self.disc_opt, d, dv)\n",
         # Two unbuilt subclassed models.
         "import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n        return x\n"
         "@tf.function\ndef run(model, x):\n    return model(x)\na = Net()\nb = Net()\nrun(a, 1.0)\nrun(b, 1.0)\n",
@@ -145,6 +151,10 @@ class VariableInGraph(Rule):
         "import tensorflow as tf\nclass T:\n    opt = None\n    @tf.function\n    def step(self, grads, vs):\n"
         "        if self.opt is None:\n            self.opt = tf.keras.optimizers.SGD()\n"
         "        self.opt.apply_gradients(zip(grads, vs))\n",
+        # The same optimizer attribute every time.
+        "import tensorflow as tf\nclass T:\n    def __init__(self):\n        self.opt = tf.keras.optimizers.Adam()\n"
+        "    @tf.function\n    def step(self, opt, g, v):\n        opt.apply_gradients(zip(g, v))\n"
+        "    def fit(self, g, v):\n        self.step(self.opt, g, v)\n        self.step(self.opt, g, v)\n",
         # Two different tf.function objects, one optimizer each.
         "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam()\nopt2 = tf.keras.optimizers.SGD()\n"
         "def step(o):\n    o.apply_gradients([])\nstep1 = tf.function(step)\nstep2 = tf.function(step)\n"
@@ -204,29 +214,38 @@ def _second_stateful_arguments(facts: FileFacts) -> Iterator[tuple[TfFunctionCal
     first: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
     for tf_call in facts.tf_function_calls:
         for parameter, argument in tf_call.arguments.items():
-            for objects, kind in _stateful_objects(facts, argument):
-                key = (id(tf_call.identity), parameter)
-                seen = first.setdefault(key, objects[0])
-                if any(obj != seen for obj in objects):
-                    yield tf_call, parameter, kind
-                    break
+            found = _stateful_objects(facts, argument)
+            if found is None:
+                continue
+            identities, kind = found
+            seen = first.setdefault((id(tf_call.identity), parameter), identities[0])
+            if any(identity != seen for identity in identities):
+                yield tf_call, parameter, kind
 
 
-def _stateful_objects(facts: FileFacts, argument: ast.expr) -> list[tuple[list[tuple[ast.AST, ...]], str]]:
-    """The identities of the optimizers/unbuilt models a name argument can be, with their kind."""
+def _stateful_objects(facts: FileFacts, argument: ast.expr) -> tuple[list[tuple[ast.AST, ...]], str] | None:
+    """The identities (binding nodes) of the optimizers/unbuilt models an argument can be, with their kind.
+
+    A name (or each name a `for opt in (a, b):` loop variable takes), or `self.opt`: an optimizer kept
+    on the instance, identified by the statements that assign it.
+    """
+    if isinstance(argument, ast.Attribute) and facts.is_self_attribute(argument):
+        cls = facts.class_of_self(argument)
+        assigned = facts.self_attribute_values(cls, argument.attr) if cls is not None else []
+        if assigned and facts.kinds(argument) == {values.OPTIMIZER}:
+            return [tuple(node for node, _ in assigned)], "optimizer"
+        return None
     if not isinstance(argument, ast.Name):
-        return []
-    loop_names = _loop_alternatives(facts, argument)
-    names = loop_names or [argument]
+        return None
     identities: list[tuple[ast.AST, ...]] = []
     kind = None
-    for name in names:
+    for name in _loop_alternatives(facts, argument) or [argument]:
         found = _stateful_kind(facts, name)
         if found is None:
-            return []
+            return None
         kind = kind or found
         identities.append(tuple(b.node for b in facts.bindings_of(name)))
-    return [(identities, kind)] if kind is not None else []
+    return (identities, kind) if kind is not None else None
 
 
 def _stateful_kind(facts: FileFacts, name: ast.Name) -> str | None:
