@@ -1,6 +1,6 @@
 """Cold start: a fresh process to its first MobileNetV2 result, artifact against SavedModel.
 
-    .venv/bin/python benchmarks/cold_start.py [--work /tmp/tfcheck_cold_start] [--runs 7]
+    .venv/bin/python benchmarks/cold_start.py [--work /tmp/tfcheck_cold_start] [--runs 7] [--steady]
 
 Preparation (once, skipped when WORK already holds it): `tfcheck build` of
 fixtures/aot/mobilenet_v2.py into WORK/artifacts, and the same model (same seed, so the same
@@ -13,6 +13,10 @@ fresh Python process that loads and calls the model once on the same input:
 A run's time is from just before the process is spawned to the moment the child has its first
 result (the child prints time.time() then; the exit teardown is not counted). Also reported:
 `python -c "import tfcheck"`, and the largest difference between the two outputs.
+
+`--steady` also times warm calls in one TensorFlow process (median of 30 after a first call):
+the tf.function, the `@tfcheck.aot` wrapper with `TFCHECK_AOT_VERIFY=every-call` and
+`first-call` (the cost of checking the captured variables on every call), and `tfcheck.load`.
 """
 
 from __future__ import annotations
@@ -62,6 +66,51 @@ done = time.time()
 np.save({output!r}, y)
 print(done)
 """
+
+
+STEADY_RUN = """
+import json, os, statistics, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+os.environ["TFCHECK_ARTIFACTS"] = {cache!r}
+import numpy as np, keras
+keras.utils.set_random_seed(0)
+sys.path.insert(0, {zoo!r})
+import mobilenet_v2 as zoo
+import tfcheck
+x = np.load({input!r})
+lib = tfcheck.load({artifacts!r})
+
+def median_ms(call):
+    call()
+    times = []
+    for _ in range(30):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+def dispatch(mode):
+    os.environ["TFCHECK_AOT_VERIFY"] = mode
+    wrapper = tfcheck.aot(zoo.mobilenet_v2.tf_function)
+    result = median_ms(lambda: wrapper(x))
+    assert wrapper.backend == "tvm:cpu", wrapper.backend
+    return result
+
+print(json.dumps({{"tf.function": median_ms(lambda: zoo.mobilenet_v2.tf_function(x)),
+                  "aot wrapper, verify every call": dispatch("every-call"),
+                  "aot wrapper, verify first call": dispatch("first-call"),
+                  "tfcheck.load": median_ms(lambda: lib.mobilenet_v2(x))}}))
+"""
+
+
+def steady(work: Path) -> dict[str, float]:
+    """Warm per-call milliseconds (see the module docstring)."""
+    script = STEADY_RUN.format(cache=str(work / "cache"), zoo=str(FIXTURE.parent),
+                               input=str(work / "x.npy"), artifacts=str(work / "artifacts"))
+    completed = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise SystemExit(f"child failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def prepare(work: Path) -> None:
@@ -125,9 +174,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/tfcheck_cold_start"))
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--steady", action="store_true", help="also time warm calls")
     args = parser.parse_args()
     prepare(args.work)
     result = measure(args.work, args.runs)
+    if args.steady:
+        result["steady_ms"] = steady(args.work)
     (args.work / "cold_start.json").write_text(json.dumps(result, indent=2))
     medians = result["median_seconds"]
     print("| path (fresh process -> first MobileNetV2 result) | median | min |")
@@ -138,6 +190,8 @@ def main() -> None:
     print(f"\nspeedup {result['speedup']:.1f}x; `python -c 'import tfcheck'` "
           f"{result['import_tfcheck_seconds']:.3f} s; max |artifact - savedmodel| "
           f"{result['max_abs_difference']:.2e}; tuned artifact: {result['tuned']}")
+    for name, milliseconds in result.get("steady_ms", {}).items():
+        print(f"warm call, {name}: {milliseconds:.1f} ms")
 
 
 if __name__ == "__main__":
