@@ -77,6 +77,10 @@ class TensorLeak(Rule):
         "    def __call__(self):\n        if self.count is None:\n            self.count = tf.Variable(0)\n"
         "        return self.count.assign_add(1)\n",
         _T + "@tf.function\ndef f(x):\n    parts = []\n    parts.append(tf.square(x))\n    return tf.add_n(parts)\n",
+        _T + "class Attention(tf.keras.layers.Layer):\n    def _build_from_signature(self, query):\n"
+        "        self._built_from_signature = True\n        self._query_shape = tf.TensorShape(query.shape)\n"
+        "    @tf.function\n    def __call__(self, query):\n        if not self._built_from_signature:\n"
+        "            self._build_from_signature(query)\n        return query\n",
         _T + "results = []\ndef f(x):\n    results.append(tf.square(x))\n",
         _T + "class M(tf.Module):\n    @tf.function\n    def __call__(self, x):\n        self.calls = 1 + 2\n"
         "        return x\n",

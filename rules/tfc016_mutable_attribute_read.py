@@ -8,14 +8,13 @@ from functools import cached_property
 
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.state import PLAIN_KINDS, TF_OBJECT_KINDS, instance_class
+from tfcheck.engine.state import PLAIN_KINDS, TF_OBJECT_KINDS, instance_class, is_setup_method
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _T = "import tensorflow as tf\n"
 # Methods that set attributes up before any trace (or, for Keras `compile`, drop the traced functions).
-_SETUP_METHODS = frozenset({"__init__", "__new__", "__post_init__", "__setstate__", "build", "setup", "setUp",
-                            "compile", "reset_states", "reset_state"})
+_SETUP_METHODS = frozenset({"__setstate__", "setup", "setUp", "compile", "reset_states", "reset_state"})
 
 
 class MutableAttributeRead(Rule):
@@ -123,6 +122,15 @@ class MutableAttributeRead(Rule):
         "    def _create_loss_trackers(self):\n        self.reg_loss_len = len(self.backbone.losses)\n"
         "        self.reg_loss_len += 1\n    def train_step(self, data):\n"
         "        return {'n': data} if self.reg_loss_len else {}\n",
+        _T + "class Attention(tf.Module):\n    def __init__(self, axes=None):\n        self._axes = axes\n"
+        "    def _build_attention(self, rank):\n        if self._axes is None:\n"
+        "            self._axes = tuple(range(1, rank - 2))\n    def _build_from_signature(self, q):\n"
+        "        self._build_attention(len(q.shape))\n    @tf.function\n    def __call__(self, q):\n"
+        "        return tf.reduce_sum(q, axis=self._axes)\n",
+        _T + "class Task(tf.Module):\n    def __init__(self):\n        self._metrics = []\n"
+        "    def set_metrics(self, value):\n        if not value:\n            value = []\n"
+        "        self._metrics = value\n    @tf.function\n    def __call__(self, x):\n"
+        "        return [m(x) for m in self._metrics]\n",
         _T + "class Other:\n    def __init__(self):\n        self.bias = 0.\nother = Other()\nother.bias = 1.\n"
         "@tf.function\ndef f(x, config):\n    return x + config.scale\n",
     )
@@ -212,7 +220,7 @@ class _AttributeWrites:
 
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
         """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`)."""
-        if method.name in _SETUP_METHODS:
+        if method.name in _SETUP_METHODS or is_setup_method(method.name):
             return True
         if depth > 3 or method.cls is None:
             return False
@@ -246,6 +254,8 @@ def _value_kinds(facts: FileFacts, value: ast.expr | None) -> set[str]:
     """
     if value is None or isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
         return set()
+    if isinstance(value, ast.Name) and any(b.kind == "param" for b in facts.bindings_of(value)):
+        return set()  # a parameter can hold anything; its default or a fallback says little
     if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
         elements = [e for e in ast.walk(value) if e is not value and not isinstance(e, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.expr_context))]
         if not all(isinstance(e, ast.Constant) for e in elements):

@@ -55,6 +55,11 @@ class OuterMutation:
     value: ast.expr | None
 
 
+def is_setup_method(name: str) -> bool:
+    """`__init__`, `build` and build helpers (`_build_from_signature`, `build_from_config`)."""
+    return name in SETUP_METHODS or name.startswith(("build", "_build"))
+
+
 def owner_phrase(mutation: OuterMutation) -> str:
     """`module-level ` / `enclosing ` before a container's name in a message; nothing for `self.x`."""
     return "" if mutation.owner == "self" else f"{mutation.owner} "
@@ -65,7 +70,7 @@ def find_outer_mutations(facts: FileFacts) -> list[OuterMutation]:
     found: list[OuterMutation] = []
     statements = facts.graph_nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Call)
     for node, info in statements:
-        if info.name not in SETUP_METHODS:
+        if not is_setup_method(info.name):
             found.extend(_mutations_of(facts, node, info))
     found.sort(key=lambda m: (m.node.lineno, m.node.col_offset))
     return found

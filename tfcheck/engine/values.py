@@ -37,6 +37,7 @@ _TF_NOT_TENSOR_PREFIXES = (
     "tensorflow.numpy_function", "tensorflow.experimental.", "tensorflow.random.Generator",
     "tensorflow.get_logger", "tensorflow.autograph.", "tensorflow.nest.", "tensorflow.dtypes.",
     "tensorflow.as_dtype", "tensorflow.is_tensor", "tensorflow.executing_eagerly", "tensorflow.lite.",
+    "tensorflow.TensorShape",
 )
 _NUMPY_NOT_ARRAY = ("numpy.dtype", "numpy.float32", "numpy.float64", "numpy.int32", "numpy.int64",
                     "numpy.pi", "numpy.e", "numpy.inf", "numpy.nan", "numpy.finfo", "numpy.iinfo",
