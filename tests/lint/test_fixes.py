@@ -56,6 +56,15 @@ def test_diff_shows_safe_fixes_and_writes_nothing(fixture_copy, run_cli) -> None
     assert "1 more fixable with --unsafe-fixes" in result.stderr
 
 
+def test_diff_with_fix_still_writes_nothing_and_errors_are_reported(fixture_copy, run_cli) -> None:
+    path = fixture_copy("state_fixable.py")
+    before = path.read_bytes()
+    result = run_cli(path.parent, "check", "--fix", "--diff", "missing.py", path.name)
+    assert path.read_bytes() == before
+    assert "+    tf.print(" in result.stdout
+    assert "missing.py" in result.stderr and result.exit_code == 2
+
+
 def test_diff_exits_zero_when_nothing_is_fixable(fixture_copy, run_cli) -> None:
     path = fixture_copy("state_bad.py")  # findings, but none has a fix
     result = run_cli(path.parent, "check", "--diff", path.name)

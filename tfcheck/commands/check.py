@@ -79,11 +79,7 @@ def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, outpu
     cache = None if no_cache else cache_dir or default_cache_dir(config)
     result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude,
                         cache_dir=cache, shard=shard)
-    if diff:
-        from tfcheck.fixes import print_diff
-
-        sys.exit(print_diff(result, config, unsafe_fixes) if not result.has_errors else EXIT_ERROR)
-    if fix:
+    if fix and not diff:
         from tfcheck.fixes import fix_in_place
 
         result = fix_in_place(result, config, unsafe_fixes,
@@ -93,6 +89,11 @@ def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, outpu
         click.echo(f"tfcheck: error: {message}", err=True)
     for error in result.errors:
         click.echo(f"tfcheck: error: {error}", err=True)
+    if diff:
+        from tfcheck.fixes import print_diff
+
+        changes = print_diff(result, config, unsafe_fixes)
+        sys.exit(EXIT_ERROR if result.has_errors else changes)
     options = OutputOptions(show_source=show_source, statistics=statistics, show_suppressed=show_suppressed,
                             color=False if output_file else color)
     render = renderer(output_format)
