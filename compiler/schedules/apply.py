@@ -49,6 +49,7 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
         relax.transform.DeadCodeElimination(),
+        relax.transform.AttachAttrLayoutFreeBuffers(),
     ]
     with target:
         return tvm.transform.Sequential(passes)(mod)
@@ -71,10 +72,21 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     return mod
 
 
+def _fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """Split the weight-packing blocks out of the scheduled functions and run them at build time."""
+    passes = [
+        relax.transform.SplitLayoutRewritePreproc(),
+        relax.transform.FoldConstant(),
+        relax.transform.DeadCodeElimination(),
+    ]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
 def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Legalise, fuse and schedule a Relax module (as imported from TFLite) for a CPU target.
 
     The result is ready for ``tvm.compile(mod, target=target)``: the default CPU pipeline's
     legalisation and fusion passes find nothing left to do and keep the schedules.
     """
-    return schedule_module(legalize_and_fuse(mod, target), target)
+    return _fold_packed_weights(schedule_module(legalize_and_fuse(mod, target), target), target)

@@ -130,6 +130,26 @@ def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> 
         fallback.schedule_block(sch, block, target)
 
 
+def _pack_weights(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, cols: int) -> None:
+    """Read constant weights from a copy packed as ``[N / cols, ..., cols]``: one sequential strip per tile.
+
+    Row-major weights are read as ``cols``-wide pieces ``N`` elements apart, which the prefetchers
+    follow badly once ``N`` is a few KB. The copy is a MetaSchedule layout-rewrite block:
+    ``SplitLayoutRewritePreproc`` moves it out and ``FoldConstant`` runs it once at build time.
+    Only the parameters that ``AttachAttrLayoutFreeBuffers`` marked (Relax constants) are packed.
+    """
+    free = {int(i) for i in (func.attrs.get("layout_free_buffers", []) if func.attrs else [])}
+    params = [func.params[i].name for i in free]
+    block = sch.get(main)
+    for index, read in enumerate(block.reads):
+        if read.source.name not in params or read.source.shape[-1] % cols:
+            continue
+        copy = sch.cache_read(main, index, "global")
+        sch.transform_layout(main, ("read", index), lambda *axes: (axes[-1] // cols, *axes[:-1], axes[-1] % cols))
+        sch.annotate(copy, "meta_schedule.layout_rewrite_preproc", True)
+        return
+
+
 def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern."""
     sch = s_tir.Schedule(func)
@@ -138,6 +158,7 @@ def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule 
         return None
     _schedule_producers(sch, main, target)
     fused, rows_inner, cols_inner = _tile(sch, main, target)
+    _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
     _schedule_epilogue(sch, main, fused, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)

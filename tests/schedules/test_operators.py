@@ -213,12 +213,15 @@ def test_unrecognised_operator_still_compiles_correctly() -> None:
 
 
 def test_imported_style_module_is_ready_for_plain_compile() -> None:
-    """A fused matmul+bias+relu keeps its schedule through ``tvm.compile``'s own CPU pipeline."""
+    """A fused matmul+relu keeps its schedule and packed weights through ``tvm.compile``'s own pipeline."""
     x, w = rand(16, 64), rand(64, 32)
     scheduled = apply_default_schedules(
         module([x.shape], lambda bb, v: relax.op.nn.relu(relax.op.matmul(v, relax.const(w)))), TARGET
     )
     prim_funcs = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)]
     assert len(prim_funcs) == 1 and prim_funcs[0].attrs[RULE_ATTR] == "schedule_contraction"
+    # The constant weight was packed at build time into [N / cols, K, cols] strips.
+    weight_shape = [int(d) for d in prim_funcs[0].params[1].shape]
+    assert len(weight_shape) == 3 and weight_shape[1] == 64 and weight_shape[0] * weight_shape[2] == 32
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ w, 0))
