@@ -32,7 +32,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from tfcheck.compiler.schedules.apply import schedule_module
+from tfcheck.compiler.schedules import schedule_module
 
 logger = logging.getLogger(__name__)
 
