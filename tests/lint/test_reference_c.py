@@ -37,29 +37,8 @@ def recursive_fn(n):
 
 recursive_fn(tf.constant(5))  # Bad - maximum recursion error.
 """, {"TFC006"}),
-    # tf_function_guide_older.txt, "Python side effects": tf.py_function as the exit hatch. The callback
-    # runs eagerly (its print and append are fine); the py_function itself makes the graph unportable.
-    "older-guide-py-function-exit-hatch": ("""
-import tensorflow as tf
-
-external_list = []
-
-def side_effect(x):
-  print('Python side effect')
-  external_list.append(x)
-
-@tf.function
-def f(x):
-  tf.py_function(side_effect, inp=[x], Tout=[])
-
-f(1)
-f(1)
-f(1)
-# The list append happens all three times!
-assert len(external_list) == 3
-# The list contains tf.constant(1), not 1, because py_function casts everything to tensors.
-assert external_list[0].numpy() == 1
-""", {"TFC015"}),
+    # (tf_function_guide_older.txt's tf.py_function "exit hatch", reported as TFC015 only, is a case of
+    # tests/lint/test_reference_a.py: "side-effect-in-py-function".)
     # tf_function_guide.txt, "Controlling retracing": a new Function forces retracing, on purpose, at
     # module level (not a loop). The prints are there to show tracing: TFC001 reports them, as its
     # documentation says (suppress where deliberate).
