@@ -109,7 +109,13 @@ def run_child(
             pass_fds=(write_fd,), env=child_env, start_new_session=True,
         )
     os.close(write_fd)
-    events, timed_out = _read_events(read_fd, process, on_stage, timeout)
+    try:
+        events, timed_out = _read_events(read_fd, process, on_stage, timeout)
+    except BaseException:
+        # Ctrl-C or an error here: the child is in its own session and would outlive us.
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     return _outcome(events, process, timed_out, timeout, log_path)
 
 

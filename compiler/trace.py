@@ -155,7 +155,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     specs = [tf.TensorSpec(shape, spec.dtype, name=name) for spec, shape, name in zip(signature, shapes, names)]
     concrete = _specialize(tf, tf_function, signature, specs).get_concrete_function()
     frozen = convert_variables_to_constants_v2(concrete)
-    graph_bytes = frozen.graph.as_graph_def().SerializeToString(deterministic=True)
+    graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
     described = {
         "dir": str(variant_dir),
         "inputs": [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, signature)],
@@ -193,6 +193,45 @@ def _cached_key(request: dict[str, Any], variant: dict[str, Any], tensorflow: st
     key = cache_key(variant["graph_sha256"], variant["inputs"], lookup["target"], lookup["compile_options"],
                     {**lookup["versions"], "tensorflow": tensorflow})
     return key if entry_problem(Path(lookup["dir"]) / key) is None else None
+
+
+def canonical_graph_bytes(graph_def: Any, inputs: list[str]) -> bytes:
+    """The GraphDef serialized in a form that is the same in every process for the same function.
+
+    Freezing control flow (an LSTM, a `tf.range` loop) emits the nodes in an order that changes
+    from process to process, and leaves unreferenced placeholders (`unused_control_flow_input_N`)
+    whose numbering changes too. Neither carries meaning, but both would change the cache key of
+    an unchanged function on every build, so nodes (and library functions and their nodes) are
+    sorted by name, placeholders that are neither an input nor used by any node are dropped, and so
+    are internal attributes.
+    """
+    canonical = type(graph_def)()
+    canonical.CopyFrom(graph_def)
+    used = {name.lstrip("^").split(":")[0] for node in canonical.node for name in node.input}
+    nodes = sorted((node for node in canonical.node
+                    if node.op != "Placeholder" or node.name in inputs or node.name in used),
+                   key=lambda node: node.name)
+    for node in nodes:
+        _drop_internal_attributes(node)
+    del canonical.node[:]
+    canonical.node.extend(nodes)
+    functions = sorted(canonical.library.function, key=lambda function: function.signature.name)
+    del canonical.library.function[:]
+    for function in functions:
+        body = sorted(function.node_def, key=lambda node: node.name)
+        for node in body:
+            _drop_internal_attributes(node)
+        del function.node_def[:]
+        function.node_def.extend(body)
+        canonical.library.function.append(function)
+    return canonical.SerializeToString(deterministic=True)
+
+
+def _drop_internal_attributes(node: Any) -> None:
+    """Remove `_`-prefixed attributes (`_has_manual_control_dependencies`, `_class`, ...): TensorFlow
+    bookkeeping that does not change what the node computes and is not stable between processes."""
+    for name in [name for name in node.attr if name.startswith("_")]:
+        del node.attr[name]
 
 
 def _specialize(tf: Any, tf_function: Any, signature: list[Any], specs: list[Any]) -> Any:
