@@ -7,7 +7,8 @@ figures stay comparable on a machine shared with other jobs. Run after ``schedul
     TVM_NUM_THREADS=1 .venv/bin/python benchmarks/schedules_ops.py mobilenet_v2 [--top 15] [--raw]
 
 Prints, slowest first: the function, how often ``main`` calls it, the rule that scheduled it, its
-minimum CPU time scheduled and (with ``--raw``) as legalised without a schedule.
+minimum CPU time scheduled (weights already packed, as in a build) and (with ``--raw``) as
+legalised without a schedule.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
-from tfcheck.compiler.schedules.apply import RULE_ATTR, legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules.apply import RULE_ATTR, fold_packed_weights, legalize_and_fuse, schedule_module
 from tfcheck.compiler.targets import host_cpu_target
 
 from schedules_workloads import load_relax  # noqa: E402  (sibling script)
@@ -59,13 +60,15 @@ def main() -> None:
     args = parser.parse_args()
     target = tvm.target.Target(host_cpu_target())
     fused = legalize_and_fuse(load_relax(args.models / f"{args.workload}.tflite"), target)
-    calls = collections.Counter(re.findall(r"call_tir\((\w+),", fused["main"].script()))
-    scheduled = schedule_module(fused, target)
+    scheduled = fold_packed_weights(schedule_module(fused, target), target)
+    calls = collections.Counter(re.findall(r"call_tir\((\w+),", scheduled["main"].script()))
+    names = {gvar.name_hint for gvar in fused.get_global_vars()}
     rows = []
     for gvar, func in scheduled.functions_items():
-        if isinstance(func, tirx.PrimFunc) and all(hasattr(p, "shape") for p in func.params):
+        if isinstance(func, tirx.PrimFunc) and calls[gvar.name_hint] and all(hasattr(p, "shape") for p in func.params):
             ms = cpu_ms(func, target, args.repeat)
-            raw = f"{cpu_ms(fused[gvar.name_hint], target, 3):.3f} ms" if args.raw else "-"
+            unscheduled = fused[gvar.name_hint] if gvar.name_hint in names else None
+            raw = f"{cpu_ms(unscheduled, target, 3):.3f} ms" if args.raw and unscheduled is not None else "-"
             rule = str(func.attrs[RULE_ATTR]) if RULE_ATTR in func.attrs else "unscheduled"
             rows.append((ms * calls[gvar.name_hint], gvar.name_hint, calls[gvar.name_hint], rule, ms, raw))
     rows.sort(reverse=True)

@@ -72,7 +72,7 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     return mod
 
 
-def _fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+def fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Split the weight-packing blocks out of the scheduled functions and run them at build time."""
     passes = [
         relax.transform.SplitLayoutRewritePreproc(),
@@ -89,4 +89,4 @@ def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     The result is ready for ``tvm.compile(mod, target=target)``: the default CPU pipeline's
     legalisation and fusion passes find nothing left to do and keep the schedules.
     """
-    return _fold_packed_weights(schedule_module(legalize_and_fuse(mod, target), target), target)
+    return fold_packed_weights(schedule_module(legalize_and_fuse(mod, target), target), target)
