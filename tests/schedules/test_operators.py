@@ -45,15 +45,15 @@ def module(input_shapes: list[tuple[int, ...]], emit: Callable[..., relax.Expr])
     return bb.get()
 
 
-def run(mod: tvm.IRModule, *inputs: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def run(mod: tvm.IRModule, *inputs: np.ndarray, target: tvm.target.Target = TARGET) -> tuple[np.ndarray, list[str]]:
     """Schedule, compile and run ``mod``; return its output and the rules that scheduled its functions."""
-    scheduled = apply_default_schedules(mod, TARGET)
+    scheduled = apply_default_schedules(mod, target)
     rules = sorted(
         str(func.attrs[RULE_ATTR])
         for _, func in scheduled.functions_items()
         if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs
     )
-    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
     return vm["main"](*[tvm.runtime.tensor(x) for x in inputs]).numpy(), rules
 
 
@@ -225,3 +225,18 @@ def test_imported_style_module_is_ready_for_plain_compile() -> None:
     assert len(weight_shape) == 3 and weight_shape[1] == 64 and weight_shape[0] * weight_shape[2] == 32
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ w, 0))
+
+
+@pytest.mark.parametrize("mcpu", ["haswell", "x86-64"])
+def test_narrower_vector_targets(mcpu: str) -> None:
+    """AVX2 (8 lanes, 12 accumulators) and SSE2 (4 lanes) tiles compute the same convolution."""
+    target = tvm.target.Target({**host_cpu_target(), "mcpu": mcpu})
+    x, w = rand(2, 9, 14, 12), rand(3, 3, 12, 40)
+
+    def emit(bb, x_var):
+        conv = relax.op.nn.conv2d(x_var, relax.const(w), 1, 1, 1, data_layout="NHWC", kernel_layout="HWIO")
+        return relax.op.nn.relu(bb.emit(conv))
+
+    actual, rules = run(module([x.shape], emit), x, target=target)
+    check(actual, np.maximum(reference.conv2d_nhwc(x, w, (1, 1), (1, 1, 1, 1), (1, 1)), 0))
+    assert "schedule_contraction" in rules
