@@ -3,22 +3,47 @@
 from __future__ import annotations
 
 from tvm.target import Target
-from tvm.target.codegen import llvm_get_vector_width
+from tvm.target.codegen import llvm_cpu_has_features, llvm_get_vector_width
 
-# Vector registers a register tile of accumulators may use: AVX-512 has 32 (28 leaves room for the
-# loaded weights and the broadcast input), AVX2 has 16 (12).
-_WIDE_REGISTER_FILE_BITS = 512
+_X86_WIDTHS = (("avx512f", 512), ("avx", 256))
+_BITS_BY_TARGET: dict[str, int] = {}
+
+
+def _detect_vector_bits(target: Target) -> int:
+    """Vector register width in bits, from the target's CPU features.
+
+    ``llvm_get_vector_width`` answers for the host, not for the target's ``mcpu`` (512 for
+    ``haswell`` on this machine), so x86 widths come from the features LLVM knows for the CPU.
+    """
+    if "x86" in str(target.attrs.get("mtriple", "")):
+        for feature, bits in _X86_WIDTHS:
+            if llvm_cpu_has_features([feature], target):
+                return bits
+        return 128
+    width = llvm_get_vector_width(target)
+    return width if width > 0 else 128
+
+
+def vector_bits(target: Target) -> int:
+    """Vector register width of ``target`` in bits (asked of LLVM once per target)."""
+    key = str(target)
+    if key not in _BITS_BY_TARGET:
+        _BITS_BY_TARGET[key] = _detect_vector_bits(target)
+    return _BITS_BY_TARGET[key]
 
 
 def vector_lanes(target: Target, dtype_bits: int) -> int:
-    """Elements of ``dtype_bits`` in one vector register (at least 4, so SSE-only targets still vectorise)."""
-    width = llvm_get_vector_width(target)
-    return max(width if width > 0 else 128, 128) // dtype_bits
+    """Elements of ``dtype_bits`` in one vector register."""
+    return max(vector_bits(target) // dtype_bits, 1)
 
 
 def accumulator_budget(target: Target) -> int:
-    """How many vector registers a tile of accumulators may occupy without spilling."""
-    return 28 if llvm_get_vector_width(target) >= _WIDE_REGISTER_FILE_BITS else 12
+    """How many vector registers a tile of accumulators may occupy without spilling.
+
+    AVX-512 has 32 vector registers (28 leaves room for the loaded weights and the broadcast
+    input); AVX2, SSE and NEON have 16 (12).
+    """
+    return 28 if vector_bits(target) >= 512 else 12
 
 
 def num_cores(target: Target) -> int:

@@ -18,6 +18,7 @@ import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules import target as cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.targets import host_cpu_target
 
@@ -231,6 +232,7 @@ def test_imported_style_module_is_ready_for_plain_compile() -> None:
 def test_narrower_vector_targets(mcpu: str) -> None:
     """AVX2 (8 lanes, 12 accumulators) and SSE2 (4 lanes) tiles compute the same convolution."""
     target = tvm.target.Target({**host_cpu_target(), "mcpu": mcpu})
+    assert cpu.vector_lanes(target, 32) == {"haswell": 8, "x86-64": 4}[mcpu]
     x, w = rand(2, 9, 14, 12), rand(3, 3, 12, 40)
 
     def emit(bb, x_var):
