@@ -40,8 +40,17 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
     return None
 
 
+def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pass]) -> tvm.IRModule:
+    """Run Relax passes with ``target`` current (legalisation and constant folding build for it)."""
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
 def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
-    """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators."""
+    """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators.
+
+    ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing.
+    """
     passes = [
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
@@ -51,8 +60,7 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
         relax.transform.DeadCodeElimination(),
         relax.transform.AttachAttrLayoutFreeBuffers(),
     ]
-    with target:
-        return tvm.transform.Sequential(passes)(mod)
+    return _run_passes(mod, target, passes)
 
 
 def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
@@ -79,8 +87,7 @@ def fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
         relax.transform.FoldConstant(),
         relax.transform.DeadCodeElimination(),
     ]
-    with target:
-        return tvm.transform.Sequential(passes)(mod)
+    return _run_passes(mod, target, passes)
 
 
 def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
