@@ -9,13 +9,15 @@ cold (empty cache), warm (nothing changed) and after changing one file. pylint a
 slower, so they run on a subset of whole files of at least `--subset-lines` lines, with tfcheck
 (`--no-cache`) on the same subset for a side-by-side figure. Peak memory is the largest sum of the
 resident sizes of a command's process tree (main process plus pool workers), sampled every 20 ms.
-Every command runs in its own process, as a user or a CI job would run it.
+Every command runs in its own process, as a user or a CI job would run it, on a copy of tfcheck's code
+taken when the benchmark starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +42,7 @@ class Measurement:
     tool: str
     lines: int
     seconds: float
+    cpu_seconds: float  # user + system time of the whole process tree: what the run costs on an idle machine
     peak_mib: float
     command: str
 
@@ -92,6 +95,7 @@ def _tree_rss_kib(pid: int) -> int:
 def run(label: str, tool: str, command: list[str], lines: int, cwd: Path) -> Measurement:
     """Run a command, timing it and sampling the memory of its process tree."""
     peak = 0
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = threading.Event()
@@ -106,22 +110,45 @@ def run(label: str, tool: str, command: list[str], lines: int, cwd: Path) -> Mea
     sampler.start()
     _, stderr = process.communicate()
     seconds = time.perf_counter() - started
+    cpu_seconds = _children_cpu() - cpu_before
     done.set()
     sampler.join()
     if b"internal error" in stderr or b"Traceback" in stderr:
         raise SystemExit(f"{label}: {tool} failed:\n{stderr.decode(errors='replace')[-2000:]}")
-    shown = " ".join(Path(part).name if part.startswith(str(cwd)) else part for part in command)
-    return Measurement(label, tool, lines, seconds, peak / 1024, shown)
+    shown = " ".join(os.path.relpath(part, cwd) if part.startswith(str(cwd)) else Path(part).name if
+                     part.startswith(str(BIN)) else part for part in command)
+    return Measurement(label, tool, lines, seconds, cpu_seconds, peak / 1024, shown)
+
+
+def _children_cpu() -> float:
+    """User + system seconds of every finished child process (and the descendants they waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def tfcheck(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "tfcheck", "check", "--format", "json", "--exit-zero", *arguments]
 
 
+def snapshot_code(destination: Path) -> None:
+    """Copy tfcheck and its rules, and run that copy (PYTHONPATH wins over the editable install).
+
+    The cache key digests tfcheck's sources, so an edit to the working tree during the benchmark would
+    turn the warm run into a cold one; the copy keeps the code fixed for the whole benchmark.
+    """
+    import tfcheck
+    import tfcheck.rules
+
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(tfcheck.__file__).parent, destination / "tfcheck", ignore=skip)
+    shutil.copytree(Path(tfcheck.rules.__file__).parent, destination / "tfcheck" / "rules", ignore=skip)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(destination), os.environ.get("PYTHONPATH")]))
+
+
 def measure(corpus: Path, files: list[Path], small: list[Path], jobs: int, others: bool) -> list[Measurement]:
     total, subset_lines = count_lines(files), count_lines(small)
     cache = corpus / "cache"
-    tree = [str(corpus / "tensorflow_python"), str(corpus / "keras_src")]
+    tree = [str(corpus / "src" / "tensorflow_python"), str(corpus / "src" / "keras_src")]
     results = [
         run("full corpus, cold (empty cache)", "tfcheck", tfcheck("-j", str(jobs), "--cache-dir", str(cache), *tree),
             total, corpus),
@@ -142,13 +169,19 @@ def measure(corpus: Path, files: list[Path], small: list[Path], jobs: int, other
 
 
 def table(results: list[Measurement]) -> str:
-    rows = ["| run | tool | lines | seconds | lines/s | peak memory (MiB) |", "|---|---|--:|--:|--:|--:|"]
-    rows += [f"| {m.label} | {m.tool} | {m.lines:,} | {m.seconds:.2f} | {m.lines_per_second:,.0f} | {m.peak_mib:,.0f} |"
-             for m in results]
+    rows = ["| run | tool | lines | wall s | lines/s (wall) | CPU s | lines per CPU s | peak memory (MiB) |",
+            "|---|---|--:|--:|--:|--:|--:|--:|"]
+    rows += [f"| {m.label} | {m.tool} | {m.lines:,} | {m.seconds:.2f} | {m.lines_per_second:,.0f} | "
+             f"{m.cpu_seconds:.2f} | {m.lines / max(m.cpu_seconds, 1e-9):,.0f} | {m.peak_mib:,.0f} |" for m in results]
     return "\n".join(rows)
 
 
-def section(results: list[Measurement], files: int, small: int, jobs: int) -> str:
+def _folders(files: list[Path]) -> str:
+    return ", ".join(sorted({f"`{'/'.join(path.parent.parts[-2:])}/`" for path in files}))
+
+
+def section(results: list[Measurement], files: int, small_files: list[Path], jobs: int) -> str:
+    small = len(small_files)
     machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     return "\n".join([
         SECTION, "",
@@ -158,7 +191,10 @@ def section(results: list[Measurement], files: int, small: int, jobs: int) -> st
         f"{files:,} files). pylint (`--disable=C,R,I`, i.e. errors and warnings) and Fixit (default rules) are "
         f"an order of magnitude slower, so they run on a subset of {small:,} whole files, with tfcheck on the "
         "same subset beside them. Peak memory: the largest sum of resident sizes over the command's process "
-        "tree (main process plus pool workers), sampled every 20 ms.", "",
+        "tree (main process plus pool workers), sampled every 20 ms. CPU s: user + system time of the "
+        "whole process tree; on a machine shared with other jobs, wall time overstates what a run costs, "
+        "CPU time does not (lines per CPU s is a lower bound of lines/s on one idle core).", "",
+        f"Subset: {_folders(small_files)}.", "",
         f"Machine: {machine}. Timings on a shared machine are noisy; re-run for figures to quote.", "",
         table(results), "",
         "Targets (issue 3): cold >= 20,000 lines/s, warm >= 500,000 lines/s, one changed file in a warm tree "
@@ -194,12 +230,13 @@ def main() -> None:
         raise SystemExit(f"corpus not installed: {', '.join(missing)}")
     with tempfile.TemporaryDirectory(prefix="tfcheck-lint-bench-") as folder:
         corpus = Path(folder)
-        files = copy_corpus(SOURCES, corpus)
+        snapshot_code(corpus / "code")
+        files = copy_corpus(SOURCES, corpus / "src")
         small = subset(files, args.subset_lines)
         results = measure(corpus, files, small, args.jobs, not args.skip_others)
     print(table(results))
     if args.write_docs is not None:
-        write_section(args.write_docs, section(results, len(files), len(small), args.jobs))
+        write_section(args.write_docs, section(results, len(files), small, args.jobs))
         print(f"wrote the {SECTION!r} section of {args.write_docs}")
 
 

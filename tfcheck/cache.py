@@ -6,8 +6,8 @@ Layout under the cache folder (`.tfcheck_cache/` by default; `tfcheck clean --li
     lint/v1/stat.json                            path -> (stat signature, content hash)
 
 The run key digests everything besides the file that decides its findings: the tfcheck version, the
-Python version (its `ast` differs between versions), `Config.fingerprint()`, the codes of the selected
-rules, and the source of tfcheck and of its rules, so editing a rule (even in an editable install
+Python version (its `ast` differs between versions), `Config.fingerprint()` (select/ignore included),
+and the source of tfcheck and of its rules, so editing or adding a rule (even in an editable install
 whose version never changes) invalidates. The entry key adds the file's content hash, its display path and module name
 (findings carry both), the path per-file ignores match, and the extra graph roots the cross-file pass
 gave it.
@@ -26,12 +26,12 @@ concurrent runs see either the old or the new entry, never half of one.
 from __future__ import annotations
 
 import hashlib
-import importlib
+import importlib.util
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,6 @@ from typing import Any
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.findings import Finding
-from tfcheck.rule import Rule
 
 FORMAT = "v1"
 RACY_SECONDS = 2.0
@@ -65,13 +64,17 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def run_key(config: Config, rules: Iterable[Rule]) -> str:
-    """The digest of everything except the file itself that decides a file's findings."""
+def run_key(config: Config) -> str:
+    """The digest of everything except the file itself that decides a file's findings.
+
+    The rules that run follow from their sources and the config's select/ignore, both digested here,
+    so the rules are not imported for the key: a warm run never pays for importing them.
+    """
     digest = hashlib.sha256()
-    for part in (FORMAT, __version__, sys.version, config.fingerprint(), *sorted(rule.code for rule in rules)):
+    for part in (FORMAT, __version__, sys.version, config.fingerprint()):
         digest.update(part.encode() + b"\0")
     for package in _CODE_PACKAGES:
-        folder = Path(importlib.import_module(package).__file__).parent
+        folder = Path(importlib.util.find_spec(package).origin).parent
         for file in sorted(folder.rglob("*.py")):
             try:
                 digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes())
@@ -88,8 +91,8 @@ class LintCache:
     key: str
 
     @classmethod
-    def open(cls, folder: Path, config: Config, rules: Iterable[Rule]) -> LintCache:
-        return cls(Path(folder), run_key(config, rules))
+    def open(cls, folder: Path, config: Config) -> LintCache:
+        return cls(Path(folder), run_key(config))
 
     @property
     def base(self) -> Path:
@@ -100,13 +103,15 @@ class LintCache:
         identity = json.dumps([sha, *job_identity])
         return hashlib.sha256(identity.encode()).hexdigest()
 
-    def _entry_path(self, entry_key: str) -> Path:
-        return self.base / self.key / entry_key[:2] / f"{entry_key}.json"
+    def _entry_path(self, entry_key: str) -> str:
+        """A string, not a Path: a warm run builds one per file, and pathlib costs ~10x os.path here."""
+        return os.path.join(self.folder, "lint", FORMAT, self.key, entry_key[:2], f"{entry_key}.json")
 
     def load(self, entry_key: str) -> dict[str, Any] | None:
         """A stored entry, or None when it is missing or cannot be trusted."""
         try:
-            raw = self._entry_path(entry_key).read_bytes()
+            with open(self._entry_path(entry_key), "rb") as stream:
+                raw = stream.read()
         except OSError:
             return None
         head, _, body = raw.partition(b"\n\n")
@@ -123,11 +128,12 @@ class LintCache:
         body = json.dumps(payload, separators=(",", ":")).encode()
         self._write_atomic(self._entry_path(entry_key), _header(entry_key, body) + b"\n\n" + body)
 
-    def _write_atomic(self, path: Path, data: bytes) -> None:
+    def _write_atomic(self, path: Path | str, data: bytes) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            folder = os.path.dirname(path)
+            os.makedirs(folder, exist_ok=True)
             self._mark_ignored()
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
             try:
                 with os.fdopen(handle, "wb") as stream:
                     stream.write(data)

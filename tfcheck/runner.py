@@ -252,8 +252,8 @@ def _from_payload(display: str, data: dict[str, object]) -> FileResult | None:
 _worker_state: dict[str, object] = {}
 
 
-def _init_worker(config: Config, cache: LintCache | None) -> None:
-    _worker_state.update(config=config, rules=selected_rules(config), cache=cache)
+def _init_worker(config: Config, cache: LintCache | None, rules: Sequence[Rule]) -> None:
+    _worker_state.update(config=config, rules=rules, cache=cache)
 
 
 def _analyze_in_worker(job: FileJob) -> FileResult:
@@ -276,11 +276,18 @@ class Analyzer:
     def __init__(self, config: Config, jobs: int | None, cache: LintCache | None = None) -> None:
         self.config = config
         self.jobs = jobs if jobs is not None else default_jobs()
-        self.rules = selected_rules(config)
+        self._rules: list[Rule] | None = None
         self.cache = cache
         self.manifest = cache.load_manifest() if cache is not None else {}
         self.analyzed = 0
         self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def rules(self) -> list[Rule]:
+        """The rules, imported on the first file that needs analysing (a warm run may need none)."""
+        if self._rules is None:
+            self._rules = selected_rules(self.config)
+        return self._rules
 
     def run(self, jobs: Sequence[FileJob]) -> list[FileResult]:
         results: list[FileResult | None] = [self._from_manifest(job) for job in jobs]
@@ -313,7 +320,9 @@ class Analyzer:
         if self.jobs <= 1 or len(jobs) < 2 or sum(sizes) < POOL_THRESHOLD_BYTES:
             return [analyze_cached(job, self.config, self.rules, self.cache) for job in jobs]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.jobs, initializer=_init_worker, initargs=(self.config, self.cache))
+            # the rules are imported here, once: forked workers inherit the modules
+            self._pool = ProcessPoolExecutor(self.jobs, initializer=_init_worker,
+                                             initargs=(self.config, self.cache, self.rules))
         order = sorted(range(len(jobs)), key=lambda i: -sizes[i])
         chunksize = max(1, len(jobs) // (self.jobs * CHUNKS_PER_WORKER))
         results: list[FileResult | None] = [None] * len(jobs)
@@ -356,7 +365,7 @@ def lint_paths(paths: Sequence[Path], config: Config, *, jobs: int | None = None
     started = time.time()
     found = discover(paths, config, force_exclude)
     run = RunResult(path_errors=found.errors)
-    cache = LintCache.open(cache_dir, config, selected_rules(config)) if cache_dir is not None else None
+    cache = LintCache.open(cache_dir, config) if cache_dir is not None else None
     analyzer = Analyzer(config, jobs, cache)
     try:
         all_jobs = _jobs(found.files, config, shard)
@@ -413,7 +422,7 @@ def _inside(path: str, base: str) -> str | None:
     if path == base:
         return "."
     prefix = base.rstrip(os.sep) + os.sep
-    return Path(path[len(prefix):]).as_posix() if path.startswith(prefix) else None
+    return path[len(prefix):].replace(os.sep, "/") if path.startswith(prefix) else None
 
 
 def _jobs(files: Sequence[Path], config: Config, shard: Shard | None) -> list[FileJob]:

@@ -136,10 +136,10 @@ def test_editing_a_rule_or_the_engine_changes_the_run_key(tmp_path: Path, monkey
     (package / "tfc999.py").write_text("CODE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(cache_module, "_CODE_PACKAGES", ("fake_rules",))
-    before = run_key(Config(), [])
-    assert run_key(Config(), []) == before
+    before = run_key(Config())
+    assert run_key(Config()) == before
     (package / "tfc999.py").write_text("CODE = 2\n")
-    assert run_key(Config(), []) != before
+    assert run_key(Config()) != before
 
 
 def test_an_unwritable_cache_folder_only_costs_speed(tree: Path) -> None:
