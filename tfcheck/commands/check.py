@@ -34,6 +34,16 @@ def load_run_config(config_file: Path | None, paths: tuple[Path, ...], select: s
     return config.with_overrides(select=selected, ignore=(config.ignore + ignored) if ignored else None)
 
 
+def write_report(result: RunResult, output_format: str, options: OutputOptions, output_file: Path | None) -> None:
+    """Render a result to `output_file`, or to stdout (also used by `tfcheck merge`)."""
+    render = renderer(output_format)
+    if output_file is not None:
+        with output_file.open("w", encoding="utf-8") as stream:
+            render(result, options, stream)
+    else:
+        render(result, options, sys.stdout)
+
+
 def exit_code(result: RunResult, exit_zero: bool) -> int:
     if result.has_errors:
         return EXIT_ERROR
@@ -96,10 +106,5 @@ def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, outpu
         sys.exit(EXIT_ERROR if result.has_errors else changes)
     options = OutputOptions(show_source=show_source, statistics=statistics, show_suppressed=show_suppressed,
                             color=False if output_file else color)
-    render = renderer(output_format)
-    if output_file is not None:
-        with output_file.open("w", encoding="utf-8") as stream:
-            render(result, options, stream)
-    else:
-        render(result, options, sys.stdout)
+    write_report(result, output_format, options, output_file)
     sys.exit(exit_code(result, exit_zero))

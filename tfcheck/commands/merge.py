@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from tfcheck.commands.check import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
+from tfcheck.commands.check import EXIT_ERROR, exit_code, write_report
 from tfcheck.findings import Finding, Severity
-from tfcheck.output import FORMATS, OutputOptions, renderer
+from tfcheck.output import FORMATS, OutputOptions
 from tfcheck.runner import RunResult
 
 _SEVERITY = {"error": Severity.ERROR, "warning": Severity.WARNING, "note": Severity.INFO}
@@ -89,10 +89,5 @@ def merge(reports: tuple[Path, ...], output_format: str, output_file: Path | Non
         click.echo(f"tfcheck: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     options = OutputOptions(show_source=False, show_suppressed=True, color=False if output_file else None)
-    render = renderer(output_format)
-    if output_file is not None:
-        with output_file.open("w", encoding="utf-8") as stream:
-            render(result, options, stream)
-    else:
-        render(result, options, sys.stdout)
-    sys.exit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
+    write_report(result, output_format, options, output_file)
+    sys.exit(exit_code(result, exit_zero))
