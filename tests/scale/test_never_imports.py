@@ -39,7 +39,7 @@ def test_linting_never_imports_the_linted_code(tmp_path: Path) -> None:
             [*base, "--shard", "2/2", "--format", "sarif", "."], [*base, "main.py", "evil/helpers.py"]]
     outputs = [subprocess.run(command, cwd=root, capture_output=True, text=True) for command in runs]
     assert sorted(p.name for p in marker.iterdir()) == []
+    assert all(output.returncode in (0, 1) for output in outputs), [output.stderr for output in outputs]
     first = outputs[0]
-    assert first.returncode == 1, first.stderr
-    assert "main.py:" not in first.stdout or "helpers.py" in first.stdout
+    assert first.returncode == 1
     assert "evil/helpers.py:3:5: TFC001" in first.stdout  # found through the cross-file pass, not by importing
