@@ -193,7 +193,7 @@ def section(results: list[Measurement], files: int, small_files: list[Path], job
         "same subset beside them. Peak memory: the largest sum of resident sizes over the command's process "
         "tree (main process plus pool workers), sampled every 20 ms. CPU s: user + system time of the "
         "whole process tree; on a machine shared with other jobs, wall time overstates what a run costs, "
-        "CPU time does not (lines per CPU s is a lower bound of lines/s on one idle core).", "",
+        "CPU time does not (lines per CPU s is about what one otherwise idle core does).", "",
         f"Subset: {_folders(small_files)}.", "",
         f"Machine: {machine}. Timings on a shared machine are noisy; re-run for figures to quote.", "",
         table(results), "",
