@@ -248,6 +248,7 @@ def _tune_missing(
             len(tasks),
             per_task,
         )
+    _drop_unnamed_log_handlers()
     with tempfile.TemporaryDirectory(dir=db_dir, prefix=".run-") as work_dir:
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             tasks, work_dir=work_dir
@@ -266,6 +267,18 @@ def _tune_missing(
         with _locked(db_dir, exclusive=True):
             _merge(records, _open_database(db_dir))
     return len(records)
+
+
+def _drop_unnamed_log_handlers() -> None:
+    """Remove handlers without a name from MetaSchedule's logger before it configures it again.
+
+    Every tuning run re-creates MetaSchedule's loggers with `logging.config.dictConfig`, listing
+    the handlers found on its logger by name; an unnamed one (pytest's log capture attaches two)
+    makes that fail with `'NoneType' object has no attribute 'format'`, so it cannot stay anyway.
+    """
+    metaschedule = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in [h for h in metaschedule.handlers if h.get_name() is None]:
+        metaschedule.removeHandler(handler)
 
 
 def _build_candidate(mod: tvm.IRModule, target: tvm.target.Target, _params: dict | None):
