@@ -92,14 +92,18 @@ def find_artifacts(folder: Path) -> list[dict[str, Any]]:
 
 
 def group_by_function(manifests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Artifacts of the same function and input shapes (default and tuned) go in one comparison."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    """Artifacts of the same function and input shapes go in one comparison: the newest default
+    one and the newest tuned one (a cache can hold older builds of an edited function)."""
+    groups: dict[str, dict[bool, dict[str, Any]]] = {}
     for manifest in manifests:
         if manifest.get("device", "cpu") != "cpu":
             continue
         key = json.dumps([manifest["module"], manifest["qualname"], manifest["inputs"]])
-        groups.setdefault(key, []).append(manifest)
-    return list(groups.values())
+        kind = bool(manifest.get("tuned"))
+        kept = groups.setdefault(key, {}).get(kind)
+        if kept is None or manifest.get("created", "") > kept.get("created", ""):
+            groups[key][kind] = manifest
+    return [[by_kind[k] for k in sorted(by_kind)] for by_kind in groups.values()]
 
 
 def bench_function(artifacts: list[dict[str, Any]], backends: tuple[str, ...], budget: Budget,

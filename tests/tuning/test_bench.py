@@ -13,9 +13,9 @@ from tfcheck.compiler.bench import Budget, _import_root, _time_calls, find_artif
 
 
 def _manifest(folder: Path, qualname: str, *, tuned: bool = False, device: str = "cpu",
-              shape: tuple[int, ...] = (2, 4)) -> Path:
+              shape: tuple[int, ...] = (2, 4), created: str = "2026-11-22T10:00:00Z") -> Path:
     folder.mkdir(parents=True)
-    manifest = {"module": "pkg.models", "qualname": f"pkg.models.{qualname}", "source_file": "pkg/models.py",
+    manifest = {"created": created, "module": "pkg.models", "qualname": f"pkg.models.{qualname}", "source_file": "pkg/models.py",
                 "inputs": [{"name": "x", "shape": list(shape), "dtype": "float32"}],
                 "tuned": tuned, "device": device, "library": "lib.so", "entry": "main"}
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -24,11 +24,13 @@ def _manifest(folder: Path, qualname: str, *, tuned: bool = False, device: str =
 
 def test_artifacts_of_one_function_and_shape_are_compared_together(tmp_path: Path) -> None:
     _manifest(tmp_path / "f", "f")
+    _manifest(tmp_path / "f_older", "f", created="2026-11-21T10:00:00Z")
     _manifest(tmp_path / "f_tuned", "f", tuned=True)
     _manifest(tmp_path / "f_big", "f", shape=(8, 4))
     _manifest(tmp_path / "g", "g")
     _manifest(tmp_path / "g_cuda", "g", device="cuda")
     groups = group_by_function(find_artifacts(tmp_path))
+    assert groups[0][0]["_folder"] == str(tmp_path / "f")
     assert [[(m["qualname"][11:], m["inputs"][0]["shape"], m["tuned"]) for m in g] for g in groups] == [
         [("f", [2, 4], False), ("f", [2, 4], True)],
         [("f", [8, 4], False)],
