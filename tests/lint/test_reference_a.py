@@ -8,12 +8,10 @@ meant for it and by no rule that has no business there.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from tfcheck.engine import analyze_source
-from tfcheck.rule import all_rules
+from tests.lint.helpers import FIXTURES, codes_of_all_rules, fixture_findings
 
 IMPORT = "import tensorflow as tf\n"
 
@@ -275,8 +273,7 @@ print(traced_f(4))
 
 
 def codes(snippet: str) -> set[str]:
-    facts = analyze_source("reference.py", IMPORT + snippet, "reference")
-    return {finding.code for rule in all_rules() if not rule.reported_by_engine for finding in rule().check(facts)}
+    return codes_of_all_rules(IMPORT + snippet)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -285,7 +282,6 @@ def test_reference_case(case: str) -> None:
     assert codes(snippet) == expected, case
 
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 # (line, code) that ALL rules together report on the demo fixtures of these rules.
 FIXTURE_FINDINGS: dict[str, list[tuple[int, str]]] = {
     "state_bad.py": [(12, "TFC002"), (13, "TFC003"), (19, "TFC009"), (34, "TFC002"), (35, "TFC016")],
@@ -297,7 +293,4 @@ FIXTURE_FINDINGS: dict[str, list[tuple[int, str]]] = {
 
 @pytest.mark.parametrize("name", sorted(FIXTURE_FINDINGS))
 def test_fixture_findings(name: str) -> None:
-    facts = analyze_source(name, (FIXTURES / name).read_text(encoding="utf-8"), name[:-3])
-    found = sorted((finding.line, finding.code) for rule in all_rules() if not rule.reported_by_engine
-                   for finding in rule().check(facts))
-    assert found == FIXTURE_FINDINGS[name]
+    assert fixture_findings(FIXTURES / name) == FIXTURE_FINDINGS[name]

@@ -9,17 +9,15 @@ finding with `# expect: TFC0xx`, and their fixes in `*_good.py` must report noth
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import pytest
 
-from tfcheck.config import Config
 from tfcheck.engine import analyze_source
 from tfcheck.fixes import apply_fixes, parses
 from tfcheck.rule import all_rules
 from tfcheck.rules.tfc012_retrace_python_arg import RetracePythonArg
-from tfcheck.runner import lint_paths
+
+from tests.lint.helpers import FIXTURES, codes_of_all_rules, expected_findings, fixture_findings
 
 IMPORT = "import tensorflow as tf\n"
 
@@ -266,8 +264,7 @@ def dynamic_rnn(rnn_step, input_data, initial_state):
 
 
 def codes(snippet: str) -> set[str]:
-    facts = analyze_source("reference.py", IMPORT + snippet, "reference")
-    return {finding.code for rule in all_rules() if not rule.reported_by_engine for finding in rule().check(facts)}
+    return codes_of_all_rules(IMPORT + snippet)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -276,25 +273,17 @@ def test_reference_case(case: str) -> None:
     assert codes(snippet) == expected, case
 
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
-_EXPECT = re.compile(r"# expect: ((?:TFC\d{3} ?)+)$")
-
-
-def fixture_findings(name: str) -> list[tuple[int, str]]:
-    return sorted((f.line, f.code) for f in lint_paths([FIXTURES / name], Config(root=FIXTURES), jobs=1).findings)
 
 
 @pytest.mark.parametrize("topic", ["loops", "retrace"])
 def test_bad_fixture_reports_exactly_its_expectations(topic: str) -> None:
     path = FIXTURES / f"{topic}_bad.py"
-    expected = sorted((number, code) for number, line in enumerate(path.read_text().splitlines(), start=1)
-                      if (match := _EXPECT.search(line)) for code in match.group(1).split())
-    assert fixture_findings(path.name) == expected
+    assert fixture_findings(path) == expected_findings(path)
 
 
 @pytest.mark.parametrize("topic", ["loops", "retrace"])
 def test_good_fixture_reports_nothing(topic: str) -> None:
-    assert fixture_findings(f"{topic}_good.py") == []
+    assert fixture_findings(FIXTURES / f"{topic}_good.py") == []
 
 
 def test_tfc012_unsafe_fixes_pass_tensors_and_clear_the_numbers() -> None:

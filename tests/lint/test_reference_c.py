@@ -10,7 +10,6 @@ Then the fixtures `fixtures/lint/misc_bad.py` / `misc_good.py`, and TFC008's fix
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 from pathlib import Path
 
@@ -19,9 +18,10 @@ import pytest
 from tfcheck.config import Config
 from tfcheck.engine import analyze_source
 from tfcheck.fixes import apply_fixes, parses
-from tfcheck.rule import all_rules
 from tfcheck.rules.tfc008_python_assert import PythonAssert
 from tfcheck.runner import lint_paths
+
+from tests.lint.helpers import FIXTURES, codes_of_all_rules, expected_findings, fixture_findings
 
 CASES: dict[str, tuple[str, set[str]]] = {
     # tf_function_guide.txt, "Recursive tf.functions are not supported".
@@ -123,9 +123,7 @@ def f(x):
 }
 
 
-def codes(snippet: str) -> set[str]:
-    facts = analyze_source("reference.py", snippet, "reference")
-    return {finding.code for rule in all_rules() if not rule.reported_by_engine for finding in rule().check(facts)}
+codes = codes_of_all_rules
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -134,30 +132,17 @@ def test_reference_case(name: str) -> None:
     assert codes(snippet) == expected
 
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 
 
-def expected_findings(path: Path) -> list[tuple[int, str]]:
-    """The `# expect: TFC0xx ...` comments of a fixture, as (line, code) pairs."""
-    found = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        match = re.search(r"# expect: ((?:TFC\d{3} ?)+)$", line)
-        if match:
-            found.extend((number, code) for code in match.group(1).split())
-    return sorted(found)
-
-
-def lint(path: Path) -> list:
-    return lint_paths([path], Config(root=FIXTURES), jobs=1).findings
 
 
 def test_misc_bad_fixture_reports_exactly_its_expectations() -> None:
     path = FIXTURES / "misc_bad.py"
-    assert sorted((f.line, f.code) for f in lint(path)) == expected_findings(path)
+    assert fixture_findings(path) == expected_findings(path)
 
 
 def test_misc_good_fixture_reports_nothing() -> None:
-    assert lint(FIXTURES / "misc_good.py") == []
+    assert fixture_findings(FIXTURES / "misc_good.py") == []
 
 
 def test_fix_and_diff_rewrite_the_tfc008_asserts_of_a_real_file(tmp_path: Path, run_cli) -> None:
