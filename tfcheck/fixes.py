@@ -28,27 +28,42 @@ import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from functools import lru_cache
 from typing import TYPE_CHECKING
-
-import libcst
 
 from tfcheck.findings import Edit, Finding, Fix
 
 if TYPE_CHECKING:
+    import libcst
+
     from tfcheck.config import Config
     from tfcheck.engine.facts import FileFacts
     from tfcheck.runner import RunResult
 
 MAX_ROUNDS = 10
-# `key=value` without spaces, as PEP 8 writes keyword arguments (libcst's default is `key = value`).
-_TIGHT_EQUAL = libcst.AssignEqual(whitespace_before=libcst.SimpleWhitespace(""),
-                                  whitespace_after=libcst.SimpleWhitespace(""))
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 # -- building replacement code (for rules) ---------------------------------------------------------
+# libcst is imported on first use: rules import this module, and a lint run that builds no fix (every
+# pre-commit run on clean code) should not pay the ~0.3 s that importing libcst costs.
+@lru_cache(maxsize=1)
+def _libcst():  # noqa: ANN202 - returns the libcst module
+    import libcst
+
+    return libcst
+
+
+@lru_cache(maxsize=1)
+def _tight_equal() -> libcst.AssignEqual:
+    """`key=value` without spaces, as PEP 8 writes keyword arguments (libcst's default is `key = value`)."""
+    cst = _libcst()
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
 def parses(text: str) -> bool:
     """Whether `text` is a module libcst (and so Python) accepts."""
+    libcst = _libcst()
     try:
         libcst.parse_module(text)
     except (libcst.ParserSyntaxError, RecursionError, ValueError):
@@ -71,10 +86,11 @@ def call_code(func: str, *args: str, **keywords: str) -> str:
 
     Raises ValueError when a piece is not an expression, so a rule never emits a broken fix.
     """
+    libcst = _libcst()
     call = libcst.Call(
         func=_parse_expression(func),
         args=[libcst.Arg(_parse_expression(arg)) for arg in args]
-        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key), equal=_TIGHT_EQUAL)
+        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key), equal=_tight_equal())
            for key, value in keywords.items()],
     )
     return libcst.Module(body=[]).code_for_node(call)
@@ -93,6 +109,7 @@ def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
     a second statement must carry the statement's indentation (continuation lines inside brackets
     may be indented freely). Raises ValueError when `code` does not parse there as statements.
     """
+    libcst = _libcst()
     line, column, end_line, end_column = facts.span(stmt)
     try:
         libcst.parse_module(textwrap.dedent(" " * (column - 1) + code.strip("\n")) + "\n")
@@ -102,6 +119,7 @@ def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
 
 
 def _parse_expression(code: str) -> libcst.BaseExpression:
+    libcst = _libcst()
     try:
         return libcst.parse_expression(code)
     except libcst.ParserSyntaxError:
@@ -112,6 +130,7 @@ def _parse_expression(code: str) -> libcst.BaseExpression:
 
 
 def _is_expression(code: str) -> bool:
+    libcst = _libcst()
     try:
         libcst.parse_expression(code)
     except libcst.ParserSyntaxError:
