@@ -79,10 +79,10 @@ def compiled_cpu_features(target: Any) -> list[str]:
     `prefer-256-bit` that no CPU reports; keeping only real flags lets the runtime compare."""
     from tvm.target.codegen import llvm_get_cpu_features
 
-    from tfcheck.runtime.target import _feature_key, host_cpu_features
+    from tfcheck.runtime.target import feature_key, host_cpu_features
 
     host = host_cpu_features()
-    return sorted(name for name in llvm_get_cpu_features(target) if _feature_key(name) in host)
+    return sorted(name for name in llvm_get_cpu_features(target) if feature_key(name) in host)
 
 
 def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:

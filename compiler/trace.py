@@ -97,7 +97,7 @@ def _flat_signature(tf_function: Any) -> list[Any]:
     if signature is None:
         raise StepError(
             "no input_signature: declare the inputs with "
-            f"@tf.function(input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)]) so that "
+            "@tf.function(input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)]) so that "
             "the build knows their shapes and dtypes")
     flat = tf.nest.flatten(signature)
     if len(flat) != len(signature) or not all(isinstance(s, tf.TensorSpec) for s in flat):

@@ -61,21 +61,13 @@ class PrintInGraph(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        tf_alias = _tensorflow_alias(facts)
+        tf_alias = facts.tensorflow_alias
         for call, function in facts.graph_calls("builtins.print"):
             fix = None
             if tf_alias is not None:
                 fix = Fix(f"Replace `print` with `{tf_alias}.print`", (_callee_edit(facts, call, f"{tf_alias}.print"),))
             yield self.finding(facts, call, "print() runs only while tracing, not on every call; use tf.print()",
                                fix, function)
-
-
-def _tensorflow_alias(facts: FileFacts) -> str | None:
-    """The name this module imports TensorFlow as (`tf`), if it does at module level."""
-    for local, qualified in facts.imports.items():
-        if qualified == "tensorflow" and any(b.kind == "import" for b in facts.module_scope.bindings.get(local, [])):
-            return local
-    return None
 
 
 def _callee_edit(facts: FileFacts, call: ast.Call, replacement: str) -> Edit:

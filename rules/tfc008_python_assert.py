@@ -10,7 +10,6 @@ from tfcheck.engine.tensors import is_tensor_value
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.fixes import call_code, expression_code, replace_statement
 from tfcheck.rule import Rule
-from tfcheck.rules.tfc001_print_in_graph import _tensorflow_alias
 
 # Comparison -> the tf.debugging assertion that checks it element-wise (exactly what `assert` means
 # for the scalar comparisons it accepts in eager mode).
@@ -93,7 +92,7 @@ class PythonAssert(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        tf_alias = _tensorflow_alias(facts)
+        tf_alias = facts.tensorflow_alias
         for node, function in facts.graph_nodes(ast.Assert):
             assert isinstance(node, ast.Assert)
             if not is_tensor_value(facts, node.test):

@@ -12,7 +12,6 @@ from tfcheck.engine.tfcalls import TfFunctionCall
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.fixes import call_code, expression_code, replace_node
 from tfcheck.rule import Rule
-from tfcheck.rules.tfc001_print_in_graph import _tensorflow_alias
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Methods that give a class its own trace identity, so new instances need not retrace.
@@ -148,7 +147,7 @@ class RetracePythonArg(Rule):
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         calls = [c for c in facts.tf_function_calls
                  if not c.has_signature and not facts.is_graph_function(c.caller)]
-        tf_alias = _tensorflow_alias(facts)
+        tf_alias = facts.tensorflow_alias
         for tf_call in calls:
             for parameter, argument in tf_call.arguments.items():
                 counter = None if _indexes_python(facts, tf_call.function, parameter) \

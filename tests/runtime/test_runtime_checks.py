@@ -8,7 +8,7 @@ from runtime_artifacts import read_manifest, write_manifest
 
 import tfcheck
 from tfcheck.runtime import ArtifactError
-from tfcheck.runtime.target import _feature_key, host_cpu_features
+from tfcheck.runtime.target import feature_key, host_cpu_features
 
 
 def _edit(folder, **changes):
@@ -92,7 +92,7 @@ def test_missing_folder_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("llvm, cpuinfo", [("sse4.1", "sse4_1"), ("avx512vnni", "avx512_vnni"),
                                            ("+avx2", "avx2"), ("bmi", "bmi1"), ("sse3", "pni")])
 def test_llvm_and_cpuinfo_feature_names_agree(llvm, cpuinfo):
-    assert _feature_key(llvm) == _feature_key(cpuinfo)
+    assert feature_key(llvm) == feature_key(cpuinfo)
 
 
 def test_host_features_are_read():

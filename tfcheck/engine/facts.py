@@ -176,6 +176,14 @@ class FileFacts:
             return f"{self.module_name}.{expr.id}" if self.module_name else expr.id
         return None
 
+    @cached_property
+    def tensorflow_alias(self) -> str | None:
+        """The name this module imports TensorFlow as at module level (`tf`), for fixes that call it."""
+        for local, qualified in self.imports.items():
+            if qualified == "tensorflow" and any(b.kind == "import" for b in self.module_scope.bindings.get(local, [])):
+                return local
+        return None
+
     # -- functions and classes --------------------------------------------------------------------
     def function_target(self, expr: ast.AST) -> list[FunctionInfo]:
         """The functions of this file that an expression used as a callable can be."""
@@ -420,10 +428,10 @@ class FileFacts:
             kinds = self.kinds(loop.iter)
             if kinds & {values.TENSOR, values.DATASET, values.VARIABLE}:
                 return True
-            return isinstance(loop.iter, ast.Name) and self._is_tensor_param(loop.iter)
+            return isinstance(loop.iter, ast.Name) and self.is_tensor_param(loop.iter)
         if isinstance(loop, ast.While):
             return any(self.kinds(node) & {values.TENSOR, values.VARIABLE}
-                       or (isinstance(node, ast.Name) and self._is_tensor_param(node))
+                       or (isinstance(node, ast.Name) and self.is_tensor_param(node))
                        for node in ast.walk(loop.test) if isinstance(node, (ast.Call, ast.Name)))
         return False
 
@@ -432,7 +440,7 @@ class FileFacts:
         """Calls of this file's tf.functions with arguments bound to parameters (tfcheck.engine.tfcalls)."""
         return tfcalls.find_tf_function_calls(self)
 
-    def _is_tensor_param(self, name: ast.Name) -> bool:
+    def is_tensor_param(self, name: ast.Name) -> bool:
         """A parameter of a tf.function with an input_signature: a tensor for sure."""
         scope = self.binding_scope(name)
         info = self._by_node.get(scope.node) if scope is not None else None

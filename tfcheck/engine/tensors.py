@@ -82,7 +82,7 @@ def _is_tensor_name(facts: FileFacts, name: ast.Name, depth: int) -> bool:
     if not bindings:
         return False
     if all(b.kind == "param" for b in bindings):
-        return facts._is_tensor_param(name)  # noqa: SLF001 - engine-internal fact
+        return facts.is_tensor_param(name)
     return all(b.value is not None and b.value is not name and is_tensor_value(facts, b.value, depth + 1)
                for b in bindings)
 

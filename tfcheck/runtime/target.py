@@ -67,7 +67,7 @@ def _host_reasons(manifest: Manifest) -> list[str]:
     features = host_cpu_features()
     if features:
         missing = [name for name in manifest.raw.get("cpu_features", [])
-                   if _feature_key(name) not in features]
+                   if feature_key(name) not in features]
         if missing:
             reasons.append(f"this CPU lacks {', '.join(missing)}, which the code was compiled for")
     return reasons
@@ -81,10 +81,10 @@ def host_cpu_features() -> frozenset[str]:
     except OSError:
         return frozenset()
     match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
-    return frozenset(_feature_key(flag) for flag in match.group(1).split()) if match else frozenset()
+    return frozenset(feature_key(flag) for flag in match.group(1).split()) if match else frozenset()
 
 
-def _feature_key(name: str) -> str:
+def feature_key(name: str) -> str:
     """Normalize an LLVM (`avx512vnni`, `sse4.1`) or cpuinfo (`avx512_vnni`) feature name."""
     key = re.sub(r"[._\-]", "", name.strip().lstrip("+").lower())
     return _LLVM_TO_CPUINFO.get(key, key)
