@@ -136,7 +136,13 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> Conf
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table = document if path.name == "tfcheck.toml" else document.get("tool", {}).get("tfcheck", {})
+    if path.name != "pyproject.toml":  # tfcheck.toml, or any file given with --config: keys at the top
+        return parse_table(document, path)
+    table = document.get("tool", {}).get("tfcheck")
+    if table is None:
+        if explicit is not None:
+            raise ConfigError(f"{path}: has no [tool.tfcheck] table")
+        table = {}
     return parse_table(table, path)
 
 

@@ -178,6 +178,13 @@ def test_config_function_aliases_and_keras_call(project, run_cli) -> None:
     assert [f["line"] for f in findings(run_cli(root, "check", "--format", "json", "."))] == [6, 10]
 
 
+def test_explicit_config_file(project, run_cli) -> None:
+    root = project({"a.py": BAD, "ci/lint.toml": "ignore = ['TFC001']\n", "ci/pyproject.toml": "[project]\nname = 'x'\n"})
+    assert findings(run_cli(root, "check", "--format", "json", "--config", "ci/lint.toml", ".")) == []
+    result = run_cli(root, "check", "--config", "ci/pyproject.toml", ".")
+    assert result.exit_code == 2 and "has no [tool.tfcheck] table" in result.stderr
+
+
 def test_tfcheck_toml(project, run_cli) -> None:
     root = project({"a.py": BAD, "tfcheck.toml": "ignore = ['TFC001']\n"})
     assert findings(run_cli(root, "check", "--format", "json", ".")) == []

@@ -165,7 +165,7 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
 @click.option("--target", help="cpu (default: this machine's CPU), cuda (with --arch) or a TVM target JSON object.")
 @click.option("--arch", help="GPU architecture for --target cuda, e.g. sm_90.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-              help=f"Artifact cache [default: {CACHE_DIR}, or [tool.tfcheck.build] cache_dir].")
+              help=f"Artifact cache [default: {CACHE_DIR}, or [tool.tfcheck.build] cache-dir].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also copy the artifacts here, one folder per function (and shape), for deployment.")
 @click.option("--no-lint", is_flag=True, help="Do not stop a function's build on error-level lint findings.")
@@ -173,7 +173,7 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
 @click.option("--tune", is_flag=True, help="Tune with MetaSchedule instead of the default schedules (CPU).")
 @click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True, help="Tuning trials in total.")
 @click.option("--tuning-db", type=click.Path(file_okay=False, path_type=Path),
-              help="Tuning database root (default: [tool.tfcheck.build] tuning_db or ~/.cache/tfcheck/tuning).")
+              help="Tuning database root (default: [tool.tfcheck.build] tuning-db or ~/.cache/tfcheck/tuning).")
 @click.option("--rpc-tracker", metavar="HOST:PORT", help="Measure tuning candidates on devices of this RPC tracker.")
 @click.option("--rpc-key", help="The device key registered with --rpc-tracker.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,

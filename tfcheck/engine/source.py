@@ -54,7 +54,9 @@ def decode_source(path: str, data: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise ParseFailure(path, f"invalid encoding declaration: {exc}") from None
+        if "invalid or missing encoding declaration" not in str(exc):
+            raise ParseFailure(path, f"invalid encoding declaration: {exc}") from None
+        encoding = "utf-8"  # no declaration and not UTF-8: decoding below says where
     try:
         return data.decode(encoding)
     except LookupError:
@@ -62,7 +64,9 @@ def decode_source(path: str, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ParseFailure(path, f"not valid {encoding}: byte 0x{data[exc.start]:02x}", line, column) from None
+        declared = "" if encoding == "utf-8" else " (as its coding declaration says)"
+        raise ParseFailure(path, f"not valid {encoding}{declared}: byte 0x{data[exc.start]:02x}; "
+                                 "save it as UTF-8 or declare its encoding (PEP 263)", line, column) from None
 
 
 def read_source(path: Path, display_path: str) -> str:

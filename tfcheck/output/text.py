@@ -45,7 +45,7 @@ def _source_excerpt(console: Console, finding: Finding) -> None:
 def _print_finding(console: Console, finding: Finding, options: OutputOptions) -> None:
     where = f"[bold]{escape(finding.path)}[/bold]:{finding.line}:{finding.column}:"
     tag = " [dim](suppressed)[/dim]" if finding.suppressed else ""
-    fixable = " [cyan][*][/cyan]" if finding.fix is not None else ""
+    fixable = "" if finding.fix is None else " [cyan][*][/cyan]" if finding.fix.safe else " [cyan][-][/cyan]"
     console.print(f"{where} [{_STYLE[finding.severity]}]{finding.code}[/]{fixable} {escape(finding.message)}{tag}",
                   highlight=False, soft_wrap=True)
     if options.show_source:
@@ -74,11 +74,13 @@ def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
     if not result.findings:
         console.print(f"[green]All checks passed[/green] ({result.files} files).", highlight=False)
         return
-    fixable = sum(1 for f in result.findings if f.fix is not None)
     files = len({f.path for f in result.findings})
     summary = f"Found {len(result.findings)} finding{'s' * (len(result.findings) != 1)} in {files} file{'s' * (files != 1)}"
-    if fixable:
-        summary += f" ({fixable} fixable with --fix)"
+    safe = sum(1 for f in result.findings if f.fix is not None and f.fix.safe)
+    unsafe = sum(1 for f in result.findings if f.fix is not None and not f.fix.safe)
+    fixes = [f"{safe} fixable with --fix [*]"] * bool(safe) + [f"{unsafe} more with --unsafe-fixes [-]"] * bool(unsafe)
+    if fixes:
+        summary += f" ({', '.join(fixes)})"
     if result.suppressed and not options.show_suppressed:
         summary += f"; {len(result.suppressed)} suppressed (--show-suppressed lists them)"
     console.print(summary + ".", highlight=False)
