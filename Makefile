@@ -14,8 +14,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[build,dev,bench]'
 	touch $(STAMP)
 
+# The main job on the bundled examples. `tfcheck check` exits 1 when it finds something (expected
+# here: fixtures/lint is full of pitfalls); only 2, an error, stops the demo.
+demo: export TF_CPP_MIN_LOG_LEVEL = 2
 demo: $(STAMP)
-	@$(BIN)/python -m tfcheck.demo
+	@echo "==> tfcheck check --statistics fixtures/        (lint: tf.function pitfalls, never running the code)"
+	@$(BIN)/tfcheck check --statistics fixtures/; test $$? -le 1
+	@echo
+	@echo "==> tfcheck build fixtures/aot/mlp.py --out .tfcheck/demo   (trace, freeze, compile with TVM, verify, cache)"
+	@$(BIN)/tfcheck build fixtures/aot/mlp.py --out .tfcheck/demo
+	@echo
+	@echo "==> python examples/serve_mlp.py .tfcheck/demo   (production: load the artifact without TensorFlow)"
+	@$(BIN)/python examples/serve_mlp.py .tfcheck/demo
+	@echo
+	@echo "==> python examples/dispatch_mlp.py   (calling the @tfcheck.aot function runs its artifact)"
+	@$(BIN)/python examples/dispatch_mlp.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
