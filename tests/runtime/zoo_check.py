@@ -1,5 +1,5 @@
 """Check a built zoo: every artifact, loaded in a fresh process without TensorFlow, returns
-TensorFlow's result. Too slow for the test suite (it builds whole models), so it is run by hand:
+TensorFlow's result. `test_zoo_without_tensorflow.py` runs it on the whole zoo; by hand:
 
     .venv/bin/tfcheck build fixtures/aot/ --cache-dir /tmp/zoo/cache --out /tmp/zoo/out
     .venv/bin/python tests/runtime/zoo_check.py /tmp/zoo/out
@@ -81,18 +81,23 @@ def compare(out: Path, work: Path) -> bool:
     return passed
 
 
+def check_zoo(out: Path, work: Path) -> bool:
+    """Run both steps in child processes, then compare; True when every artifact matches."""
+    work.mkdir(parents=True, exist_ok=True)
+    for step in (TENSORFLOW_STEP, RUNTIME_STEP):
+        completed = subprocess.run([sys.executable, "-c", textwrap.dedent(step), str(out), str(work)],
+                                   cwd=REPO, capture_output=True, text=True)
+        if completed.returncode != 0:
+            raise RuntimeError(completed.stderr[-4000:])
+    return compare(out, work)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="a `tfcheck build --out` folder")
     parser.add_argument("--work", type=Path, default=Path("/tmp/tfcheck_zoo_check"))
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    for step in (TENSORFLOW_STEP, RUNTIME_STEP):
-        completed = subprocess.run([sys.executable, "-c", textwrap.dedent(step), str(args.out),
-                                    str(args.work)], cwd=REPO, capture_output=True, text=True)
-        if completed.returncode != 0:
-            raise SystemExit(completed.stderr[-4000:])
-    if not compare(args.out, args.work):
+    if not check_zoo(args.out, args.work):
         raise SystemExit("some artifacts differ from TensorFlow")
 
 
