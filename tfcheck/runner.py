@@ -122,14 +122,15 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
     result = FileResult(job.display)
     try:
         text = decode_source(job.display, read_file(job.path, job.display)[0] if data is None else data)
-        if not job.report and not job.extra_roots and not _CANDIDATE.search(text):
-            return result
+        candidate = bool(job.extra_roots) or _CANDIDATE.search(text) is not None
+        if not job.report and not candidate:
+            return result  # another shard's file: only its calls into other files matter, and it has none
         result.lines = text.count("\n") + 1
         source = parse_source(job.display, text)
     except ParseFailure as failure:
         result.findings.append(parse_failure_finding(failure))
         return _filter(result, config, job.relative, "")
-    if not job.extra_roots and not _CANDIDATE.search(text):
+    if not candidate:
         return result
     try:
         facts = FileFacts(source, job.module, config.engine, dict(job.extra_roots), job.is_package)
