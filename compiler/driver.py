@@ -72,6 +72,7 @@ class BuildRecord:
     exported: str | None = None
     message: str | None = None
     op: str | None = None
+    tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
 
 
 class Reporter(Protocol):
@@ -90,7 +91,7 @@ def compile_options(options: BuildOptions) -> dict[str, Any]:
     if device_of(options.target) == "cuda":
         return {"schedules": "dlight-gpu"}
     if options.tuning:
-        return {"schedules": "metaschedule", "trials": options.tuning["trials"]}
+        return {"schedules": "metaschedule-or-default", "trials": options.tuning["trials"]}
     return {"schedules": "tfcheck-default"}
 
 
@@ -211,6 +212,7 @@ def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options
             export_name: str) -> None:
     """Fill in what the artifact says, and export it when --out was given."""
     _fill_verify(record, manifest["verify"])
+    record.tuning = manifest.get("tuning")
     record.artifact = str(folder.resolve())
     record.size = (folder / manifest["library"]).stat().st_size
     if options.out_dir is not None:
@@ -248,7 +250,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
               variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
               result: dict[str, Any], library: Path) -> dict[str, Any]:
     """The manifest of docs/artifact-format.md, plus `operators`, `compile_options`,
-    `compile_seconds` and, for CUDA, `device_code`."""
+    `compile_seconds`, for CUDA `device_code` and for tuned builds `tuning`."""
     manifest = {
         "format_version": FORMAT_VERSION,
         "key": key,
@@ -275,7 +277,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
         "compile_seconds": result["compile_seconds"],
         "created": now_utc(),
     }
-    for optional in ("cpu_features", "device_code"):
+    for optional in ("cpu_features", "device_code", "tuning"):
         if optional in result:
             manifest[optional] = result[optional]
     return manifest

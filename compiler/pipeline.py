@@ -30,10 +30,12 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
     target_json = request["target"]
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    mod = _lower(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
+    mod, tuning = _lower(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
     executable = tvm.compile(mod, target=target)
     library = Path(request["out_dir"]) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
+    if tuning is not None:
+        result["tuning"] = tuning
     if device == "cuda":
         from tfcheck.compiler.cuda import export_cuda_library
 
@@ -47,11 +49,12 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
     return result
 
 
-def _lower(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> Any:
-    """Schedule the imported module so that `tvm.compile` makes fast (CPU) or valid (GPU) code.
+def _lower(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
+    """Schedule the imported module so that `tvm.compile` makes fast (CPU) or valid (GPU) code;
+    also return what tuning did, when it ran.
 
     GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
-    default schedules, or MetaSchedule tuning when asked for.
+    default schedules, or MetaSchedule tuning (which keeps a default schedule where it is faster).
     """
     if device == "cuda":
         from tvm import relax
@@ -62,15 +65,17 @@ def _lower(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) ->
             return dlight.ApplyDefaultSchedule(
                 dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
                 dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
-            )(mod)
+            )(mod), None
     if tuning:
-        from tfcheck.compiler.tuning import RpcConfig, tune
+        from tfcheck.compiler.tuning import RpcConfig, tune_module
 
         rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
-        return tune(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
+        tuned = tune_module(mod, target, trials=int(tuning["trials"]),
+                            database_dir=Path(tuning["database_dir"]), rpc=rpc)
+        return tuned.mod, tuned.summary()
     from tfcheck.compiler.schedules import apply_default_schedules
 
-    return apply_default_schedules(mod, target)
+    return apply_default_schedules(mod, target), None
 
 
 def compiled_cpu_features(target: Any) -> list[str]:

@@ -10,11 +10,21 @@ Why tuning goes to a private database first: MetaSchedule's JSON database append
 files as it measures them, which is not safe when two builds tune for the same target at once. Each
 run tunes into a temporary database and merges its records into the shared one under an exclusive
 file lock; readers take a shared lock only while the database files are read.
+
+Why the default schedules compete: a search of a few dozen trials per operator often ends slower
+than `compiler/schedules/`' hand-written micro-kernels. Every tuned operator's default schedule is
+therefore measured too, with the same builder and runner, and stored as a record in a second
+database of the same folder (named after a hash of the schedules' sources, so a changed rule is
+measured again). The build takes, per operator, the faster of the two, so a tuned build is never
+slower than the default build, operator by operator. Both kinds of schedule pack constant weights
+at build time: tuning runs on the default build's fused module, whose `layout_free_buffers` make
+MetaSchedule's `RewriteLayout` postprocessor pre-pack them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import hashlib
 import json
@@ -32,13 +42,15 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from tfcheck.compiler.schedules import schedule_module
+from tfcheck.compiler import schedules
+from tfcheck.compiler.schedules import default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
 
 logger = logging.getLogger(__name__)
 
-_WORKLOADS = "database_workload.json"
-_RECORDS = "database_tuning_record.json"
+_TUNED = "database"  # MetaSchedule's own file names: database_workload.json, database_tuning_record.json
 _LOCK = "lock"
+# Where candidates run: tuning is for CPU targets (GPU builds take dlight's schedules).
+_DEVICE_TYPE = "cpu"
 # Seconds a builder process may take for one candidate (TVM's default, 30 s, is too short for a
 # large fused convolution on a busy 2-core machine).
 _BUILD_TIMEOUT_S = 120.0
@@ -75,6 +87,19 @@ class TuningResult:
     tasks_tuned: int
     trials: int
     seconds: float
+    tasks_kept_default: int = 0
+
+    def summary(self) -> dict[str, int | float | str]:
+        """What the manifest records about the tuning run (docs/artifact-format.md)."""
+        return {
+            "database": str(self.database_dir),
+            "tasks": self.tasks_total,
+            "tasks_reused": self.tasks_reused,
+            "tasks_tuned": self.tasks_tuned,
+            "tasks_kept_default": self.tasks_kept_default,
+            "trials": self.trials,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def default_database_root() -> Path:
@@ -91,30 +116,6 @@ def target_database_dir(root: Path, target: tvm.target.Target) -> Path:
     return Path(root) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', readable)}-{digest}"
 
 
-def tune(
-    mod: tvm.IRModule,
-    target: tvm.target.Target,
-    *,
-    trials: int,
-    database_dir: Path,
-    rpc: RpcConfig | None = None,
-    max_trials_per_task: int | None = None,
-) -> tvm.IRModule:
-    """Tune `mod` for `target` and return it with the best known schedules, ready for `tvm.compile`.
-
-    `database_dir` is the shared root (see `default_database_root`); records go to the target's
-    folder inside it. Tasks already in the database are not tuned again.
-    """
-    return tune_module(
-        mod,
-        target,
-        trials=trials,
-        database_dir=database_dir,
-        rpc=rpc,
-        max_trials_per_task=max_trials_per_task,
-    ).mod
-
-
 def tune_module(
     mod: tvm.IRModule,
     target: tvm.target.Target,
@@ -124,24 +125,31 @@ def tune_module(
     rpc: RpcConfig | None = None,
     max_trials_per_task: int | None = None,
 ) -> TuningResult:
-    """`tune`, also reporting how many tasks were reused or tuned and how long it took."""
+    """Tune `mod` for `target` and return it with the fastest known schedules, ready for `tvm.compile`,
+    with what it cost.
+
+    `database_dir` is the shared root (see `default_database_root`); records go to the target's
+    folder inside it. Tasks already in the database are not tuned again.
+    """
     if trials < 0:
         raise ValueError(f"trials must be >= 0, got {trials}")
     start = time.perf_counter()
     db_dir = target_database_dir(database_dir, target)
     _prepare_database_dir(db_dir, target)
-    with target:
-        lowered = _pre_tuning_passes()(mod)
+    lowered = legalize_and_fuse(mod, target)
     tasks = _tunable_tasks(lowered, target)
-    with _locked(db_dir, exclusive=False):
-        database = _open_database(db_dir)
-    missing = [t for t in tasks if not _has_record(database, t, target)]
+    tuned, defaults = _open_databases(db_dir)
+    missing = [t for t in tasks if not _has_record(tuned, t, target)]
     tuned_trials = 0
     if missing and trials > 0:
         tuned_trials = _tune_missing(missing, target, trials, max_trials_per_task, rpc, db_dir)
-        with _locked(db_dir, exclusive=False):
-            database = _open_database(db_dir)
-    scheduled = _apply_database(lowered, target, database)
+        tuned, defaults = _open_databases(db_dir)
+    unmeasured = [t for t in tasks if _has_record(tuned, t, target) and not _has_record(defaults, t, target)]
+    if unmeasured:
+        _measure_defaults(unmeasured, target, rpc, db_dir)
+        tuned, defaults = _open_databases(db_dir)
+    best = ms.database.UnionDatabase(tuned, defaults)
+    scheduled = fold_packed_weights(_apply_database(lowered, target, best), target)
     result = TuningResult(
         mod=scheduled,
         database_dir=db_dir,
@@ -150,14 +158,17 @@ def tune_module(
         tasks_tuned=len(missing) if tuned_trials else 0,
         trials=tuned_trials,
         seconds=time.perf_counter() - start,
+        tasks_kept_default=sum(_default_is_faster(tuned, defaults, t, target) for t in tasks),
     )
     logger.info(
-        "tuning: %d tasks, %d reused, %d tuned with %d trials in %.1f s (database %s)",
+        "tuning: %d tasks, %d reused, %d tuned with %d trials in %.1f s, %d kept the default "
+        "schedule (faster than the tuned one); database %s",
         result.tasks_total,
         result.tasks_reused,
         result.tasks_tuned,
         result.trials,
         result.seconds,
+        result.tasks_kept_default,
         db_dir,
     )
     return result
@@ -197,22 +208,27 @@ def _locked(db_dir: Path, *, exclusive: bool) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _open_database(db_dir: Path) -> ms.database.JSONDatabase:
-    """Load a JSON database (its files are read once, here)."""
+def _open_database(db_dir: Path, name: str) -> ms.database.JSONDatabase:
+    """Load one JSON database of the folder (its files are read once, here)."""
     return ms.database.JSONDatabase(
-        str(db_dir / _WORKLOADS), str(db_dir / _RECORDS), allow_missing=True
+        str(db_dir / f"{name}_workload.json"), str(db_dir / f"{name}_tuning_record.json"), allow_missing=True
     )
 
 
-def _pre_tuning_passes() -> tvm.transform.Pass:
-    """The passes of TVM's `static_shape_tuning` pipeline before tuning: legalize and fuse."""
-    return tvm.transform.Sequential(
-        [
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.CanonicalizeBindings(),
-            relax.get_pipeline("zero"),
-        ]
-    )
+def _open_databases(db_dir: Path) -> tuple[ms.database.JSONDatabase, ms.database.JSONDatabase]:
+    """The folder's tuned records and its measured default schedules, read under a shared lock."""
+    with _locked(db_dir, exclusive=False):
+        return _open_database(db_dir, _TUNED), _open_database(db_dir, _defaults_name())
+
+
+@functools.cache
+def _defaults_name() -> str:
+    """The name of the default schedules' database: a hash of the schedule rules' sources, so
+    records of rules that have since changed are not taken for today's default schedules."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(schedules.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return f"default-{digest.hexdigest()[:16]}"
 
 
 def _tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
@@ -260,13 +276,49 @@ def _tune_missing(
             max_trials_global=total,
             max_trials_per_task=per_task,
             num_trials_per_iter=min(64, per_task),
-            builder=ms.builder.LocalBuilder(f_build=_build_candidate, timeout_sec=_BUILD_TIMEOUT_S),
+            builder=_builder(),
             runner=_runner(rpc),
         )
         records = private.get_all_tuning_records()
         with _locked(db_dir, exclusive=True):
-            _merge(records, _open_database(db_dir))
+            shared = _open_database(db_dir, _TUNED)
+            for record in records:
+                _commit(shared, record.workload.mod, record.trace, record.run_secs, record.args_info, target)
     return len(records)
+
+
+def _measure_defaults(tasks: list, target: tvm.target.Target, rpc: RpcConfig | None, db_dir: Path) -> None:
+    """Build and run each task's default schedule as MetaSchedule measures a candidate, and store
+    it (trace and run time) in the folder's default-schedule database."""
+    scheduled = [(task, default_schedule(task.task_name, task.dispatched[0]["main"], target)) for task in tasks]
+    candidates = [(task, found[0]) for task, found in scheduled if found is not None]
+    builds = _builder().build([ms.builder.BuilderInput(sch.mod, target) for _, sch in candidates])
+    measured = []
+    for (task, sch), built in zip(candidates, builds):
+        if built.error_msg:
+            logger.warning("tuning: the default schedule of %s did not build: %s", task.task_name, built.error_msg)
+            continue
+        args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+        measured.append((task, sch, args, ms.runner.RunnerInput(built.artifact_path, _DEVICE_TYPE, args)))
+    futures = _runner(rpc).run([runner_input for *_, runner_input in measured])
+    with _locked(db_dir, exclusive=True):
+        database = _open_database(db_dir, _defaults_name())
+        for (task, sch, args, _), future in zip(measured, futures):
+            result = future.result()
+            if result.error_msg:
+                logger.warning("tuning: the default schedule of %s did not run: %s", task.task_name, result.error_msg)
+                continue
+            _commit(database, task.dispatched[0], sch.trace, result.run_secs, args, target)
+
+
+def _default_is_faster(tuned: ms.database.Database, defaults: ms.database.Database, task,
+                       target: tvm.target.Target) -> bool:
+    """Whether the task's measured default schedule beats its best tuned one (both measured)."""
+    best = [db.query_tuning_record(task.dispatched[0], target, task.task_name) for db in (tuned, defaults)]
+    if None in best:
+        return False
+    tuned_secs, default_secs = (sum(map(float, r.run_secs)) / len(r.run_secs) for r in best)
+    return default_secs <= tuned_secs
 
 
 def _drop_unnamed_log_handlers() -> None:
@@ -295,6 +347,12 @@ def _build_candidate(mod: tvm.IRModule, target: tvm.target.Target, _params: dict
     return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
 
 
+def _builder() -> ms.builder.Builder:
+    """Build candidates in local worker processes (also for remote measurement: the tracker's
+    devices only run what this machine compiled)."""
+    return ms.builder.LocalBuilder(f_build=_build_candidate, timeout_sec=_BUILD_TIMEOUT_S)
+
+
 def _runner(rpc: RpcConfig | None) -> ms.runner.Runner:
     """Measure on this machine, or on a device the RPC tracker hands out for `rpc.key`."""
     if rpc is None:
@@ -308,23 +366,20 @@ def _runner(rpc: RpcConfig | None) -> ms.runner.Runner:
     return ms.runner.RPCRunner(rpc_config=config)
 
 
-def _merge(records: list, shared: ms.database.JSONDatabase) -> None:
-    """Append a private database's records to the shared one (caller holds the exclusive lock)."""
-    for record in records:
-        workload = shared.commit_workload(record.workload.mod)
-        shared.commit_tuning_record(
-            ms.database.TuningRecord(
-                record.trace, workload, record.run_secs, record.target, record.args_info
-            )
-        )
+def _commit(database: ms.database.JSONDatabase, workload: tvm.IRModule, trace, run_secs: list,
+            args_info: list, target: tvm.target.Target) -> None:
+    """Append one measured schedule to a database (the caller holds the exclusive lock)."""
+    record = ms.database.TuningRecord(trace, database.commit_workload(workload), run_secs, target, args_info)
+    database.commit_tuning_record(record)
 
 
 def _apply_database(
     mod: tvm.IRModule, target: tvm.target.Target, database: ms.database.Database
 ) -> tvm.IRModule:
-    """Replace each operator with its best tuned schedule; the rest get the default schedules.
+    """Replace each operator with its fastest measured schedule (tuned, or the measured default);
+    operators without records get the default schedules.
 
-    Tuned functions are marked `tirx.is_scheduled`, which the default schedules leave alone.
+    Functions taken from the database are marked `tirx.is_scheduled`, which the default schedules leave alone.
     """
     with target, database:
         tuned = relax.transform.MetaScheduleApplyDatabase()(mod)

@@ -6,6 +6,18 @@ convolution, depthwise convolution and pooling; parallel, vectorised loops for e
 and packs constant weights for the micro-kernels at build time. See docs/schedules.md.
 """
 
-from .apply import apply_default_schedules, fold_packed_weights, legalize_and_fuse, schedule_module
+from .apply import (
+    apply_default_schedules,
+    default_schedule,
+    fold_packed_weights,
+    legalize_and_fuse,
+    schedule_module,
+)
 
-__all__ = ["apply_default_schedules", "fold_packed_weights", "legalize_and_fuse", "schedule_module"]
+__all__ = [
+    "apply_default_schedules",
+    "default_schedule",
+    "fold_packed_weights",
+    "legalize_and_fuse",
+    "schedule_module",
+]

@@ -24,9 +24,10 @@ RULE_ATTR = "tfcheck.schedule_rule"
 RULES: tuple[Rule, ...] = (schedule_contraction, schedule_fallback)
 
 
-def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc | None:
-    """The scheduled version of one PrimFunc, or None to keep it unscheduled.
+def default_schedule(name: str, func: tirx.PrimFunc, target: Target) -> tuple[s_tir.Schedule, str] | None:
+    """The schedule the first fitting rule gives one PrimFunc, and that rule's name; None if none fits.
 
+    The schedule's trace is what tuning replays when it compares the default with tuned schedules.
     A rule that fails on a function is logged and skipped, so one odd operator never stops the build.
     """
     for rule in RULES:
@@ -36,8 +37,17 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
             logger.info("schedule rule %s failed on %s: %s", rule.__name__, name, error)
             continue
         if sch is not None:
-            return sch.mod["main"].with_attrs({"tirx.is_scheduled": True, RULE_ATTR: rule.__name__})
+            return sch, rule.__name__
     return None
+
+
+def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc | None:
+    """The scheduled version of one PrimFunc, or None to keep it unscheduled."""
+    found = default_schedule(name, func, target)
+    if found is None:
+        return None
+    sch, rule = found
+    return sch.mod["main"].with_attrs({"tirx.is_scheduled": True, RULE_ATTR: rule})
 
 
 def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pass]) -> tvm.IRModule:

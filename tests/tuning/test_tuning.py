@@ -1,4 +1,5 @@
-"""MetaSchedule tuning: one database per target, reuse without trials, sharing, RPC measurement.
+"""MetaSchedule tuning: one database per target, reuse without trials, sharing, RPC measurement,
+and the default schedules competing with the tuned ones.
 
 The tuning tests share one xdist group: the first `TuneContext` in a process imports TVM's tensor
 intrinsics (30-60 s here), so they pay for it once. Each tunes a tiny matmul with a few trials.
@@ -8,14 +9,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import Result
 
 tvm = pytest.importorskip("tvm")
 
 from tvm import relax  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.script import relax as R  # noqa: E402
 
 from tfcheck.compiler.schedules.apply import RULE_ATTR  # noqa: E402
@@ -24,7 +28,6 @@ from tfcheck.compiler.tuning import (  # noqa: E402
     RpcConfig,
     default_database_root,
     target_database_dir,
-    tune,
     tune_module,
 )
 
@@ -41,6 +44,22 @@ def _dense_relu(rows: int, inner: int, cols: int) -> tvm.IRModule:
             out = builder.emit_output(relax.op.nn.relu(relax.op.matmul(x, w)))
         builder.emit_func_output(out)
     return builder.get()
+
+
+def _dense_relu_with_constant_weight(rows: int, inner: int, cols: int) -> tuple[tvm.IRModule, np.ndarray]:
+    """`relu(x @ w)` with `w` a constant, as in an imported model: its layout may be packed at build time."""
+    weight = np.random.default_rng(1).random((inner, cols), dtype=np.float32)
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((rows, inner), "float32"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            out = builder.emit_output(relax.op.nn.relu(relax.op.matmul(x, relax.const(weight))))
+        builder.emit_func_output(out)
+    return builder.get(), weight
+
+
+def _kernels(mod: tvm.IRModule) -> dict[str, tvm.tirx.PrimFunc]:
+    return {gvar.name_hint: f for gvar, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
 def _two_denses(rows: int, inner: int, cols: int, cols2: int) -> tvm.IRModule:
@@ -95,7 +114,7 @@ def test_rpc_config_parses_host_and_port() -> None:
 
 def test_negative_trials_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="trials"):
-        tune(_dense_relu(4, 8, 4), _target(), trials=-1, database_dir=tmp_path)
+        tune_module(_dense_relu(4, 8, 4), _target(), trials=-1, database_dir=tmp_path)
 
 
 def test_tasks_without_records_fall_back_to_the_default_schedules(tmp_path: Path) -> None:
@@ -116,8 +135,8 @@ def test_tuning_records_are_reused_and_shared_across_models(tmp_path: Path) -> N
 
     first = tune_module(_dense_relu(32, 64, 48), target, trials=TRIALS, database_dir=tmp_path)
     assert (first.tasks_total, first.tasks_tuned, first.trials) == (1, 1, TRIALS)
-    [kernel] = [f for _, f in first.mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
-    assert RULE_ATTR not in kernel.attrs, "the tuned schedule was replaced by a default one"
+    [kernel] = _kernels(first.mod).values()
+    assert RULE_ATTR not in kernel.attrs, "the kernel was scheduled without its measured records"
     np.testing.assert_allclose(_run(first.mod, target, x, w), np.maximum(x @ w, 0), rtol=1e-5)
 
     again = tune_module(_dense_relu(32, 64, 48), target, trials=TRIALS, database_dir=tmp_path)
@@ -129,6 +148,97 @@ def test_tuning_records_are_reused_and_shared_across_models(tmp_path: Path) -> N
     w2 = rng.random((48, 8), dtype=np.float32)
     expected = np.maximum(x @ w, 0) @ w2
     np.testing.assert_allclose(_run(other.mod, target, x, w, w2), expected, rtol=1e-4)
+
+
+def _record_unscheduled_kernel(mod: tvm.IRModule, target: tvm.target.Target, root: Path, run_secs: float) -> None:
+    """Store, as if tuning had measured it, the operator's unscheduled loop nest taking `run_secs`."""
+    from tvm import s_tir
+
+    from tfcheck.compiler.schedules import legalize_and_fuse
+    from tfcheck.compiler.tuning import _TUNED, _commit, _open_database, _tunable_tasks
+
+    [task] = _tunable_tasks(legalize_and_fuse(mod, target), target)
+    workload = task.dispatched[0]
+    args = ms.arg_info.ArgInfo.from_entry_func(workload, remove_preproc=True)
+    database = _open_database(target_database_dir(root, target), _TUNED)
+    sch = s_tir.Schedule(workload)
+    sch.get_sblock("root")  # a lookup only: MetaSchedule's databases ignore records with empty traces
+    _commit(database, workload, sch.trace, [run_secs], args, target)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tvm-tuning")
+@pytest.mark.parametrize(("tuned_secs", "default_wins"), [(1.0, True), (1e-9, False)])
+def test_each_operator_keeps_the_faster_of_its_tuned_and_default_schedule(
+    tmp_path: Path, tuned_secs: float, default_wins: bool
+) -> None:
+    target = _target()
+    mod, weight = _dense_relu_with_constant_weight(32, 64, 48)
+    target_database_dir(tmp_path, target).mkdir(parents=True)
+    _record_unscheduled_kernel(mod, target, tmp_path, run_secs=tuned_secs)
+
+    result = tune_module(mod, target, trials=0, database_dir=tmp_path)
+    assert (result.tasks_reused, result.tasks_tuned, result.tasks_kept_default) == (1, 0, int(default_wins))
+    [(name, kernel)] = _kernels(result.mod).items()
+    assert ("T.vectorized" in kernel.script()) == default_wins
+    assert name.endswith("_prepacked") == default_wins, "the default schedule packs the weight at build time"
+    x = np.random.default_rng(0).random((32, 64), dtype=np.float32)
+    np.testing.assert_allclose(_run(result.mod, target, x), np.maximum(x @ weight, 0), rtol=1e-5)
+
+    again = tune_module(mod, target, trials=0, database_dir=tmp_path)
+    assert again.mod.script() == result.mod.script()
+    [measured] = result.database_dir.glob("default-*_tuning_record.json")
+    assert len(measured.read_text().splitlines()) == 1, "the default schedule was measured again"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tvm-tuning")
+def test_tuned_schedules_pack_constant_weights_at_build_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfcheck.compiler import tuning
+
+    monkeypatch.setattr(tuning, "_measure_defaults", lambda *args: None)  # only tuned schedules compete
+    target = _target()
+    mod, weight = _dense_relu_with_constant_weight(32, 64, 48)
+    result = tune_module(mod, target, trials=TRIALS, database_dir=tmp_path)
+    [(name, kernel)] = _kernels(result.mod).items()
+    assert RULE_ATTR not in kernel.attrs and result.tasks_kept_default == 0
+    assert name.endswith("_prepacked"), "MetaSchedule's RewriteLayout did not pack the constant weight"
+    x = np.random.default_rng(0).random((32, 64), dtype=np.float32)
+    np.testing.assert_allclose(_run(result.mod, target, x), np.maximum(x @ weight, 0), rtol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tvm-tuning")
+def test_build_tune_reports_what_tuning_did_and_a_rebuild_reuses_the_records(
+    project: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    folder = project({"dense.py": """
+        import numpy as np
+        import tensorflow as tf
+        import tfcheck
+
+        weights = tf.constant(np.random.default_rng(0).random((64, 48), dtype=np.float32))
+
+        @tfcheck.aot
+        @tf.function(input_signature=[tf.TensorSpec([32, 64], tf.float32)])
+        def dense(x):
+            return tf.nn.relu(tf.matmul(x, weights))
+    """})
+    tune = ["--tune", "--trials", str(TRIALS), "--tuning-db", str(tmp_path / "db")]
+
+    first = run_cli(folder, "build", "dense.py", *tune, "--cache-dir", "first", "--format", "json")
+    assert first.exit_code == 0, first.output
+    [record] = json.loads(first.stdout)["functions"]
+    assert record["status"] == "built" and record["verified"] is True
+    tuning = record["tuning"]
+    assert tuning["tasks"] >= 1 and tuning["tasks_tuned"] == tuning["tasks"] and tuning["trials"] >= TRIALS
+    assert 0 <= tuning["tasks_kept_default"] <= tuning["tasks"] and tuning["seconds"] > 0
+    manifest = json.loads((Path(record["artifact"]) / "manifest.json").read_text())
+    assert manifest["tuned"] is True and manifest["tuning"] == tuning
+
+    again = run_cli(folder, "build", "dense.py", *tune, "--cache-dir", "second")
+    assert again.exit_code == 0, again.output
+    assert f"{tuning['tasks']} from the tuning database, none tuned now" in again.output
 
 
 @pytest.fixture

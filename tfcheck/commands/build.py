@@ -131,9 +131,20 @@ def _print_table(records: list[Any], console: Console) -> None:
                       _error_text(record), _size(record.size))
     console.print(table)
     for record in records:
+        if record.tuning:
+            console.print(f"• {escape(record.function)}: {_tuning_text(record.tuning)}", highlight=False)
+    for record in records:
         if record.message:
             mark = "[red]✗[/]" if record.status == "failed" else "•"
             console.print(f"{mark} {escape(record.message)}", highlight=False)
+
+
+def _tuning_text(tuning: dict[str, Any]) -> str:
+    """One line on what tuning did for an artifact (the manifest's `tuning`)."""
+    done = f"{tuning['tasks_tuned']} tuned now ({tuning['trials']} trials)" if tuning["tasks_tuned"] else "none tuned now"
+    return (f"{tuning['tasks']} operators, {tuning['tasks_reused']} from the tuning database, {done}, "
+            f"{tuning['tasks_kept_default']} kept the default schedule (measured faster); "
+            f"tuning took {tuning['seconds']:.1f} s")
 
 
 def _shapes(inputs: list[dict[str, Any]]) -> str:
