@@ -289,7 +289,7 @@ def _tune_missing(
         with _locked(db_dir, exclusive=True):
             shared = _open_database(db_dir, _TUNED)
             for record in records:
-                _commit(shared, record.workload.mod, record.trace, record.run_secs, record.args_info, target)
+                _commit(shared, record.workload.mod, record.trace, record.run_secs, record.args_info, record.target)
     return len(records)
 
 
