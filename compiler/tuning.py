@@ -51,12 +51,6 @@ _TUNED = "database"  # MetaSchedule's own file names: database_workload.json, da
 _LOCK = "lock"
 # Where candidates run: tuning is for CPU targets (GPU builds take dlight's schedules).
 _DEVICE_TYPE = "cpu"
-# How every candidate (tuned or default) is timed: 5 single runs, each after flushing the CPU caches
-# of all arguments but the first (the layer's input, which the previous layer has just written).
-# A model's weights do not stay in cache from one layer to the next (ResNet50's are about 100 MB):
-# with TVM's default warm-cache timing, ResNet50 operators whose tuned kernels measured faster alone
-# made the whole model 10-20% slower than its default build (docs/benchmarks.md).
-_EVALUATOR = ms.runner.EvaluatorConfig(number=1, repeat=5, min_repeat_ms=0, enable_cpu_cache_flush=True)
 # Seconds a builder process may take for one candidate (TVM's default, 30 s, is too short for a
 # large fused convolution on a busy 2-core machine).
 _BUILD_TIMEOUT_S = 120.0
@@ -362,14 +356,14 @@ def _builder() -> ms.builder.Builder:
 def _runner(rpc: RpcConfig | None) -> ms.runner.Runner:
     """Measure on this machine, or on a device the RPC tracker hands out for `rpc.key`."""
     if rpc is None:
-        return ms.runner.LocalRunner(evaluator_config=_EVALUATOR)
+        return ms.runner.LocalRunner()
     config = ms.runner.RPCConfig(
         tracker_host=rpc.tracker_host,
         tracker_port=rpc.tracker_port,
         tracker_key=rpc.key,
         session_timeout_sec=rpc.session_timeout_s,
     )
-    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=_EVALUATOR)
+    return ms.runner.RPCRunner(rpc_config=config)
 
 
 def _commit(database: ms.database.JSONDatabase, workload: tvm.IRModule, trace, run_secs: list,
