@@ -24,14 +24,15 @@ MetaSchedule's `RewriteLayout` postprocessor pre-pack them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import fcntl
+import functools
 import hashlib
 import json
 import logging
 import math
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -300,11 +301,15 @@ def _measure_defaults(tasks: list, target: tvm.target.Target, rpc: RpcConfig | N
             continue
         args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
         measured.append((task, sch, args, ms.runner.RunnerInput(built.artifact_path, _DEVICE_TYPE, args)))
-    futures = _runner(rpc).run([runner_input for *_, runner_input in measured])
+    try:
+        results = [future.result() for future in _runner(rpc).run([inputs for *_, inputs in measured])]
+    finally:  # within tuning, MetaSchedule's RemoveBuildArtifact callback does this
+        for built in builds:
+            if built.artifact_path:
+                shutil.rmtree(Path(built.artifact_path).parent, ignore_errors=True)
     with _locked(db_dir, exclusive=True):
         database = _open_database(db_dir, _defaults_name())
-        for (task, sch, args, _), future in zip(measured, futures):
-            result = future.result()
+        for (task, sch, args, _), result in zip(measured, results):
             if result.error_msg:
                 logger.warning("tuning: the default schedule of %s did not run: %s", task.task_name, result.error_msg)
                 continue
@@ -315,7 +320,7 @@ def _default_is_faster(tuned: ms.database.Database, defaults: ms.database.Databa
                        target: tvm.target.Target) -> bool:
     """Whether the task's measured default schedule beats its best tuned one (both measured)."""
     best = [db.query_tuning_record(task.dispatched[0], target, task.task_name) for db in (tuned, defaults)]
-    if None in best:
+    if any(record is None for record in best):
         return False
     tuned_secs, default_secs = (sum(map(float, r.run_secs)) / len(r.run_secs) for r in best)
     return default_secs <= tuned_secs
