@@ -30,8 +30,7 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
     target_json = request["target"]
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    mod, tuning = _lower(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
-    executable = tvm.compile(mod, target=target)
+    executable, tuning = compile_module(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
     library = Path(request["out_dir"]) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
     if tuning is not None:
@@ -49,33 +48,55 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
     return result
 
 
-def _lower(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
-    """Schedule the imported module so that `tvm.compile` makes fast (CPU) or valid (GPU) code;
-    also return what tuning did, when it ran.
+def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
+    """Schedule and compile the imported module; also return what tuning did, when it ran.
 
     GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
-    default schedules, or MetaSchedule tuning (which keeps a default schedule where it is faster).
+    default schedules, or the faster, as a whole model, of them and MetaSchedule's tuning.
     """
+    import tvm
+
     if device == "cuda":
-        from tvm import relax
-        from tvm.s_tir import dlight
-
-        with target:
-            mod = relax.get_pipeline("zero")(mod)
-            return dlight.ApplyDefaultSchedule(
-                dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
-                dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
-            )(mod), None
-    if tuning:
-        from tfcheck.compiler.tuning import RpcConfig, tune_module
-
-        rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
-        tuned = tune_module(mod, target, trials=int(tuning["trials"]),
-                            database_dir=Path(tuning["database_dir"]), rpc=rpc)
-        return tuned.mod, tuned.summary()
+        return tvm.compile(_gpu_schedules(mod, target), target=target), None
     from tfcheck.compiler.schedules import apply_default_schedules
 
-    return apply_default_schedules(mod, target), None
+    default = apply_default_schedules(mod, target)
+    if not tuning:
+        return tvm.compile(default, target=target), None
+    return _tune(mod, default, target, tuning)
+
+
+def _gpu_schedules(mod: Any, target: Any) -> Any:
+    """Thread bindings for every kernel, from dlight's rules (most specific first)."""
+    from tvm import relax
+    from tvm.s_tir import dlight
+
+    with target:
+        mod = relax.get_pipeline("zero")(mod)
+        return dlight.ApplyDefaultSchedule(
+            dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
+            dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
+        )(mod)
+
+
+def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Tune per operator, then race the tuned model against the default one as a whole and keep
+    the faster: per-kernel timings do not add up to the model's (see `compiler/model_timing.py`)."""
+    import tvm
+
+    from tfcheck.compiler.model_timing import UntimeableModel, race
+    from tfcheck.compiler.tuning import RpcConfig, tune_module
+
+    rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
+    tuned = tune_module(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
+    summary = tuned.summary()
+    if not tuned.tasks_taking_tuned:
+        return tvm.compile(default, target=target), {**summary, "whole_model": {"kept": "default"}}
+    try:
+        result = race({"tuned": tuned.mod, "default": default}, target, rpc)
+    except UntimeableModel as error:
+        return tvm.compile(tuned.mod, target=target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
+    return result.executables[result.winner], {**summary, "whole_model": result.summary()}
 
 
 def compiled_cpu_features(target: Any) -> list[str]:

@@ -89,6 +89,7 @@ class TuningResult:
     trials: int
     seconds: float
     tasks_kept_default: int = 0
+    tasks_taking_tuned: int = 0  # operators whose tuned schedule measured faster than the default
 
     def summary(self) -> dict[str, int | float | str]:
         """What the manifest records about the tuning run (docs/artifact-format.md)."""
@@ -151,6 +152,8 @@ def tune_module(
         tuned, defaults = _open_databases(db_dir)
     best = ms.database.UnionDatabase(tuned, defaults)
     scheduled = fold_packed_weights(_apply_database(lowered, target, best), target)
+    with_tuned = [t for t in tasks if _has_record(tuned, t, target)]
+    kept_default = sum(_default_is_faster(tuned, defaults, t, target) for t in with_tuned)
     result = TuningResult(
         mod=scheduled,
         database_dir=db_dir,
@@ -159,7 +162,8 @@ def tune_module(
         tasks_tuned=len(missing) if tuned_trials else 0,
         trials=tuned_trials,
         seconds=time.perf_counter() - start,
-        tasks_kept_default=sum(_default_is_faster(tuned, defaults, t, target) for t in tasks),
+        tasks_kept_default=kept_default,
+        tasks_taking_tuned=len(with_tuned) - kept_default,
     )
     logger.info(
         "tuning: %d tasks, %d reused, %d tuned with %d trials in %.1f s, %d kept the default "

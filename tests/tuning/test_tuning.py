@@ -1,5 +1,5 @@
 """MetaSchedule tuning: one database per target, reuse without trials, sharing, RPC measurement,
-and the default schedules competing with the tuned ones.
+and the default schedules competing with the tuned ones, per operator and as a whole model.
 
 The tuning tests share one xdist group: the first `TuneContext` in a process imports TVM's tensor
 intrinsics (30-60 s here), so they pay for it once. Each tunes a tiny matmul with a few trials.
@@ -22,6 +22,9 @@ from tvm import relax  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.script import relax as R  # noqa: E402
 
+from tfcheck.compiler.model_timing import UntimeableModel, race, random_inputs  # noqa: E402
+from tfcheck.compiler.pipeline import compile_module  # noqa: E402
+from tfcheck.compiler.schedules import apply_default_schedules, legalize_and_fuse  # noqa: E402
 from tfcheck.compiler.schedules.apply import RULE_ATTR  # noqa: E402
 from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tuning import (  # noqa: E402
@@ -154,7 +157,6 @@ def _record_unscheduled_kernel(mod: tvm.IRModule, target: tvm.target.Target, roo
     """Store, as if tuning had measured it, the operator's unscheduled loop nest taking `run_secs`."""
     from tvm import s_tir
 
-    from tfcheck.compiler.schedules import legalize_and_fuse
     from tfcheck.compiler.tuning import _TUNED, _commit, _open_database, _tunable_tasks
 
     [task] = _tunable_tasks(legalize_and_fuse(mod, target), target)
@@ -189,6 +191,54 @@ def test_each_operator_keeps_the_faster_of_its_tuned_and_default_schedule(
     assert again.mod.script() == result.mod.script()
     [measured] = result.database_dir.glob("default-*_tuning_record.json")
     assert len(measured.read_text().splitlines()) == 1, "the default schedule was measured again"
+
+
+def _tuning_request(root: Path, rpc: RpcConfig | None = None) -> dict[str, object]:
+    """What `tfcheck build --tune --trials 0` asks of the compiling child."""
+    request: dict[str, object] = {"trials": 0, "database_dir": str(root)}
+    if rpc is not None:
+        request |= {"rpc_tracker": f"{rpc.tracker_host}:{rpc.tracker_port}", "rpc_key": rpc.key}
+    return request
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tvm-tuning")
+def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path: Path) -> None:
+    target = _target()
+    mod, weight = _dense_relu_with_constant_weight(64, 256, 256)
+    target_database_dir(tmp_path, target).mkdir(parents=True)
+    _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)  # wins per operator, loses as a model
+
+    executable, tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
+    assert (tuning["tasks_kept_default"], tuning["whole_model"]["kept"]) == (0, "default")
+    assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
+    x = np.random.default_rng(0).random((64, 256), dtype=np.float32)
+    out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(out, np.maximum(x @ weight, 0), rtol=1e-5)
+
+
+def test_without_a_tuned_schedule_there_is_no_race(tmp_path: Path) -> None:
+    mod, _ = _dense_relu_with_constant_weight(8, 16, 8)
+    _, tuning = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path))
+    assert tuning["tasks_tuned"] == 0 and tuning["whole_model"] == {"kept": "default"}
+
+
+def test_the_race_keeps_the_faster_model_and_reports_both_times() -> None:
+    target = _target()
+    mod, _ = _dense_relu_with_constant_weight(64, 256, 256)
+    unscheduled = legalize_and_fuse(mod, target)  # plain loop nests: one core, no vectors
+    result = race({"slow": unscheduled, "fast": apply_default_schedules(mod, target)}, target, rounds=2)
+    assert result.winner == "fast" and result.median_ms["slow"] > result.median_ms["fast"] > 0
+    assert result.summary() == {"kept": "fast", **{f"{k}_ms": round(v, 4) for k, v in result.median_ms.items()}}
+
+
+def test_a_model_without_static_input_shapes_cannot_be_raced() -> None:
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((tvm.tirx.Var("n", "int64"), 8), "float32"))
+    with builder.function("main", [x]):
+        builder.emit_func_output(relax.op.nn.relu(x))
+    with pytest.raises(UntimeableModel, match="'x' has no static shape"):
+        random_inputs(builder.get()["main"])
 
 
 @pytest.mark.slow
@@ -235,10 +285,12 @@ def test_build_tune_reports_what_tuning_did_and_a_rebuild_reuses_the_records(
     assert 0 <= tuning["tasks_kept_default"] <= tuning["tasks"] and tuning["seconds"] > 0
     manifest = json.loads((Path(record["artifact"]) / "manifest.json").read_text())
     assert manifest["tuned"] is True and manifest["tuning"] == tuning
+    assert tuning["whole_model"]["kept"] in {"tuned", "default"}
 
     again = run_cli(folder, "build", "dense.py", *tune, "--cache-dir", "second")
     assert again.exit_code == 0, again.output
     assert f"{tuning['tasks']} from the tuning database, none tuned now" in again.output
+    assert f"kept the {tuning['whole_model']['kept']} build" in " ".join(again.output.split())
 
 
 @pytest.fixture
@@ -279,3 +331,15 @@ def test_tuning_measures_through_an_rpc_tracker(tmp_path: Path, rpc_device: RpcC
     records = (result.database_dir / "database_tuning_record.json").read_text().splitlines()
     run_secs = [json.loads(line)[1][1] for line in records]  # [workload, [trace, run_secs, ...]]
     assert any(all(s < 1.0 for s in secs) for secs in run_secs), "no candidate was measured remotely"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tvm-tuning")
+def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device: RpcConfig) -> None:
+    target = _target()
+    mod, _ = _dense_relu_with_constant_weight(64, 256, 256)
+    target_database_dir(tmp_path, target).mkdir(parents=True)
+    _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)
+    _, tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
+    assert tuning["whole_model"]["kept"] == "default"
+    assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
