@@ -11,6 +11,7 @@ from tvm.target import Target
 
 from .contraction import schedule_contraction
 from .fallback import schedule_fallback
+from .fast_math import fast_math_legalization
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pa
 def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators.
 
-    ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing.
+    ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
+    float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`).
     """
     passes = [
-        relax.transform.LegalizeOps(),
+        relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
