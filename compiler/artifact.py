@@ -36,6 +36,16 @@ INDEX = "index.json"
 _TEMP = ".tmp"
 
 
+def sources_digest(files: list[Path]) -> str:
+    """A short hash of source files (names and contents, in the given order): it names what
+    generated some code, so that changed code is not mistaken for the code it replaced even where
+    no version number moved (a development install)."""
+    digest = hashlib.sha256()
+    for source in files:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str, Any],
               compile_options: dict[str, Any], versions: dict[str, str]) -> str:
     """SHA-256 over the format version, frozen graph, input specs, target, options and versions."""

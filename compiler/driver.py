@@ -25,6 +25,7 @@ from tfcheck.compiler.artifact import (
     export_artifact,
     now_utc,
     shape_tag,
+    sources_digest,
 )
 from tfcheck.compiler.child import run_child
 from tfcheck.compiler.discover import AnnotatedFunction
@@ -81,9 +82,17 @@ class Reporter(Protocol):
     def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None: ...
 
 
+# The compiler modules whose code decides the generated code (importer, passes, schedules, tuning).
+_CODE_GENERATORS = ("importer.py", "pipeline.py", "tuning.py", "model_timing.py", "cuda.py", "schedules/*.py")
+
+
 def versions(tensorflow: str) -> dict[str, str]:
-    """The tool versions that go into the cache key and the manifest."""
-    return {"tfcheck": __version__, "tvm": importlib.metadata.version("apache-tvm"), "tensorflow": tensorflow}
+    """The tool versions that go into the cache key and the manifest, with a hash of the code
+    generators' sources (a changed schedule gets a new key even at the same version number)."""
+    here = Path(__file__).parent
+    sources = [path for pattern in _CODE_GENERATORS for path in sorted(here.glob(pattern))]
+    return {"tfcheck": __version__, "compiler_sources": sources_digest(sources),
+            "tvm": importlib.metadata.version("apache-tvm"), "tensorflow": tensorflow}
 
 
 def compile_options(options: BuildOptions) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from tfcheck.compiler import schedules
+from tfcheck.compiler.artifact import sources_digest
 from tfcheck.compiler.schedules import default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
 
 logger = logging.getLogger(__name__)
@@ -230,10 +231,7 @@ def _open_databases(db_dir: Path) -> tuple[ms.database.JSONDatabase, ms.database
 def _defaults_name() -> str:
     """The name of the default schedules' database: a hash of the schedule rules' sources, so
     records of rules that have since changed are not taken for today's default schedules."""
-    digest = hashlib.sha256()
-    for source in sorted(Path(schedules.__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
-    return f"default-{digest.hexdigest()[:16]}"
+    return f"default-{sources_digest(sorted(Path(schedules.__file__).parent.glob('*.py')))}"
 
 
 def _tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:

@@ -8,13 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler.artifact import ArtifactCache, cache_key, entry_problem, export_artifact, shape_tag
+from tfcheck.compiler.artifact import (
+    ArtifactCache,
+    cache_key,
+    entry_problem,
+    export_artifact,
+    shape_tag,
+    sources_digest,
+)
 from tfcheck.runtime.target import file_sha256
 
 INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
 TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake", "num-cores": 2}
 OPTIONS = {"schedules": "tfcheck-default"}
-VERSIONS = {"tfcheck": "0.1.0", "tvm": "0.27.0", "tensorflow": "2.21.0"}
+VERSIONS = {"tfcheck": "0.1.0", "compiler_sources": "0123456789abcdef", "tvm": "0.27.0", "tensorflow": "2.21.0"}
 
 
 def key(**changes: object) -> str:
@@ -33,9 +40,27 @@ def test_key_changes_with_every_component_and_ignores_target_key_order() -> None
         key(versions={**VERSIONS, "tvm": "0.28.0"}),
         key(versions={**VERSIONS, "tensorflow": "2.22.0"}),
         key(versions={**VERSIONS, "tfcheck": "0.2.0"}),
+        key(versions={**VERSIONS, "compiler_sources": "fedcba9876543210"}),
     ]
     assert len({key(), *variants}) == len(variants) + 1
     assert key(target=dict(reversed(list(TARGET.items())))) == key()
+
+
+def test_a_changed_code_generator_changes_the_sources_digest(tmp_path: Path) -> None:
+    schedule = tmp_path / "contraction.py"
+    schedule.write_text("TILE = 8\n")
+    before = sources_digest([schedule])
+    assert sources_digest([schedule]) == before and len(before) == 16
+    schedule.write_text("TILE = 16\n")
+    assert sources_digest([schedule]) != before
+
+
+def test_build_versions_name_the_compiler_sources() -> None:
+    pytest.importorskip("tvm")
+    from tfcheck.compiler.driver import versions
+
+    recorded = versions("2.21.0")
+    assert len(recorded["compiler_sources"]) == 16 and recorded["tensorflow"] == "2.21.0"
 
 
 def stage(cache: ArtifactCache, entry_key: str, payload: bytes = b"library") -> tuple[Path, dict]:
