@@ -343,3 +343,20 @@ def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device:
     _, tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
     assert tuning["whole_model"]["kept"] == "default"
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
+
+
+@pytest.mark.parametrize(
+    ("race", "says"),
+    [
+        ({"kept": "default", "tuned_ms": 134.16, "default_ms": 123.65}, "; whole model 134 ms tuned, 124 ms default: kept the default build"),
+        ({"kept": "default"}, "; no tuned schedule measured faster: kept the default build"),
+        ({"kept": "tuned", "why": "input 'x' has no static shape"}, "; kept the tuned build without timing the whole model (input 'x' has no static shape)"),
+        (None, "tuning took 3.0 s"),  # a manifest written before the race existed
+    ],
+)
+def test_the_build_line_says_which_model_won_the_race(race: dict[str, object] | None, says: str) -> None:
+    from tfcheck.commands.build import _tuning_text
+
+    tuning = {"tasks": 3, "tasks_reused": 3, "tasks_tuned": 0, "trials": 0, "tasks_kept_default": 1, "seconds": 3.0}
+    text = _tuning_text({**tuning, **({"whole_model": race} if race else {})})
+    assert text.endswith(says)

@@ -144,17 +144,20 @@ def _tuning_text(tuning: dict[str, Any]) -> str:
     done = f"{tuning['tasks_tuned']} tuned now ({tuning['trials']} trials)" if tuning["tasks_tuned"] else "none tuned now"
     return (f"{tuning['tasks']} operators, {tuning['tasks_reused']} from the tuning database, {done}, "
             f"{tuning['tasks_kept_default']} kept the default schedule (measured faster); "
-            f"tuning took {tuning['seconds']:.1f} s; {_whole_model_text(tuning['whole_model'])}")
+            f"tuning took {tuning['seconds']:.1f} s{_whole_model_text(tuning.get('whole_model'))}")
 
 
-def _whole_model_text(race: dict[str, Any]) -> str:
-    """How the tuned model fared against the default one as a whole, and which one was kept."""
+def _whole_model_text(race: dict[str, Any] | None) -> str:
+    """How the tuned model fared against the default one as a whole, and which one was kept
+    (artifacts built before the race existed have no record of it)."""
+    if race is None:
+        return ""
     if "tuned_ms" in race:
-        return (f"whole model {race['tuned_ms']:.3g} ms tuned, {race['default_ms']:.3g} ms default: "
+        return (f"; whole model {race['tuned_ms']:.3g} ms tuned, {race['default_ms']:.3g} ms default: "
                 f"kept the {race['kept']} build")
     if "why" in race:
-        return f"kept the tuned build without timing the whole model ({race['why']})"
-    return "no tuned schedule measured faster: kept the default build"
+        return f"; kept the tuned build without timing the whole model ({race['why']})"
+    return "; no tuned schedule measured faster: kept the default build"
 
 
 def _shapes(inputs: list[dict[str, Any]]) -> str:
