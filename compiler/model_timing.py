@@ -12,6 +12,7 @@ in the machine's load during the race hits both alike.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 from collections.abc import Iterator
@@ -108,9 +109,10 @@ def _device(rpc: RpcConfig | None) -> Iterator[tuple[Any, tvm.runtime.Device]]:
 
     session = tvm_rpc.connect_tracker(rpc.tracker_host, rpc.tracker_port).request(
         rpc.key, session_timeout=rpc.session_timeout_s)
+    numbers = itertools.count()
     with tempfile.TemporaryDirectory(prefix="tfcheck-race-") as folder:
         def load(exe: Any) -> Any:
-            path = Path(folder) / f"candidate{len(list(Path(folder).iterdir()))}.tar"
+            path = Path(folder) / f"candidate{next(numbers)}.tar"
             exe.export_library(str(path))
             session.upload(str(path))
             return session.load_module(path.name)
