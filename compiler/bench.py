@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.child import EventWriter, StepError, child_main, run_child
+from tfcheck.runtime.threads import use_all_cores
 
 TF_BACKENDS = ("eager", "tf.function", "xla", "tflite")
 REFERENCE = "tf.function"
@@ -310,7 +311,9 @@ def _prepare_tflite(tf: Any, concrete: Any, arrays: list[np.ndarray]) -> Callabl
 
 
 def _prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:
-    """Load the exported library with the TVM runtime and call its entry on device tensors."""
+    """Load the exported library with the TVM runtime and call its entry on device tensors, with
+    the thread count production loading uses (`tfcheck.runtime.threads`)."""
+    use_all_cores()
     import tvm
     from tvm import relax
 

@@ -25,6 +25,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from tfcheck.runtime.threads import use_all_cores
+
 if TYPE_CHECKING:
     from tfcheck.compiler.tuning import RpcConfig
 
@@ -59,6 +61,7 @@ def race(candidates: dict[str, tvm.IRModule], target: tvm.target.Target, rpc: Rp
          *, rounds: int = ROUNDS) -> Race:
     """Compile every candidate (the same function, scheduled differently) and time each on random
     inputs, locally or on a device of `rpc`'s tracker; raise `UntimeableModel` for dynamic shapes."""
+    use_all_cores()  # as many threads as a loaded artifact gets (before TVM's pool starts)
     first = next(iter(candidates.values()))
     inputs = random_inputs(first["main"])
     executables = {name: tvm.compile(mod, target=target) for name, mod in candidates.items()}

@@ -46,6 +46,7 @@ from tvm.s_tir import meta_schedule as ms
 from tfcheck.compiler import schedules
 from tfcheck.compiler.artifact import sources_digest
 from tfcheck.compiler.schedules import default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
+from tfcheck.runtime.threads import use_all_cores
 
 logger = logging.getLogger(__name__)
 
@@ -361,8 +362,10 @@ def _builder() -> ms.builder.Builder:
 
 
 def _runner(rpc: RpcConfig | None) -> ms.runner.Runner:
-    """Measure on this machine, or on a device the RPC tracker hands out for `rpc.key`."""
+    """Measure on this machine (its workers inherit the thread count a loaded artifact gets), or on
+    a device the RPC tracker hands out for `rpc.key` (its server's environment sets the threads)."""
     if rpc is None:
+        use_all_cores()
         return ms.runner.LocalRunner()
     config = ms.runner.RPCConfig(
         tracker_host=rpc.tracker_host,

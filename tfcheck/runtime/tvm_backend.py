@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.runtime.errors import ArtifactError
+from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _POOLED_ALLOCATOR = 2
@@ -29,7 +30,9 @@ _POOLED_ALLOCATOR = 2
 
 @functools.cache
 def _runtime(device: str) -> Any:
-    """Import tvm_ffi and open the TVM runtime libraries that `device` needs, once."""
+    """Import tvm_ffi and open the TVM runtime libraries that `device` needs, once (after setting
+    the thread count, which TVM reads when its thread pool starts)."""
+    use_all_cores()
     import tvm_ffi
 
     spec = importlib.util.find_spec("tvm")
