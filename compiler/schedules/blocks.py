@@ -48,6 +48,22 @@ def is_unit_stride(expr: tirx.Expr | None, var: tirx.Var) -> bool:
     return len(coefficients) == 2 and isinstance(coefficients[0], tirx.IntImm) and coefficients[0].value == 1
 
 
+def is_identity_copy(block: tirx.SBlock) -> bool:
+    """Whether the block only copies one buffer into another element for element (a pad by zero).
+
+    Reading the source in place costs nothing, where the copy is a pass over the whole tensor.
+    """
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tvm.ir.TensorLoad):
+        return False
+    axes = [iv.var for iv in block.iter_vars]
+
+    def in_order(indices: list[tirx.Expr]) -> bool:
+        return len(indices) == len(axes) and all(is_var(index, axis) for index, axis in zip(indices, axes))
+
+    return in_order(store.indices) and in_order(store.value.indices)
+
+
 def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:
     """Bit width of the element type the block writes (sets the vector lanes)."""
     return tvm.DataType(sch.get(block).writes[0].source.dtype).bits if sch.get(block).writes else 32

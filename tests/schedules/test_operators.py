@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import tvm
-from tvm import relax, tirx
+from tvm import relax, s_tir, tirx
 
-from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules import apply_default_schedules, blocks
 from tfcheck.compiler.schedules import target as cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.targets import host_cpu_target
@@ -92,14 +92,15 @@ CONV_CASES = [
     ((1, 16, 16, 3), (3, 3), 32, (2, 2), (0, 0, 1, 1), (1, 1)),  # MobileNet stem: odd input channels
     ((8, 12, 12, 32), (3, 3), 64, (1, 1), (1, 1, 1, 1), (1, 1)),  # batch 8, 'same'
     ((1, 7, 7, 48), (1, 1), 20, (1, 1), (0, 0, 0, 0), (1, 1)),  # 1x1, prime spatial, 20 outputs
+    ((1, 14, 14, 64), (1, 1), 128, (2, 2), (0, 0, 0, 0), (1, 1)),  # ResNet's 1x1 stride-2 shortcut
     ((2, 11, 13, 5), (3, 2), 17, (1, 2), (1, 0, 1, 1), (1, 1)),  # odd everything, asymmetric
     ((1, 15, 15, 8), (3, 3), 16, (1, 1), (2, 2, 2, 2), (2, 2)),  # dilation 2
     ((1, 9, 9, 4), (5, 5), 10, (3, 3), (2, 2, 2, 2), (1, 1)),  # stride 3, 5x5
 ]
 
 
-@pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads", "dilation"), CONV_CASES)
-def test_conv2d_nhwc_bias_relu6(shape, kernel, out, strides, pads, dilation) -> None:
+def conv_case(shape, kernel, out, strides, pads, dilation) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
+    """A conv2d + bias + relu6 module as the importer writes it, an input, and NumPy's output."""
     x, w, b = rand(*shape), rand(*kernel, shape[-1], out), rand(out)
 
     def emit(bb, x_var):
@@ -110,9 +111,30 @@ def test_conv2d_nhwc_bias_relu6(shape, kernel, out, strides, pads, dilation) -> 
         )
         return relax.op.clip(bb.emit(relax.op.add(y, relax.const(b))), 0.0, 6.0)
 
-    actual, rules = run(module([shape], emit), x)
-    check(actual, np.clip(reference.conv2d_nhwc(x, w, strides, pads, dilation) + b, 0, 6))
+    return module([shape], emit), x, np.clip(reference.conv2d_nhwc(x, w, strides, pads, dilation) + b, 0, 6)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads", "dilation"), CONV_CASES)
+def test_conv2d_nhwc_bias_relu6(shape, kernel, out, strides, pads, dilation) -> None:
+    mod, x, expected = conv_case(shape, kernel, out, strides, pads, dilation)
+    actual, rules = run(mod, x)
+    check(actual, expected)
     assert "schedule_contraction" in rules
+
+
+@pytest.mark.parametrize(("pads", "copies_input"), [((0, 0, 0, 0), False), ((1, 1, 1, 1), True)])
+def test_only_real_padding_copies_the_input(pads, copies_input) -> None:
+    """A pad by nothing is read in place; real padding stays a loop of its own, so that the
+    micro-kernel has no bounds checks."""
+    mod, x, expected = conv_case((1, 9, 9, 16), (3, 3), 32, (1, 1), pads, (1, 1))
+    scheduled = apply_default_schedules(mod, TARGET)
+    top_level = [
+        sch.get(block).name_hint
+        for func in scheduled.functions.values() if isinstance(func, tirx.PrimFunc)
+        for sch in [s_tir.Schedule(func)] for block in blocks.child_blocks(sch)
+    ]
+    assert ("pad_temp" in top_level) == copies_input
+    check(run(mod, x)[0], expected)
 
 
 DEPTHWISE_CASES = [
