@@ -41,6 +41,7 @@ class AnnotatedFunction:
     end_line: int
     name: str | None = None  # `name=` literal, if given
     shapes: list[Any] | None = None  # `shapes=` literal, if given
+    targets: list[str] | None = None  # `targets=`: "cpu", "cuda" or target JSON strings
     problem: str | None = None  # why it cannot be built (e.g. a method)
 
     @property
@@ -139,10 +140,29 @@ def _unwrap_tf_function(facts: FileFacts, expr: ast.expr) -> ast.expr:
 def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_line: int,
           call: ast.Call | None, problem: str | None) -> AnnotatedFunction:
     keywords = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
+    targets, targets_problem = _targets(keywords.get("targets"))
     return AnnotatedFunction(
         path=path, module=module, root=root, qualname=qualname, line=line, end_line=end_line,
-        name=_literal(keywords.get("name")), shapes=_literal(keywords.get("shapes")), problem=problem,
+        name=_literal(keywords.get("name")), shapes=_literal(keywords.get("shapes")), targets=targets,
+        problem=problem or targets_problem,
     )
+
+
+def _targets(node: ast.expr | None) -> tuple[list[str] | None, str | None]:
+    """`targets=` as a list of strings (None when absent, None or empty), or why it cannot be used:
+    the build decides what to compile before importing anything, so unlike `shapes=` it must be
+    written as a literal."""
+    if node is None:
+        return None, None
+    value = _literal(node)
+    if isinstance(value, str):
+        value = [value]
+    if value is None and isinstance(node, ast.Constant):
+        return None, None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        return None, (f"targets= on line {node.lineno} must be a literal string or list of strings "
+                      "(\"cpu\", \"cuda\" or target JSON): tfcheck build reads it without importing the module")
+    return list(value) or None, None
 
 
 def _literal(node: ast.expr | None) -> Any:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ from tfcheck.compiler.child import run_child
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.pipeline import LIBRARY
-from tfcheck.compiler.targets import describe, device_of
+from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
 from tfcheck.runtime.target import file_sha256
 
 SEED = 0
@@ -43,6 +43,9 @@ class BuildOptions:
 
     target: dict[str, Any]
     cache_dir: Path
+    # --target (or the config's `target`) was given: it replaces every function's `targets=`.
+    target_chosen: bool = False
+    arch: str | None = None  # --arch, for the functions that list "cuda" in `targets=`
     out_dir: Path | None = None
     lint: bool = True
     dry_run: bool = False
@@ -112,8 +115,8 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     try:
         for index, function in enumerate(functions):
             started = time.monotonic()
-            result = _build_one(function, options, lint, work_root / str(index),
-                                lambda stage, f=function: reporter.stage(f, stage))
+            result = _build_for_targets(function, options, lint, work_root / str(index),
+                                        lambda stage, f=function: reporter.stage(f, stage))
             for record in result:
                 record.seconds = round(time.monotonic() - started, 2)
             reporter.done(function, result)
@@ -123,8 +126,37 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     return records
 
 
+def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[str, Any]]:
+    """What to build `function` for: the target named on the command line (or in the config) if
+    any, else each entry of the function's `targets=`, else this machine's CPU. A dry run compiles
+    nothing, so it traces once, whatever the targets.
+
+    Raises TargetError for an entry that cannot be built (a "cuda" without --arch, say).
+    """
+    if options.target_chosen or options.dry_run or not function.targets:
+        return [options.target]
+    return [resolve_target(spec, options.arch if spec == "cuda" else None) for spec in function.targets]
+
+
+def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
+                       work_dir: Path, on_stage: Callable[[str], None]) -> list[BuildRecord]:
+    """Build `function` for each of its targets; with several, each export name says its target."""
+    try:
+        targets = targets_of(function, options)
+    except TargetError as error:
+        failed = BuildRecord(function.label, function.name or function.qualname, ",".join(function.targets or []),
+                             "failed", message=f"{function.label}: targets={function.targets!r}: {error}")
+        return [failed]
+    records = []
+    for number, target in enumerate(targets):
+        suffix = f"__{describe(target).replace(':', '-')}" if len(targets) > 1 else ""
+        records += _build_one(function, replace(options, target=target), lint, work_dir / str(number),
+                              on_stage, suffix)
+    return records
+
+
 def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
-               work_dir: Path, on_stage: Callable[[str], None]) -> list[BuildRecord]:
+               work_dir: Path, on_stage: Callable[[str], None], export_suffix: str = "") -> list[BuildRecord]:
     target_label = describe(options.target)
     failed = BuildRecord(function.label, function.name or function.qualname, target_label, "failed")
     if function.problem:
@@ -145,7 +177,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
     name = traced.result["name"]
     variants = traced.result["variants"]
     return [
-        _build_variant(function, options, traced.result, variant, name, len(variants) > 1, on_stage)
+        _build_variant(function, options, traced.result, variant, name, len(variants) > 1, export_suffix, on_stage)
         for variant in variants
     ]
 
@@ -164,9 +196,9 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
 
 
 def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
-                   variant: dict[str, Any], name: str, several: bool,
+                   variant: dict[str, Any], name: str, several: bool, export_suffix: str,
                    on_stage: Callable[[str], None]) -> BuildRecord:
-    export_name = f"{name}__{shape_tag(variant['inputs'])}" if several else name
+    export_name = (f"{name}__{shape_tag(variant['inputs'])}" if several else name) + export_suffix
     cache = ArtifactCache(options.cache_dir)
     if variant.get("key"):
         return _from_cache(function, options, variant["key"], name, export_name, cache)

@@ -214,3 +214,36 @@ def test_bad_target_and_missing_paths_are_usage_errors(project: Callable[..., Pa
     assert result.exit_code == 2 and "--arch" in result.stderr
     result = run_cli(folder, "build", "no_such_module", "--dry-run")
     assert result.exit_code == 2 and "no_such_module: no such file, folder or module" in result.stderr
+
+
+def test_each_function_builds_for_its_own_targets(project: Callable[..., Path],
+                                                  run_cli: Callable[..., Result]) -> None:
+    """`targets=` gives one artifact per target (export names say which); a "cuda" without --arch
+    fails that function only; --target replaces every function's list."""
+    folder = project({"portable.py": '''
+        import tensorflow as tf
+        import tfcheck
+
+        @tfcheck.aot(name="scale", targets=["cpu", '{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64"}'])
+        @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+        def scale(x):
+            return x * 3.0
+
+        @tfcheck.aot(targets=["cuda"])
+        @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+        def gpu_only(x):
+            return x + 1.0
+    '''})
+    code, report = build(run_cli, folder, "--out", str(folder / "deploy"))
+    scale_records = [r for r in report["functions"] if r["name"] == "scale"]
+    assert [r["status"] for r in scale_records] == ["built", "built"]
+    assert scale_records[1]["target"] == "llvm:x86-64"
+    exports = sorted(p.name for p in (folder / "deploy").iterdir())
+    assert exports == sorted(f"scale__{r['target'].replace(':', '-')}" for r in scale_records)
+    [gpu] = [r for r in report["functions"] if r["name"] == "gpu_only"]
+    assert code == 1 and gpu["status"] == "failed"
+    assert "targets=['cuda']" in gpu["message"] and "--arch" in gpu["message"]
+
+    code, report = build(run_cli, folder, "--target", "cpu", "--out", str(folder / "host"))
+    assert code == 0 and len(report["functions"]) == 2
+    assert sorted(p.name for p in (folder / "host").iterdir()) == ["gpu_only", "scale"]

@@ -104,3 +104,54 @@ def test_module_arguments_resolve_to_files_without_importing(tmp_path: Path) -> 
     assert resolve_module_argument("pkg", [str(tmp_path)]) == tmp_path / "pkg" / "__init__.py"
     assert resolve_module_argument("pkg.missing", [str(tmp_path)]) is None
     assert "pkg" not in sys.modules
+
+
+TARGETS = '''
+import tensorflow as tf
+import tfcheck
+
+CHOSEN = ["cpu"]
+
+
+@tfcheck.aot(targets="cuda")
+@tf.function
+def one(x):
+    return x
+
+
+@tfcheck.aot(targets=["cpu", '{"kind": "llvm", "mcpu": "x86-64"}'])
+@tf.function
+def two(x):
+    return x
+
+
+@tfcheck.aot(targets=None)
+@tf.function
+def unset(x):
+    return x
+
+
+@tfcheck.aot(targets=CHOSEN)
+@tf.function
+def named_elsewhere(x):
+    return x
+
+
+@tfcheck.aot(targets=[1])
+@tf.function
+def not_strings(x):
+    return x
+'''
+
+
+def test_targets_are_read_as_literals(tmp_path: Path) -> None:
+    source = tmp_path / "targets.py"
+    source.write_text(TARGETS, encoding="utf-8")
+    by_name = {f.qualname: f for f in discover([source]).functions}
+    assert by_name["one"].targets == ["cuda"]
+    assert by_name["two"].targets == ["cpu", '{"kind": "llvm", "mcpu": "x86-64"}']
+    assert by_name["unset"].targets is None and by_name["unset"].problem is None
+    for name in ("named_elsewhere", "not_strings"):
+        problem = by_name[name].problem or ""
+        line = TARGETS.splitlines().index(f"def {name}(x):") - 1  # 1-based line of the decorator
+        assert f"targets= on line {line} must be a literal" in problem, problem

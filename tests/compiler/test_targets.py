@@ -1,9 +1,13 @@
-"""`--target` / `--arch`: canonical target JSON for the cache key and the manifest."""
+"""`--target` / `--arch` and `targets=`: canonical target JSON for the cache key and the manifest."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tfcheck.compiler.discover import AnnotatedFunction
+from tfcheck.compiler.driver import BuildOptions, targets_of
 from tfcheck.compiler.targets import TargetError, canonical_json, describe, device_of, resolve_target
 
 
@@ -36,3 +40,25 @@ def test_json_targets_are_checked_by_tvm() -> None:
         resolve_target("tpu", None)
     with pytest.raises(TargetError, match="--arch applies"):
         resolve_target("cpu", "sm_90")
+
+
+def _function(targets: list[str] | None) -> AnnotatedFunction:
+    return AnnotatedFunction(path=Path("m.py"), module="m", root=Path("."), qualname="f", line=1, end_line=2,
+                             targets=targets)
+
+
+def test_a_functions_targets_apply_unless_the_command_line_names_one() -> None:
+    host = resolve_target("cpu", None)
+    znver4 = '{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"}'
+    options = BuildOptions(target=host, cache_dir=Path("cache"), arch="sm_90")
+    assert targets_of(_function(None), options) == [host]
+    assert [describe(t) for t in targets_of(_function(["cpu", znver4, "cuda"]), options)] == [
+        describe(host), "llvm:znver4", "cuda:sm_90"]
+    chosen = BuildOptions(target=resolve_target(znver4, None), cache_dir=Path("cache"), target_chosen=True)
+    assert [describe(t) for t in targets_of(_function(["cpu", "cuda"]), chosen)] == ["llvm:znver4"]
+
+
+def test_a_cuda_entry_without_arch_is_an_error_for_that_function() -> None:
+    options = BuildOptions(target=resolve_target("cpu", None), cache_dir=Path("cache"))
+    with pytest.raises(TargetError, match="--arch"):
+        targets_of(_function(["cpu", "cuda"]), options)

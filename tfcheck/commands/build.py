@@ -57,11 +57,16 @@ def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[An
     return found.functions, errors + found_files.errors + found.errors
 
 
-def _resolve_target(target: str | None, arch: str | None, config: Config) -> dict[str, Any]:
+def _resolve_target(target: str | None, arch: str | None, config: Config) -> tuple[dict[str, Any], bool]:
+    """The run's target, and whether one was named (which overrides the functions' `targets=`).
+
+    Without a named target, `--arch` is kept for the functions that list "cuda" themselves.
+    """
     from tfcheck.compiler.targets import TargetError, resolve_target
 
+    named = target or config.build.target
     try:
-        return resolve_target(target or config.build.target or "cpu", arch)
+        return resolve_target(named or "cpu", arch if named else None), bool(named)
     except TargetError as error:
         raise click.BadParameter(str(error), param_hint="--target/--arch") from None
 
@@ -186,8 +191,9 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
 
 @click.command()
 @click.argument("paths", nargs=-1)
-@click.option("--target", help="cpu (default: this machine's CPU), cuda (with --arch) or a TVM target JSON object.")
-@click.option("--arch", help="GPU architecture for --target cuda, e.g. sm_90.")
+@click.option("--target", help="cpu, cuda (with --arch) or a TVM target JSON object, for every function "
+              "[default: each function's targets=, else this machine's CPU].")
+@click.option("--arch", help="GPU architecture for cuda targets, e.g. sm_90.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               help=f"Artifact cache [default: {CACHE_DIR}, or [tool.tfcheck.build] cache-dir].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -217,8 +223,9 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config)
+    run_target, target_chosen = _resolve_target(target, arch, config)
     options = BuildOptions(
-        target=_resolve_target(target, arch, config),
+        target=run_target, target_chosen=target_chosen, arch=arch,
         cache_dir=(cache_dir or Path(config.build.cache_dir or CACHE_DIR)),
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
