@@ -14,12 +14,16 @@ from typing import Any
 
 from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.targets import device_of
+from tfcheck.runtime.threads import use_all_cores
 
 LIBRARY = "lib.so"
 
 
 def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
     """Compile one traced variant for one target and verify the exported library."""
+    # Before any TVM code can start the thread pool (constant folding runs the weight-packing
+    # kernels): the race and the tuning measurements must time with a loaded artifact's threads.
+    use_all_cores()
     import tvm
 
     from tfcheck.compiler.importer import import_tflite
