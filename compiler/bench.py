@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.child import EventWriter, StepError, child_main, run_child
+from tfcheck.runtime.manifest import read_manifest
 from tfcheck.runtime.threads import use_all_cores
 
 TF_BACKENDS = ("eager", "tf.function", "xla", "tflite")
@@ -317,9 +318,9 @@ def _prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:
     import tvm
     from tvm import relax
 
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    machine = relax.VirtualMachine(tvm.runtime.load_module(str(folder / manifest["library"])), tvm.cpu())
-    entry = machine[manifest["entry"]]
+    manifest = read_manifest(folder)  # refuses a library outside the artifact folder
+    machine = relax.VirtualMachine(tvm.runtime.load_module(str(manifest.library_path)), tvm.cpu())
+    entry = machine[manifest.raw["entry"]]
     tensors = [tvm.runtime.tensor(a) for a in arrays]
     return lambda: entry(*tensors)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.runtime.errors import ArtifactError
+from tfcheck.runtime.paths import UnsafePathError, path_inside
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -51,7 +52,8 @@ class Manifest:
 
     @property
     def library_path(self) -> Path:
-        return self.folder / str(self.raw["library"])
+        """The library, links resolved; ArtifactError when it lies outside the artifact folder."""
+        return file_inside(self.folder, self.raw["library"], "'library'")
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -66,7 +68,7 @@ def read_manifest(folder: Path) -> Manifest:
     """Parse and validate `folder/manifest.json`; errors name the file and the bad field."""
     path = folder / MANIFEST
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(file_inside(folder, MANIFEST, MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ArtifactError(f"{path}: cannot read manifest: {error}") from None
     if not isinstance(raw, dict):
@@ -74,12 +76,23 @@ def read_manifest(folder: Path) -> Manifest:
     missing = [key for key in _REQUIRED if key not in raw]
     if missing:
         raise ArtifactError(f"{path}: manifest lacks {', '.join(missing)}")
+    file_inside(folder, raw["library"], "'library'")
     return Manifest(
         folder=folder,
         raw=raw,
         inputs=_specs(path, raw, "inputs"),
         outputs=_specs(path, raw, "outputs"),
     )
+
+
+def file_inside(folder: Path, name: object, field: str) -> Path:
+    """`folder/name`, links resolved, for a file the manifest names (docs/artifact-format.md,
+    "Names and paths"); ArtifactError naming the folder and the field when it is not a plain name
+    or leads out of the folder."""
+    try:
+        return path_inside(folder, name, field)
+    except UnsafePathError as error:
+        raise ArtifactError(f"{folder}: {error}") from None
 
 
 def _specs(path: Path, raw: dict[str, Any], field: str) -> tuple[TensorSpec, ...]:

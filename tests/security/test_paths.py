@@ -1,0 +1,150 @@
+"""Names are identifiers, never paths (issue 18, docs/artifact-format.md "Names and paths").
+
+A name from source code, the configuration, the command line or a manifest must never make
+tfcheck write, replace or delete outside its folder, or load a library from outside an artifact
+folder. Most tests call the functions that turn names into paths directly, on hand-written
+folders; one slow test runs `tfcheck build` end to end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tfcheck
+from tfcheck.runtime import ArtifactError
+from tfcheck.runtime import library as runtime_library
+from tfcheck.runtime.manifest import read_manifest
+from tfcheck.runtime.paths import UnsafePathError, check_name, name_problem, path_inside
+
+BAD_NAMES = ["../victim", "../../x", "..\\victim", "a/b", "a\\b", "/tmp/abs", "a\0b", "", ".", "..",
+             "...", ".hidden", "C:x", "x" * 201]
+GOOD_NAMES = ["classify", "scale__1x4", "f__llvm-x86-64", "f__cuda-sm_90", "a..b", "ünïcode", "x" * 200]
+LIBRARY = b"pretend this is a shared library"
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_names_that_are_paths_are_refused(name: str) -> None:
+    assert name_problem(name) is not None
+    with pytest.raises(UnsafePathError, match="names are identifiers, not paths"):
+        check_name(name, "artifact name")
+
+
+@pytest.mark.parametrize("name", GOOD_NAMES)
+def test_plain_names_are_accepted(name: str) -> None:
+    assert name_problem(name) is None and check_name(name, "artifact name") == name
+
+
+@pytest.mark.parametrize("name", [None, 3, ["lib.so"]])
+def test_names_that_are_not_strings_are_refused(name: object) -> None:
+    assert "not a string" in str(name_problem(name))
+
+
+def test_path_inside_follows_links(tmp_path: Path) -> None:
+    folder, outside = tmp_path / "folder", tmp_path / "outside.so"
+    folder.mkdir()
+    outside.write_bytes(LIBRARY)
+    (folder / "inner.so").write_bytes(LIBRARY)
+    (folder / "link.so").symlink_to(outside)
+    (folder / "here.so").symlink_to("inner.so")
+    (folder / "self").symlink_to(".")
+    assert path_inside(folder, "here.so", "'library'") == (folder / "inner.so").resolve()
+    for name in ("link.so", "self"):
+        with pytest.raises(UnsafePathError, match="outside"):
+            path_inside(folder, name, "'library'")
+
+
+# --- loading: `tfcheck.load` -----------------------------------------------------------------------
+
+
+def _manifest(library: Any) -> dict[str, Any]:
+    """A manifest this machine can run (as far as the checks before loading go)."""
+    return {
+        "format_version": 1, "function": "f", "qualname": "m.f",
+        "inputs": [{"name": "x", "shape": [1], "dtype": "float32"}],
+        "outputs": [{"name": "y", "shape": [1], "dtype": "float32"}], "output_structure": {"kind": "tensor"},
+        "target": {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64"}, "device": "cpu",
+        "cpu_features": [], "versions": {"tvm": importlib.metadata.version("apache-tvm")},
+        "library": library, "library_sha256": hashlib.sha256(LIBRARY).hexdigest(), "entry": "main",
+    }
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The libraries the runtime hands to TVM's loader (which is replaced by a recorder)."""
+    paths: list[Path] = []
+
+    class Recorder:
+        def __init__(self, library: Path, entry: str, device: str) -> None:
+            paths.append(Path(library))
+
+    monkeypatch.setattr(runtime_library, "Executable", Recorder)
+    return paths
+
+
+def _artifact_folder(root: Path, library: Any) -> Path:
+    """`root/art/` with a manifest naming `library`, `root/art/lib.so`, and `root/outside.so`
+    holding the same bytes (so the SHA-256 check alone would pass)."""
+    folder = root / "art"
+    folder.mkdir(parents=True)
+    (folder / "lib.so").write_bytes(LIBRARY)
+    (root / "outside.so").write_bytes(LIBRARY)
+    (folder / "manifest.json").write_text(json.dumps(_manifest(library)))
+    return folder
+
+
+@pytest.mark.parametrize("library", ["../outside.so", "../../outside.so", "/ABSOLUTE/outside.so",
+                                     "..\\outside.so", "lib\0.so", "", ".", "..", 5, None])
+def test_load_refuses_a_library_field_that_is_a_path(tmp_path: Path, opened: list[Path], library: Any) -> None:
+    if isinstance(library, str):
+        library = library.replace("/ABSOLUTE", str(tmp_path))
+    folder = _artifact_folder(tmp_path / "out", library)
+    with pytest.raises(ArtifactError, match=r"'library'") as error:
+        tfcheck.load(tmp_path / "out")
+    assert str(folder) in str(error.value) and opened == []
+    with pytest.raises(ArtifactError, match=r"'library'"):
+        read_manifest(folder)
+
+
+def test_load_refuses_a_library_link_out_of_the_folder(tmp_path: Path, opened: list[Path]) -> None:
+    folder = _artifact_folder(tmp_path, "lib.so")
+    (folder / "lib.so").unlink()
+    (folder / "lib.so").symlink_to(tmp_path / "outside.so")
+    with pytest.raises(ArtifactError, match="'library' 'lib.so' leads to .*outside.so, outside"):
+        tfcheck.load(folder)
+    assert opened == []
+
+
+def test_a_library_swapped_for_a_link_after_a_lazy_load_is_refused(tmp_path: Path, opened: list[Path]) -> None:
+    folder = _artifact_folder(tmp_path, "lib.so")
+    library = tfcheck.load(folder, lazy=True)
+    (folder / "lib.so").unlink()
+    (folder / "lib.so").symlink_to(tmp_path / "outside.so")
+    with pytest.raises(ArtifactError, match="outside"):
+        library.f.artifacts[0].open()
+    assert opened == []
+
+
+def test_a_manifest_link_out_of_the_folder_is_refused(tmp_path: Path, opened: list[Path]) -> None:
+    folder = _artifact_folder(tmp_path, "lib.so")
+    (folder / "manifest.json").rename(tmp_path / "elsewhere.json")
+    (folder / "manifest.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(ArtifactError, match="'manifest.json' leads to .*elsewhere.json, outside"):
+        tfcheck.load(folder)
+    assert opened == []
+
+
+def test_artifacts_reached_through_a_linked_folder_load(tmp_path: Path, opened: list[Path]) -> None:
+    """Links to the artifact folder, or to `--out`, are fine: their contents are checked against
+    the folder they lead to."""
+    folder = _artifact_folder(tmp_path / "real", "lib.so")
+    (tmp_path / "deploy").symlink_to(tmp_path / "real")
+    (tmp_path / "current").symlink_to(folder)
+    for root in (tmp_path / "deploy", tmp_path / "current"):
+        assert list(tfcheck.load(root)) == ["m.f"]
+    assert opened == [folder.resolve() / "lib.so"] * 2
