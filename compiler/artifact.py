@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.compiler.targets import canonical_json
+from tfcheck.runtime.paths import UnsafePathError, check_name, path_inside, remove_tree
 from tfcheck.runtime.target import file_sha256
 
 FORMAT_VERSION = 1
@@ -110,7 +111,7 @@ class ArtifactCache:
         trash.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.rename(folder, trash)
-        shutil.rmtree(trash, ignore_errors=True)
+        remove_tree(trash)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -143,7 +144,12 @@ def entry_problem(folder: Path) -> str | None:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         return f"unreadable manifest ({type(error).__name__})"
-    library = folder / str(manifest.get("library", ""))
+    if not isinstance(manifest, dict):
+        return "the manifest is not a JSON object"
+    try:
+        library = path_inside(folder, manifest.get("library"), "'library'")
+    except UnsafePathError as error:
+        return str(error)
     if not library.is_file():
         return "library file missing"
     if file_sha256(library) != manifest.get("library_sha256"):
@@ -169,14 +175,21 @@ def shape_tag(inputs: list[dict[str, Any]]) -> str:
 
 def export_artifact(folder: Path, out_dir: Path, name: str) -> Path:
     """Copy an artifact to `out_dir/name`, replacing an older export of the same name atomically
-    enough for deployment folders: copy beside it, then swap."""
+    enough for deployment folders: copy beside it, then swap.
+
+    `name` must be a plain name (UnsafePathError otherwise), so that nothing outside `out_dir`
+    (resolved: `--out` may be a link) is ever replaced; an older export that is a symbolic link
+    is replaced as a link, and whatever it points to is left alone.
+    """
+    check_name(name, "export name")
     out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.resolve()
     destination = out_dir / name
     staging = out_dir / f".{name}.{uuid.uuid4().hex}"
     shutil.copytree(folder, staging)
-    if destination.exists():
+    if os.path.lexists(destination):
         old = out_dir / f".{name}.old.{uuid.uuid4().hex}"
         os.rename(destination, old)
-        shutil.rmtree(old, ignore_errors=True)
+        remove_tree(old)
     os.rename(staging, destination)
     return destination

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import tfcheck
+from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import read_manifest
@@ -57,6 +58,78 @@ def test_path_inside_follows_links(tmp_path: Path) -> None:
     for name in ("link.so", "self"):
         with pytest.raises(UnsafePathError, match="outside"):
             path_inside(folder, name, "'library'")
+
+
+# --- export: `tfcheck build --out` ----------------------------------------------------------------
+
+
+def _artifact(tmp_path: Path) -> Path:
+    """A cache entry to export (export copies whatever the folder holds)."""
+    cache = ArtifactCache(tmp_path / "cache")
+    staging = cache.new_staging()
+    (staging / "lib.so").write_bytes(LIBRARY)
+    manifest = {"key": "ab" * 32, "function": "f", "qualname": "m.f", "device": "cpu", "inputs": [],
+                "library": "lib.so", "library_sha256": hashlib.sha256(LIBRARY).hexdigest(),
+                "created": "2026-11-22T00:00:00Z"}
+    return cache.commit(staging, manifest)
+
+
+def _victim(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "precious.txt").write_text("keep me")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["../victim", "../../victim", "..", "/ABSOLUTE/victim", "..\\victim", ""])
+def test_export_refuses_names_that_leave_out(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "a" / "deploy"
+    victims = [_victim(tmp_path / "a" / "victim"), _victim(tmp_path / "victim")]
+    absolute = name.replace("/ABSOLUTE", str(tmp_path / "a"))
+    with pytest.raises(UnsafePathError, match="export name"):
+        export_artifact(_artifact(tmp_path), out, absolute)
+    assert all((victim / "precious.txt").read_text() == "keep me" for victim in victims)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["victim"]  # nothing created either
+
+
+def test_export_into_an_out_that_is_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "deploy").symlink_to(real)
+    exported = export_artifact(_artifact(tmp_path), tmp_path / "deploy", "f")
+    assert exported == real.resolve() / "f" and (real / "f" / "lib.so").read_bytes() == LIBRARY
+
+
+@pytest.mark.parametrize("target", ["victim", "missing"])
+def test_an_older_export_that_is_a_link_is_replaced_not_followed(tmp_path: Path, target: str) -> None:
+    """A link to a folder elsewhere (or a dangling one) is replaced by the export; whatever it
+    points to is left alone, and no `.f.old.*` leftover stays behind."""
+    victim = _victim(tmp_path / "victim")
+    out = tmp_path / "deploy"
+    out.mkdir()
+    (out / "f").symlink_to(tmp_path / target)
+    exported = export_artifact(_artifact(tmp_path), out, "f")
+    assert not exported.is_symlink() and (exported / "lib.so").read_bytes() == LIBRARY
+    assert sorted(p.name for p in out.iterdir()) == ["f"]
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
+
+
+# --- the cache -------------------------------------------------------------------------------------
+
+
+def test_a_cache_entry_whose_library_leaves_it_is_corrupt(tmp_path: Path) -> None:
+    folder = _artifact(tmp_path)
+    outside = tmp_path / "outside.so"
+    outside.write_bytes(LIBRARY)
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "library": "../../outside.so"}))
+    assert "'library' '../../outside.so' contains '/'" in str(entry_problem(folder))
+    manifest_path.write_text(json.dumps(manifest))
+    (folder / "lib.so").unlink()
+    (folder / "lib.so").symlink_to(outside)
+    assert "outside" in str(entry_problem(folder))
+    assert ArtifactCache(tmp_path / "cache").lookup(manifest["key"])[0] is None  # moved aside ...
+    assert outside.read_bytes() == LIBRARY  # ... without touching what the link pointed to
 
 
 # --- loading: `tfcheck.load` -----------------------------------------------------------------------
