@@ -25,6 +25,7 @@ from typing import Any
 from tfcheck.engine import ParseFailure, analyze_file
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.modules import module_name_for
+from tfcheck.runtime.paths import UnsafePathError, check_name
 
 AOT = "tfcheck.aot"
 
@@ -141,11 +142,24 @@ def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_lin
           call: ast.Call | None, problem: str | None) -> AnnotatedFunction:
     keywords = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
     targets, targets_problem = _targets(keywords.get("targets"))
+    name = _literal(keywords.get("name"))
     return AnnotatedFunction(
         path=path, module=module, root=root, qualname=qualname, line=line, end_line=end_line,
-        name=_literal(keywords.get("name")), shapes=_literal(keywords.get("shapes")), targets=targets,
-        problem=problem or targets_problem,
+        name=name, shapes=_literal(keywords.get("shapes")), targets=targets,
+        problem=problem or targets_problem or _name_problem(f"{module}.{qualname}", name),
     )
+
+
+def _name_problem(label: str, name: Any) -> str | None:
+    """Why a literal `name=` cannot name an artifact (it becomes a folder under --out), found
+    before anything is traced; the traced name is checked again by the build (compiler/driver.py)."""
+    if name is None:  # absent, or not a literal
+        return None
+    try:
+        check_name(name, "artifact name")
+    except UnsafePathError as error:
+        return f"{label}: {error}"
+    return None
 
 
 def _targets(node: ast.expr | None) -> tuple[list[str] | None, str | None]:

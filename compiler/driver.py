@@ -32,6 +32,7 @@ from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.pipeline import LIBRARY
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
+from tfcheck.runtime.paths import UnsafePathError, check_name
 from tfcheck.runtime.target import file_sha256
 
 SEED = 0
@@ -176,10 +177,27 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
         return [failed]
     name = traced.result["name"]
     variants = traced.result["variants"]
+    try:
+        export_names = _export_names(name, variants, export_suffix)
+    except UnsafePathError as error:
+        failed.message = f"{function.label}: {error}"
+        return [failed]
     return [
-        _build_variant(function, options, traced.result, variant, name, len(variants) > 1, export_suffix, on_stage)
-        for variant in variants
+        _build_variant(function, options, traced.result, variant, name, export_name, on_stage)
+        for variant, export_name in zip(variants, export_names)
     ]
+
+
+def _export_names(name: str, variants: list[dict[str, Any]], suffix: str) -> list[str]:
+    """Each variant's folder name under --out (`name[__<shape tag>][__<target>]`), checked before
+    anything is compiled: UnsafePathError for a name that is not a plain name (a `../x` would
+    replace a folder outside --out)."""
+    check_name(name, "artifact name")
+    several = len(variants) > 1
+    export_names = [(f"{name}__{shape_tag(variant['inputs'])}" if several else name) + suffix for variant in variants]
+    for export_name in export_names:
+        check_name(export_name, "export name")
+    return export_names
 
 
 def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> dict[str, Any]:
@@ -196,9 +214,8 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
 
 
 def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
-                   variant: dict[str, Any], name: str, several: bool, export_suffix: str,
+                   variant: dict[str, Any], name: str, export_name: str,
                    on_stage: Callable[[str], None]) -> BuildRecord:
-    export_name = (f"{name}__{shape_tag(variant['inputs'])}" if several else name) + export_suffix
     cache = ArtifactCache(options.cache_dir)
     if variant.get("key"):
         return _from_cache(function, options, variant["key"], name, export_name, cache)

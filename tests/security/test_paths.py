@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
 
 import tfcheck
 from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
+from tfcheck.compiler.discover import discover
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import read_manifest
@@ -221,3 +224,72 @@ def test_artifacts_reached_through_a_linked_folder_load(tmp_path: Path, opened: 
     for root in (tmp_path / "deploy", tmp_path / "current"):
         assert list(tfcheck.load(root)) == ["m.f"]
     assert opened == [folder.resolve() / "lib.so"] * 2
+
+
+# --- build: names from source ----------------------------------------------------------------------
+
+
+def test_discovery_refuses_a_literal_name_that_is_a_path(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(
+        "import tensorflow as tf\nimport tfcheck\n\n"
+        "@tfcheck.aot(name='../victim')\n@tf.function\ndef evil(x):\n    return x\n\n"
+        "@tfcheck.aot(name='fine')\n@tf.function\ndef good(x):\n    return x\n")
+    evil, good = discover([tmp_path / "models.py"]).functions
+    assert evil.problem == ("models.evil: artifact name '../victim' contains '/': "
+                            "names are identifiers, not paths")
+    assert good.problem is None
+
+
+def test_target_suffixes_and_shape_tags_are_checked_as_part_of_the_export_name() -> None:
+    pytest.importorskip("tvm")
+    from tfcheck.compiler.driver import _export_names
+
+    variants = [{"inputs": [{"shape": [1, 4]}]}, {"inputs": [{"shape": [3, 4]}]}]
+    assert _export_names("f", variants, "__llvm-x86-64") == ["f__1x4__llvm-x86-64", "f__3x4__llvm-x86-64"]
+    with pytest.raises(UnsafePathError, match="export name 'f__1x4__llvm-../../x'"):
+        _export_names("f", variants, "__llvm-../../x")
+    with pytest.raises(UnsafePathError, match="artifact name '..'"):
+        _export_names("..", variants[:1], "")
+
+
+SOURCE = '''
+import tensorflow as tf
+import tfcheck
+
+COMPUTED = "/".join(["..", "victim"])
+
+
+@tfcheck.aot(name="../victim")
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def literal(x):
+    return x + 1.0
+
+
+@tfcheck.aot(name=COMPUTED)
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def computed(x):
+    return x * 2.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def fine(x):
+    return x - 1.0
+'''
+
+
+@pytest.mark.slow
+def test_build_with_a_path_for_a_name_leaves_the_folder_beside_out_alone(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"models.py": SOURCE})
+    victim = _victim(folder / "victim")
+    result = run_cli(folder, "build", "models.py", "--out", "deploy", "--cache-dir", "cache", "--format", "json")
+    report = {record["function"]: record for record in json.loads(result.stdout)["functions"]}
+    assert result.exit_code == 1
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
+    assert sorted(p.name for p in (folder / "deploy").iterdir()) == ["fine"]
+    assert report["models.fine"]["status"] == "built"
+    for function in ("literal", "computed"):  # found before tracing / after tracing
+        assert report[f"models.{function}"]["status"] == "failed"
+        assert report[f"models.{function}"]["message"] == (
+            f"models.{function}: artifact name '../victim' contains '/': names are identifiers, not paths")
