@@ -41,6 +41,9 @@ from tfcheck.config import Config
 from tfcheck.findings import Finding
 
 FORMAT = "v1"
+SUBFOLDER = "lint"  # everything the cache stores is under here, plus IGNORE_MARKER
+IGNORE_MARKER = ".gitignore"
+IGNORE_TEXT = "# Created by tfcheck: the lint cache.\n*\n"
 RACY_SECONDS = 2.0
 # The packages whose code can decide a file's findings (the engine, the runner, the rules): all their
 # sources are hashed (~1 ms), rather than a hand-kept list of modules that would miss a new helper.
@@ -96,7 +99,7 @@ class LintCache:
 
     @property
     def base(self) -> Path:
-        return self.folder / "lint" / FORMAT
+        return self.folder / SUBFOLDER / FORMAT
 
     def entry_key(self, sha: str, job_identity: tuple[Any, ...]) -> str:
         """The key of one file's entry: its content hash and how the run sees it (paths, module, roots)."""
@@ -105,7 +108,7 @@ class LintCache:
 
     def _entry_path(self, entry_key: str) -> str:
         """A string, not a Path: a warm run builds one per file, and pathlib costs ~10x os.path here."""
-        return os.path.join(self.folder, "lint", FORMAT, self.key, entry_key[:2], f"{entry_key}.json")
+        return os.path.join(self.folder, SUBFOLDER, FORMAT, self.key, entry_key[:2], f"{entry_key}.json")
 
     def load(self, entry_key: str) -> dict[str, Any] | None:
         """A stored entry, or None when it is missing or cannot be trusted."""
@@ -146,9 +149,9 @@ class LintCache:
 
     def _mark_ignored(self) -> None:
         """Keep the cache out of `git add .`, as ruff and pytest do with theirs."""
-        marker = self.folder / ".gitignore"
+        marker = self.folder / IGNORE_MARKER
         if not marker.exists():
-            marker.write_text("# Created by tfcheck: the lint cache.\n*\n", encoding="utf-8")
+            marker.write_text(IGNORE_TEXT, encoding="utf-8")
 
     # The stat manifest -------------------------------------------------------------------------
 

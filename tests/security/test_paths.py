@@ -135,6 +135,31 @@ def test_a_cache_entry_whose_library_leaves_it_is_corrupt(tmp_path: Path) -> Non
     assert outside.read_bytes() == LIBRARY  # ... without touching what the link pointed to
 
 
+def test_clean_removes_a_linked_entry_but_not_its_target(tmp_path: Path, run_cli: Callable[..., Result]
+                                                        ) -> None:
+    victim = _victim(tmp_path / "elsewhere")
+    (victim / "manifest.json").write_text("{}")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "entry").symlink_to(victim)
+    result = run_cli(tmp_path, "clean", "--cache-dir", str(cache))
+    assert result.exit_code == 0 and "removed 1 artifact(s)" in result.output
+    assert list(cache.iterdir()) == [] and (victim / "precious.txt").read_text() == "keep me"
+
+
+def test_clean_lint_cache_deletes_only_what_the_lint_cache_wrote(project: Callable[..., Path],
+                                                                 run_cli: Callable[..., Result]) -> None:
+    """`cache-dir = "."` in the configuration must not delete the project."""
+    folder = project({"model.py": "x = 1\n", ".gitignore": "build/\n"},
+                     config='[tool.tfcheck]\ncache-dir = "."\n')
+    assert run_cli(folder, "check", "model.py").exit_code == 0
+    assert (folder / "lint").is_dir()
+    result = run_cli(folder, "clean", "--cache-dir", str(folder / "no-artifacts"), "--lint-cache")
+    assert result.exit_code == 0
+    assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "model.py", "pyproject.toml"]
+    assert (folder / ".gitignore").read_text() == "build/\n"
+
+
 # --- loading: `tfcheck.load` -----------------------------------------------------------------------
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
+from tfcheck.runtime.paths import remove_tree
 
 cache_dir_option = click.option(
     "--cache-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -63,18 +64,34 @@ def ls(cache_dir: Path | None, output_format: str) -> None:
 def clean(cache_dir: Path | None, lint_cache: bool) -> None:
     """Delete every artifact in the artifact cache (and its index.json). The linter's cache
     (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders holding a manifest.json
-    are deleted, so a mistyped --cache-dir cannot remove unrelated files."""
+    are deleted, so a mistyped --cache-dir cannot remove unrelated files; an entry that is a
+    symbolic link loses the link, never what it points to."""
     config = _config()
     cache_dir = _artifact_cache(cache_dir, config)
     folders = _artifact_folders(cache_dir)
     for folder in folders:
-        shutil.rmtree(folder)
+        remove_tree(folder)
     (cache_dir / "index.json").unlink(missing_ok=True)
     click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}")
     lint_dir = Path(config.cache_dir)
     if lint_cache and lint_dir.is_dir():
-        shutil.rmtree(lint_dir)
+        _remove_lint_cache(lint_dir)
         click.echo(f"removed {lint_dir}/")
+
+
+def _remove_lint_cache(lint_dir: Path) -> None:
+    """Delete what the linter's cache writes (`lint/` and its own `.gitignore`), then the folder
+    if that emptied it: `cache-dir` comes from the configuration, and `cache-dir = "."` must not
+    delete the project (or its `.gitignore`)."""
+    from tfcheck.cache import IGNORE_MARKER, IGNORE_TEXT, SUBFOLDER
+
+    remove_tree(lint_dir / SUBFOLDER)
+    marker = lint_dir / IGNORE_MARKER
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if not marker.is_symlink() and marker.read_text(encoding="utf-8") == IGNORE_TEXT:
+            marker.unlink()
+    with contextlib.suppress(OSError):
+        lint_dir.rmdir()
 
 
 def _artifact_folders(cache_dir: Path) -> list[Path]:
