@@ -208,7 +208,8 @@ def decode_findings(items: Any) -> list[Finding]:
         raise ValueError(f"malformed finding: {exc}") from None
     for finding in findings:
         if not all(isinstance(getattr(finding, name), int) for name in _INT_FIELDS) or \
-                not all(isinstance(getattr(finding, name), str) for name in _STR_FIELDS):
+                not all(isinstance(getattr(finding, name), str) for name in _STR_FIELDS) or \
+                not isinstance(finding.source, (str, type(None))):
             raise ValueError(f"malformed finding: {finding!r}")
     return findings
 
