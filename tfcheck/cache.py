@@ -39,6 +39,7 @@ from typing import Any
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.findings import Finding
+from tfcheck.gitignore import mark_ignored
 
 FORMAT = "v1"
 RACY_SECONDS = 2.0
@@ -132,7 +133,7 @@ class LintCache:
         try:
             folder = os.path.dirname(path)
             os.makedirs(folder, exist_ok=True)
-            self._mark_ignored()
+            mark_ignored(self.folder, "the lint cache")
             handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
             try:
                 with os.fdopen(handle, "wb") as stream:
@@ -143,12 +144,6 @@ class LintCache:
                 raise
         except OSError:
             pass
-
-    def _mark_ignored(self) -> None:
-        """Keep the cache out of `git add .`, as ruff and pytest do with theirs."""
-        marker = self.folder / ".gitignore"
-        if not marker.exists():
-            marker.write_text("# Created by tfcheck: the lint cache.\n*\n", encoding="utf-8")
 
     # The stat manifest -------------------------------------------------------------------------
 
