@@ -75,10 +75,10 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        if entry.extra is not None and missing_extra(entry.extra):
+        missing = missing_extra(entry.extra) if entry.extra is not None else []
+        if missing:
             click.echo(f"tfcheck: error: tfcheck {cmd_name} needs the {entry.extra} extra: "
-                       f"pip install 'tfcheck[{entry.extra}]' (missing: {', '.join(missing_extra(entry.extra))})",
-                       err=True)
+                       f"pip install 'tfcheck[{entry.extra}]' (missing: {', '.join(missing)})", err=True)
             ctx.exit(EXIT_ERROR)
         module_name, attr = entry.target.split(":")
         return getattr(importlib.import_module(module_name), attr)

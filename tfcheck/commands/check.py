@@ -77,7 +77,7 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
               help="Skip these rules: codes or prefixes separated by commas or spaces.")
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
 @click.option("--output-file", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here.")
-@click.option("--statistics", is_flag=True, help="Also print how many findings each rule produced.")
+@click.option("--statistics", is_flag=True, help="Print only how many findings each rule produced (a table), not the findings (text format).")
 @click.option("--show-source/--no-show-source", default=True, show_default=True,
               help="Show the offending source line under each finding (text format).")
 @click.option("--show-suppressed", is_flag=True, help="Also report findings silenced by ignore/noqa comments.")
