@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.compiler.targets import canonical_json
+from tfcheck.gitignore import mark_ignored
 from tfcheck.runtime.paths import UnsafePathError, check_name, path_inside, remove_tree
 from tfcheck.runtime.target import file_sha256
 
@@ -84,6 +85,7 @@ class ArtifactCache:
 
     def new_staging(self) -> Path:
         """A private folder inside the cache (same file system, so the final rename is atomic)."""
+        self._create_root()
         staging = self.root / _TEMP / uuid.uuid4().hex
         staging.mkdir(parents=True)
         return staging
@@ -113,9 +115,13 @@ class ArtifactCache:
             os.rename(folder, trash)
         remove_tree(trash)
 
+    def _create_root(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        mark_ignored(self.root, "the artifact cache of `tfcheck build`")
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._create_root()
         with (self.root / ".lock").open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:

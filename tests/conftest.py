@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -47,3 +50,30 @@ def run_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
         return _runner().invoke(main, list(args), catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once per session as `pip wheel` builds it for users."""
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(REPO)], check=True)
+    [built] = folder.glob("tfcheck-*.whl")
+    return built
+
+
+def fresh_venv(folder: Path, requirement: str) -> Path:
+    """A new virtual environment holding only `requirement` and what it depends on, resolved by pip
+    from the package index as a user's `pip install` would; returns its bin/ folder.
+
+    Made without pip of its own (`--without-pip`, ~0.1 s instead of ~3 s): this interpreter's pip
+    installs into it with `--python`.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install", "-q",
+                    requirement], check=True, env=clean_env())
+    return folder / "bin"
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without what would let another environment see this one's packages."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}

@@ -39,11 +39,11 @@ from typing import Any
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.findings import Finding
+from tfcheck.gitignore import mark_ignored
 
 FORMAT = "v1"
-SUBFOLDER = "lint"  # everything the cache stores is under here, plus IGNORE_MARKER
-IGNORE_MARKER = ".gitignore"
-IGNORE_TEXT = "# Created by tfcheck: the lint cache.\n*\n"
+SUBFOLDER = "lint"  # everything the cache stores is under here, plus its .gitignore marker
+WHAT = "the lint cache"  # named in that marker
 RACY_SECONDS = 2.0
 # The packages whose code can decide a file's findings (the engine, the runner, the rules): all their
 # sources are hashed (~1 ms), rather than a hand-kept list of modules that would miss a new helper.
@@ -135,7 +135,7 @@ class LintCache:
         try:
             folder = os.path.dirname(path)
             os.makedirs(folder, exist_ok=True)
-            self._mark_ignored()
+            mark_ignored(self.folder, WHAT)
             handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
             try:
                 with os.fdopen(handle, "wb") as stream:
@@ -146,12 +146,6 @@ class LintCache:
                 raise
         except OSError:
             pass
-
-    def _mark_ignored(self) -> None:
-        """Keep the cache out of `git add .`, as ruff and pytest do with theirs."""
-        marker = self.folder / IGNORE_MARKER
-        if not marker.exists():
-            marker.write_text(IGNORE_TEXT, encoding="utf-8")
 
     # The stat manifest -------------------------------------------------------------------------
 
@@ -211,7 +205,8 @@ def decode_findings(items: Any) -> list[Finding]:
         raise ValueError(f"malformed finding: {exc}") from None
     for finding in findings:
         if not all(isinstance(getattr(finding, name), int) for name in _INT_FIELDS) or \
-                not all(isinstance(getattr(finding, name), str) for name in _STR_FIELDS):
+                not all(isinstance(getattr(finding, name), str) for name in _STR_FIELDS) or \
+                not isinstance(finding.source, (str, type(None))):
             raise ValueError(f"malformed finding: {finding!r}")
     return findings
 

@@ -1,47 +1,125 @@
 """The `tfcheck` command line.
 
 Each subcommand lives in its own module under `tfcheck/commands/` and is imported only when it
-runs, so `tfcheck check` in a pre-commit hook never pays for the compiler's or the runtime's imports.
+runs, so `tfcheck check` in a pre-commit hook never pays for the compiler's or the runtime's imports,
+and `tfcheck --help` imports none of them: a linter-only install (`pip install tfcheck`) has no
+NumPy, TensorFlow or TVM, and must still list every command.
+
+Exit status, for every command (docs/cli.md): 0 ok, 1 findings or failed builds, 2 usage, config or
+internal error. Commands say 1 only with `sys.exit(1)`; every exception that reaches this module
+means 2.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
 
 import click
 
 from tfcheck import __version__
 
-# name -> "module:attribute" of a click command. Adding a command means adding a module and a line.
-COMMANDS: dict[str, str] = {
-    "check": "tfcheck.commands.check:check",
-    "merge": "tfcheck.commands.merge:merge",
-    "rules": "tfcheck.commands.rules:rules",
-    "explain": "tfcheck.commands.rules:explain",
-    "run": "tfcheck.commands.run:run",
-    "ls": "tfcheck.commands.cache:ls",
-    "clean": "tfcheck.commands.cache:clean",
-    "build": "tfcheck.commands.build:build",
-    "inspect": "tfcheck.commands.build:inspect",
-    "bench": "tfcheck.commands.bench:bench",
+EXIT_ERROR = 2
+# Set to 1 to see the traceback of an internal error instead of the short message.
+TRACEBACK_VARIABLE = "TFCHECK_TRACEBACK"
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """Where a command lives, its one-line help (shown without importing it), the extra it needs."""
+
+    target: str  # "module:attribute" of a click command
+    help: str
+    extra: str | None = None
+
+
+# The import names each extra of pyproject.toml provides, checked (not imported) before a command
+# that needs the extra is imported. Import names, not distributions: `tensorflow` and
+# `tensorflow-cpu` both provide `tensorflow`.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "runtime": ("numpy", "tvm_ffi", "tvm"),
+    "build": ("numpy", "tvm_ffi", "tvm", "tensorflow", "tflite"),
+}
+
+# Adding a command means adding a module and a line.
+COMMANDS: dict[str, CommandEntry] = {
+    "check": CommandEntry("tfcheck.commands.check:check", "Find tf.function pitfalls in files and folders."),
+    "merge": CommandEntry("tfcheck.commands.merge:merge", "Merge the reports of `check --shard I/N` jobs."),
+    "rules": CommandEntry("tfcheck.commands.rules:rules", "List every rule."),
+    "explain": CommandEntry("tfcheck.commands.rules:explain", "Print the documentation of a rule."),
+    "run": CommandEntry("tfcheck.commands.run:run", "Run a compiled artifact on .npy inputs.", "runtime"),
+    "ls": CommandEntry("tfcheck.commands.cache:ls", "List the compiled artifacts in the cache."),
+    "clean": CommandEntry("tfcheck.commands.cache:clean", "Delete the compiled artifacts in the cache."),
+    "build": CommandEntry("tfcheck.commands.build:build", "Compile @tfcheck.aot functions with TVM.", "build"),
+    "inspect": CommandEntry("tfcheck.commands.build:inspect", "Report the operators of @tfcheck.aot functions.", "build"),
+    "bench": CommandEntry("tfcheck.commands.bench:bench", "Time compiled functions against TensorFlow.", "build"),
 }
 
 
+def missing_extra(extra: str) -> list[str]:
+    """The modules of `extra` that cannot be imported here; found without importing them."""
+    return [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
+
+
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when that subcommand is used."""
+    """A click group that imports a subcommand's module only when that subcommand is used, and turns
+    whatever escapes a command into exit status 2."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module_name, attr = target.split(":")
+        missing = missing_extra(entry.extra) if entry.extra is not None else []
+        if missing:
+            click.echo(f"tfcheck: error: tfcheck {cmd_name} needs the {entry.extra} extra: "
+                       f"pip install 'tfcheck[{entry.extra}]' (missing: {', '.join(missing)})", err=True)
+            ctx.exit(EXIT_ERROR)
+        module_name, attr = entry.target.split(":")
         return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The COMMANDS table's help, so `tfcheck --help` imports no command module."""
+        rows = [(name, entry.help + (f" [{entry.extra} extra]" if entry.extra else ""))
+                for name, entry in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as error:
+            error.exit_code = EXIT_ERROR  # click's default is 1, which tfcheck keeps for findings
+            raise
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("tfcheck: interrupted", err=True)
+            sys.exit(130)
+        except Exception as error:  # noqa: BLE001 - a bug in tfcheck: a short message, not a traceback
+            if os.environ.get(TRACEBACK_VARIABLE) == "1":
+                raise
+            _report_internal_error(error)
+            sys.exit(EXIT_ERROR)
+
+
+def _report_internal_error(error: Exception) -> None:
+    from tfcheck.runner import describe_exception
+
+    click.echo(f"tfcheck: internal error: {describe_exception(error)}\n"
+               f"This is a bug in tfcheck: please report it with the command you ran. "
+               f"{TRACEBACK_VARIABLE}=1 shows the traceback.", err=True)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tfcheck")
 def main() -> None:
-    """Find tf.function pitfalls, and compile tf.functions ahead of time with Apache TVM."""
+    """Find tf.function pitfalls, and compile tf.functions ahead of time with Apache TVM.
+
+    Exit status: 0 ok, 1 findings or failed builds, 2 usage, config or internal error.
+    """

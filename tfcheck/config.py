@@ -162,11 +162,24 @@ def parse_table(table: Mapping[str, Any], path: Path) -> Config:
 
 
 def _codes(value: Any, where: str) -> tuple[str, ...]:
-    items = _strings(value, where)
+    return check_codes(_strings(value, where), where)
+
+
+def check_codes(items: Sequence[str], where: str) -> tuple[str, ...]:
+    """Rule selectors (`ALL`, a code, a prefix) that each select at least one rule; else ConfigError.
+
+    Shared by the config keys and the command-line options (--select, --ignore), so a typo stops
+    the run in both places instead of silently selecting nothing.
+    """
+    from tfcheck.rule import rule_codes
+
+    codes = rule_codes()
     for item in items:
-        if not (item == "ALL" or (item.startswith("TFC") and item[3:].isdigit() or item == "TFC")):
+        if not (item == "ALL" or (item.startswith("TFC") and (item[3:].isdigit() or item == "TFC"))):
             raise ConfigError(f"{where}: {item!r} is not a rule code or prefix such as 'TFC001' or 'TFC0'")
-    return items
+        if item != "ALL" and not any(code.startswith(item) for code in codes):
+            raise ConfigError(f"{where}: {item!r} selects no rule; `tfcheck rules` lists them")
+    return tuple(items)
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:

@@ -50,6 +50,9 @@ class Finding:
     message: str
     fix: Fix | None = None
     suppressed: bool = field(default=False, compare=False)
+    # The text of `line`, captured from what was analysed: reporters show it without opening the
+    # file again (it may have changed since, or be a FIFO that a second read would block on).
+    source: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -58,11 +61,14 @@ class Finding:
     def with_path(self, path: str) -> Finding:
         return replace(self, path=path)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, with_source: bool = False) -> dict[str, Any]:
+        """The finding as JSON data; `source` only on request (the lint cache keeps it, reports do not)."""
         data = asdict(self)
         data["severity"] = self.severity.value
         if self.fix is None:
             del data["fix"]
+        if not with_source or self.source is None:
+            del data["source"]
         return data
 
     @classmethod

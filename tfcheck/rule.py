@@ -12,6 +12,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import ClassVar
@@ -75,6 +76,19 @@ def all_rules() -> tuple[type[Rule], ...]:
                     raise RuntimeError(f"rule code {obj.code} is defined twice: {found[obj.code]} and {obj}")
                 found[obj.code] = obj
     return tuple(found[code] for code in sorted(found))
+
+
+_RULE_MODULE = re.compile(r"tfc\d{3}_\w+")
+
+
+@lru_cache(maxsize=1)
+def rule_codes() -> frozenset[str]:
+    """The code of every rule, read from the module names (`tfc001_print_in_graph`) without importing
+    them: every `check` validates its selectors, and a warm run imports no rule."""
+    import tfcheck.rules as package
+
+    return frozenset(info.name[:6].upper() for info in pkgutil.iter_modules(package.__path__)
+                     if _RULE_MODULE.fullmatch(info.name))
 
 
 def rule_by_code(code: str) -> type[Rule] | None:

@@ -42,6 +42,7 @@ _CANDIDATE = re.compile(
     r"function|map_fn|while_loop|switch_case|\bcond\b|\bscan\b|fold[lr]|\.map\(|\.filter\(|flat_map"
     r"|interleave|\.reduce\(|_step\b|\bcall\b|\bcase\b|eagerly"
 )
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 POOL_THRESHOLD_BYTES = 400_000  # below this, starting worker processes costs more than it saves
 CHUNKS_PER_WORKER = 16  # small chunks, biggest files first: no worker is left alone with a long tail
 
@@ -120,6 +121,7 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
     `data` is the file's content when the caller has read it already.
     """
     result = FileResult(job.display)
+    text = ""
     try:
         text = decode_source(job.display, read_file(job.path, job.display)[0] if data is None else data)
         candidate = bool(job.extra_roots) or _CANDIDATE.search(text) is not None
@@ -129,7 +131,7 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
         source = parse_source(job.display, text)
     except ParseFailure as failure:
         result.findings.append(parse_failure_finding(failure))
-        return _filter(result, config, job.relative, "")
+        return _with_source(_filter(result, config, job.relative, ""), text)
     if not candidate:
         return result
     try:
@@ -138,7 +140,7 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
         result.findings.append(parse_failure_finding(ParseFailure(job.display, "too deeply nested to analyse")))
         return result
     except Exception as exc:  # noqa: BLE001 - one file's crash must not stop the run
-        result.errors.append(InternalError(job.display, "the engine", _describe(exc)))
+        result.errors.append(InternalError(job.display, "the engine", describe_exception(exc)))
         return result
     result.external_calls = [(c.target, c.caller, c.line) for c in facts.graph.external_calls]
     if not job.report:
@@ -147,8 +149,22 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
         try:
             result.findings.extend(rule.check(facts))
         except Exception as exc:  # noqa: BLE001
-            result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})", _describe(exc)))
-    return _filter(result, config, job.relative, text)
+            result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})", describe_exception(exc)))
+    return _with_source(_filter(result, config, job.relative, text), text)
+
+
+def _with_source(result: FileResult, text: str) -> FileResult:
+    """Give each finding the text of its line, so that no reporter reads the file a second time."""
+    if not (result.findings or result.suppressed):
+        return result
+    lines = _LINE_BREAK.split(text)  # the breaks `ast` counts: str.splitlines also splits on \f, \x1c, ...
+
+    def attach(finding: Finding) -> Finding:
+        return replace(finding, source=lines[finding.line - 1]) if 1 <= finding.line <= len(lines) else finding
+
+    result.findings = [attach(f) for f in result.findings]
+    result.suppressed = [attach(f) for f in result.suppressed]
+    return result
 
 
 def read_file(path: Path, display: str) -> tuple[bytes, os.stat_result]:
@@ -194,7 +210,8 @@ def _filter(result: FileResult, config: Config, relative: str, text: str) -> Fil
     return result
 
 
-def _describe(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
+    """`Type: message (file.py:line)`: where a crash happened, short enough for one line of output."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return f"{type(exc).__name__}: {exc}{where}"
@@ -232,8 +249,8 @@ def _lookup(cache: LintCache, job: FileJob, sha: str) -> FileResult | None:
 
 
 def _payload(result: FileResult) -> dict[str, object]:
-    return {"lines": result.lines, "findings": [f.to_dict() for f in result.findings],
-            "suppressed": [f.to_dict() for f in result.suppressed],
+    return {"lines": result.lines, "findings": [f.to_dict(with_source=True) for f in result.findings],
+            "suppressed": [f.to_dict(with_source=True) for f in result.suppressed],
             "external_calls": [list(call) for call in result.external_calls]}
 
 

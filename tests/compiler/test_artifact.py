@@ -146,3 +146,16 @@ def test_export_replaces_an_older_copy(tmp_path: Path) -> None:
 
 def test_shape_tag() -> None:
     assert shape_tag([{"shape": [8, 224, 224, 3]}, {"shape": []}]) == "8x224x224x3_scalar"
+
+
+def test_the_cache_keeps_itself_out_of_git(tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    cache = ArtifactCache(tmp_path / ".tfcheck" / "artifacts")
+    cache.commit(*stage(cache, key()))
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+    assert (tmp_path / ".tfcheck/artifacts/.gitignore").read_text().splitlines()[-1] == "*"
+    assert [folder.name for folder in cache.root.iterdir() if (folder / "manifest.json").is_file()] == [key()]

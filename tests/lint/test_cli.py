@@ -36,7 +36,7 @@ def test_text_output_shows_location_and_source_line(project, run_cli) -> None:
 
 def test_clean_run_is_one_line(project, run_cli) -> None:
     result = run_cli(project({"good.py": GOOD}), "check", ".")
-    assert result.stdout.strip().splitlines() == ["All checks passed (1 files)."]
+    assert result.stdout.strip().splitlines() == ["All checks passed (1 file)."]
 
 
 def test_json_fields(project, run_cli) -> None:
@@ -198,3 +198,94 @@ def test_rules_and_explain(project, run_cli) -> None:
     assert "What it does" in explained and "Use instead" in explained
     assert run_cli(root, "explain", "print-in-graph").stdout == explained
     assert run_cli(root, "explain", "TFC999").exit_code == 2
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--select", "BOGUS", "'BOGUS' is not a rule code or prefix"),
+    ("--select", "TFC001 BOGUS", "'BOGUS' is not a rule code or prefix"),
+    ("--select", "TFC999", "'TFC999' selects no rule"),
+    ("--ignore", "TFC9", "'TFC9' selects no rule"),
+    ("--ignore", "tfc001", "'tfc001' is not a rule code"),
+    ("--select", " , ", "no rule codes given"),
+])
+def test_unknown_codes_on_the_command_line_are_usage_errors(project, run_cli, option: str, value: str,
+                                                            message: str) -> None:
+    result = run_cli(project({"bad.py": BAD}), "check", option, value, ".")
+    assert result.exit_code == 2
+    assert message in result.stderr and option in result.stderr
+    assert "All checks passed" not in result.stdout
+
+
+def test_codes_on_the_command_line_are_separated_by_commas_or_spaces(project, run_cli) -> None:
+    root = project({"bad.py": BAD, "broken.py": "def f(:\n"})
+    for value in ("TFC000 TFC001", "TFC000,TFC001", "TFC000, TFC001"):
+        codes = sorted(f["code"] for f in findings(run_cli(root, "check", "--format", "json", "--select", value, ".")))
+        assert codes == ["TFC000", "TFC001"], value
+
+
+@pytest.mark.parametrize("value", ["['TFC999']", "['TFC9']"])
+def test_config_codes_that_select_no_rule_are_errors(project, run_cli, value: str) -> None:
+    result = run_cli(project({"a.py": GOOD}, config=f"[tool.tfcheck]\nselect = {value}\n"), "check", ".")
+    assert result.exit_code == 2 and "selects no rule" in result.stderr
+
+
+def test_rule_codes_without_importing_match_the_rules() -> None:
+    from tfcheck.rule import all_rules, rule_codes
+
+    assert sorted(rule_codes()) == [rule.code for rule in all_rules()]
+
+
+def test_output_file_in_a_missing_folder_is_created(project, run_cli) -> None:
+    root = project({"bad.py": BAD})
+    result = run_cli(root, "check", "--format", "json", "--output-file", "reports/lint/out.json", ".")
+    assert result.exit_code == 1
+    assert json.loads((root / "reports/lint/out.json").read_text())[0]["code"] == "TFC001"
+
+
+def test_output_file_that_cannot_be_written_is_an_error(project, run_cli) -> None:
+    root = project({"bad.py": BAD, "reports": "a file, not a folder\n"})
+    result = run_cli(root, "check", "--output-file", "reports/out.txt", ".")
+    assert result.exit_code == 2
+    assert "cannot write reports/out.txt" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_fifo_named_py_is_reported_without_hanging(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bad.py").write_text(BAD)
+    os.mkfifo(tmp_path / "x.py")
+    result = subprocess.run([sys.executable, "-m", "tfcheck", "check", "--no-cache", "."], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "x.py:1:1: TFC000 cannot read file: not a regular file" in result.stdout
+    assert "    print(x)" in result.stdout  # the other file's excerpt, from the text the runner read
+
+
+def test_excerpts_come_from_the_cache_on_a_warm_run(project, run_cli) -> None:
+    root = project({"bad.py": BAD})
+    cold = run_cli(root, "check", ".").stdout
+    warm = run_cli(root, "check", ".").stdout
+    assert warm == cold and "    5 |     print(x)" in warm
+
+
+def test_long_lines_are_cut_around_the_finding(project, run_cli) -> None:
+    padding = "x" * 3000
+    code = BAD.replace("    print(x)\n", f"    y = '{padding}'; print(x); z = '{padding}'\n")
+    lines = run_cli(project({"bad.py": code}), "check", ".").stdout.splitlines()
+    excerpt, marker = lines[1], lines[2]
+    assert len(excerpt) < 200 and excerpt.count("…") == 2
+    assert excerpt[marker.index("^"):marker.rindex("^") + 1] == "print(x)"
+
+
+def test_control_characters_are_escaped_in_excerpts(project, run_cli) -> None:
+    root = project({"bad.py": BAD.replace("    print(x)\n", "    print(x, '\x00\x1b[31m')\n")})
+    result = run_cli(root, "check", ".")
+    assert "\x00" not in result.stdout and "\x1b" not in result.stdout
+    assert "print(x, '␀␛[31m')" in result.stdout
+
+
+def test_statistics_show_only_the_table(project, run_cli) -> None:
+    result = run_cli(project({"bad.py": BAD, "worse.py": BAD}), "check", "--statistics", ".")
+    assert result.stdout.split() == ["count", "code", "name", "2", "TFC001", "print-in-graph"]

@@ -1,4 +1,4 @@
-"""The package as users get it: a plain (non-editable) install and the pre-commit hook."""
+"""The package as users get it: a plain (non-editable) install, the linter alone, and the pre-commit hook."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, clean_env, fresh_venv
 
 pytestmark = pytest.mark.slow
 
 
-def test_wheel_installs_rules_and_compiler_inside_tfcheck(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                    "-w", str(tmp_path), str(REPO)], check=True)
-    [wheel] = tmp_path.glob("tfcheck-*.whl")
+def test_wheel_installs_rules_and_compiler_inside_tfcheck(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.startswith("tfcheck-")}
     assert tops == {"tfcheck"}, f"top-level packages other than tfcheck: {tops}"
@@ -48,3 +45,39 @@ def test_pre_commit_hook_runs_through_pre_commit(tmp_path: Path) -> None:
     run("git", "add", ".")
     result = run(pre_commit, "try-repo", str(REPO), "tfcheck", "--all-files")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+BAD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    print(x)\n    return x\n"
+# Modules that only the extras bring; none may be importable in a linter-only install.
+HEAVY = ("numpy", "tensorflow", "tvm", "tvm_ffi", "tflite")
+
+
+def test_the_linter_alone_installs_and_runs_without_the_extras(wheel: Path, tmp_path: Path) -> None:
+    """`pip install tfcheck` (libcst, click, rich): full help, a working check, and a clear message
+    with exit 2 from each command that needs an extra."""
+    from tfcheck.cli import COMMANDS
+
+    bin_dir = fresh_venv(tmp_path / "venv", str(wheel))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "bad.py").write_text(BAD)
+    run = lambda *args: subprocess.run([str(bin_dir / "tfcheck"), *args], cwd=project, env=clean_env(),
+                                       capture_output=True, text=True, timeout=120)
+    probe = subprocess.run([str(bin_dir / "python"), "-c", "import importlib.util as u; "
+                            f"print([m for m in {HEAVY!r} if u.find_spec(m)])"],
+                           cwd=project, env=clean_env(), capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "[]", "the linter-only install must not bring the extras"
+    help_text = run("--help")
+    assert help_text.returncode == 0, help_text.stderr
+    assert all(f"  {name} " in help_text.stdout for name in COMMANDS)
+    check = run("check", "--no-cache", "bad.py")
+    assert check.returncode == 1, check.stderr
+    assert "bad.py:5:5: TFC001" in check.stdout
+    for name in ("rules", "ls", "clean"):
+        assert run(name).returncode == 0, name
+    for name, entry in COMMANDS.items():
+        if entry.extra is not None:
+            result = run(name, "--help")
+            assert result.returncode == 2, (name, result.stdout, result.stderr)
+            assert f"tfcheck {name} needs the {entry.extra} extra: pip install 'tfcheck[{entry.extra}]'" \
+                in result.stderr

@@ -39,7 +39,7 @@ def test_run_single_output_to_npy_and_errors(artifacts, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.full((1, 4), 3.0))
     np.save(tmp_path / "bad.npy", np.ones((2, 4), np.float32))
     bad = _invoke("run", str(out), "-f", "scale", "-i", str(tmp_path / "bad.npy"))
-    assert bad.exit_code == 1 and "argument 'x' has shape (2, 4), expected x: float32[1, 4]" in bad.output
+    assert bad.exit_code == 2 and "argument 'x' has shape (2, 4), expected x: float32[1, 4]" in bad.output
 
 
 def test_ls_lists_and_clean_empties_the_cache(artifacts, tmp_path, monkeypatch):

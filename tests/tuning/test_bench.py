@@ -65,7 +65,7 @@ def test_nothing_to_bench_is_an_error(run_cli: Callable[..., Result], tmp_path: 
     (tmp_path / "empty").mkdir()
     _manifest(tmp_path / "empty" / "gpu_only", "f", device="cuda")
     result = run_cli(tmp_path, "bench", "empty")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # an error, not findings or a failed build
     assert "no CPU artifacts" in result.output + (result.stderr if result.stderr_bytes is not None else "")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
+from tfcheck.gitignore import remove_marker
 from tfcheck.runtime.paths import remove_tree
 
 cache_dir_option = click.option(
@@ -83,13 +84,10 @@ def _remove_lint_cache(lint_dir: Path) -> None:
     """Delete what the linter's cache writes (`lint/` and its own `.gitignore`), then the folder
     if that emptied it: `cache-dir` comes from the configuration, and `cache-dir = "."` must not
     delete the project (or its `.gitignore`)."""
-    from tfcheck.cache import IGNORE_MARKER, IGNORE_TEXT, SUBFOLDER
+    from tfcheck.cache import SUBFOLDER, WHAT
 
     remove_tree(lint_dir / SUBFOLDER)
-    marker = lint_dir / IGNORE_MARKER
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        if not marker.is_symlink() and marker.read_text(encoding="utf-8") == IGNORE_TEXT:
-            marker.unlink()
+    remove_marker(lint_dir, WHAT)
     with contextlib.suppress(OSError):
         lint_dir.rmdir()
 

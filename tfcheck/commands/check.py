@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import click
 
 from tfcheck.cache import default_cache_dir
-from tfcheck.config import Config, ConfigError, load_config
+from tfcheck.config import Config, ConfigError, check_codes, load_config
 from tfcheck.output import FORMATS, OutputOptions, renderer
 from tfcheck.runner import RunResult, lint_paths
 from tfcheck.shard import Shard, shard_option
@@ -16,32 +17,48 @@ from tfcheck.shard import Shard, shard_option
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _codes(value: str | None) -> tuple[str, ...] | None:
+def codes_option(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    """--select/--ignore: codes or prefixes separated by commas or spaces, validated as the config's
+    `select`/`ignore` are, so `--select BOGUS` is a usage error rather than a run that checks nothing."""
     if value is None:
         return None
-    return tuple(code.strip().upper() for code in value.split(",") if code.strip())
+    codes = tuple(code for code in re.split(r"[,\s]+", value) if code)
+    if not codes:
+        raise click.BadParameter("no rule codes given", ctx, param)
+    try:
+        return check_codes(codes, f"--{param.name}")
+    except ConfigError as error:
+        raise click.BadParameter(str(error).removeprefix(f"--{param.name}: "), ctx, param) from None
 
 
-def load_run_config(config_file: Path | None, paths: tuple[Path, ...], select: str | None, ignore: str | None) -> Config:
+def load_run_config(config_file: Path | None, paths: tuple[Path, ...], select: tuple[str, ...] | None,
+                    ignore: tuple[str, ...] | None) -> Config:
     """The config for a run, with command-line overrides. Exits with code 2 on a config error."""
     try:
         config = load_config(paths[0] if paths else Path.cwd(), config_file)
     except ConfigError as exc:
         click.echo(f"tfcheck: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    selected = _codes(select)
-    ignored = _codes(ignore)
-    return config.with_overrides(select=selected, ignore=(config.ignore + ignored) if ignored else None)
+    return config.with_overrides(select=select, ignore=(config.ignore + ignore) if ignore else None)
 
 
 def write_report(result: RunResult, output_format: str, options: OutputOptions, output_file: Path | None) -> None:
-    """Render a result to `output_file`, or to stdout (also used by `tfcheck merge`)."""
+    """Render a result to `output_file`, or to stdout (also used by `tfcheck merge`).
+
+    Missing parent folders of `output_file` are created, as ruff does; a file that still cannot be
+    written is an error (exit 2), never a traceback.
+    """
     render = renderer(output_format)
-    if output_file is not None:
+    if output_file is None:
+        render(result, options, sys.stdout)
+        return
+    try:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
         with output_file.open("w", encoding="utf-8") as stream:
             render(result, options, stream)
-    else:
-        render(result, options, sys.stdout)
+    except OSError as error:
+        click.echo(f"tfcheck: error: cannot write {output_file}: {error.strerror or error}", err=True)
+        sys.exit(EXIT_ERROR)
 
 
 def exit_code(result: RunResult, exit_zero: bool) -> int:
@@ -54,11 +71,13 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--select", metavar="CODES", help="Only these rules: comma-separated codes or prefixes (TFC001,TFC01).")
-@click.option("--ignore", metavar="CODES", help="Skip these rules: comma-separated codes or prefixes.")
+@click.option("--select", metavar="CODES", callback=codes_option,
+              help="Only these rules: codes or prefixes separated by commas or spaces (TFC001,TFC01).")
+@click.option("--ignore", metavar="CODES", callback=codes_option,
+              help="Skip these rules: codes or prefixes separated by commas or spaces.")
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
 @click.option("--output-file", "-o", type=click.Path(path_type=Path, dir_okay=False), help="Write the report here.")
-@click.option("--statistics", is_flag=True, help="Also print how many findings each rule produced.")
+@click.option("--statistics", is_flag=True, help="Print only how many findings each rule produced (a table), not the findings (text format).")
 @click.option("--show-source/--no-show-source", default=True, show_default=True,
               help="Show the offending source line under each finding (text format).")
 @click.option("--show-suppressed", is_flag=True, help="Also report findings silenced by ignore/noqa comments.")
@@ -76,7 +95,7 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 @click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
-def check(paths: tuple[Path, ...], select: str | None, ignore: str | None, output_format: str,
+def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, output_format: str,
           output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
           config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None,
           fix: bool = False, unsafe_fixes: bool = False, diff: bool = False, no_cache: bool = False,

@@ -6,8 +6,6 @@ Colour only on a terminal (rich decides, or --color/--no-color). A clean run pri
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
-from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
@@ -21,32 +19,49 @@ from tfcheck.runner import RunResult
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold blue"}
 
 
-@lru_cache(maxsize=64)
-def _lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+# Control characters would act on the terminal (a NUL, an escape sequence, a carriage return that
+# overwrites the line): C0 controls and DEL become their Unicode "control pictures" (U+2400...), C1
+# controls and bidirectional overrides (which reorder what is shown) become U+FFFD. One character
+# each, so the marker under an excerpt stays aligned.
+_PRINTABLE = {**{code: 0x2400 + code for code in range(0x20)}, 0x7F: 0x2421,
+              **{code: 0xFFFD for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+EXCERPT_WIDTH = 120  # longer lines are cut around the finding, as ruff does
+
+
+def printable(text: str) -> str:
+    """`text` safe to write to a terminal, one character for one."""
+    return text.translate(_PRINTABLE)
+
+
+def _window(text: str, column: int, end: int) -> tuple[str, int, int]:
+    """At most EXCERPT_WIDTH characters of a line around columns [column, end), with `…` where it
+    was cut, and the columns moved to match."""
+    if len(text) <= EXCERPT_WIDTH:
+        return text, column, end
+    start = max(0, min(column - 1 - EXCERPT_WIDTH // 4, len(text) - EXCERPT_WIDTH))
+    stop = start + EXCERPT_WIDTH
+    head, tail = ("…" if start > 0 else ""), ("…" if stop < len(text) else "")
+    shift = len(head) - start
+    return head + text[start:stop] + tail, column + shift, min(end, stop + 1) + shift
 
 
 def _source_excerpt(console: Console, finding: Finding) -> None:
-    lines = _lines(finding.path)
-    if not 1 <= finding.line <= len(lines):
+    if finding.source is None:
         return
-    text = lines[finding.line - 1].expandtabs(1)
-    gutter = f"{finding.line:>5} | "
-    console.print(f"[dim]{gutter}[/dim]{escape(text)}", highlight=False, soft_wrap=True)
+    text = finding.source.expandtabs(1)
     end = finding.end_column if finding.end_line == finding.line else len(text) + 1
-    width = max(1, end - finding.column)
-    marker = " " * (len(gutter) + finding.column - 1) + "^" * width
+    text, column, end = _window(text, finding.column, end)
+    gutter = f"{finding.line:>5} | "
+    console.print(f"[dim]{gutter}[/dim]{escape(printable(text))}", highlight=False, soft_wrap=True)
+    marker = " " * (len(gutter) + column - 1) + "^" * max(1, end - column)
     console.print(f"[{_STYLE[finding.severity]}]{marker}[/]", highlight=False, soft_wrap=True)
 
 
 def _print_finding(console: Console, finding: Finding, options: OutputOptions) -> None:
-    where = f"[bold]{escape(finding.path)}[/bold]:{finding.line}:{finding.column}:"
+    where = f"[bold]{escape(printable(finding.path))}[/bold]:{finding.line}:{finding.column}:"
     tag = " [dim](suppressed)[/dim]" if finding.suppressed else ""
     fixable = "" if finding.fix is None else " [cyan][*][/cyan]" if finding.fix.safe else " [cyan][-][/cyan]"
-    console.print(f"{where} [{_STYLE[finding.severity]}]{finding.code}[/]{fixable} {escape(finding.message)}{tag}",
+    console.print(f"{where} [{_STYLE[finding.severity]}]{finding.code}[/]{fixable} {escape(printable(finding.message))}{tag}",
                   highlight=False, soft_wrap=True)
     if options.show_source:
         _source_excerpt(console, finding)
@@ -67,15 +82,16 @@ def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
     console = Console(file=stream, force_terminal=options.color, no_color=options.color is False,
                       highlight=False, width=200 if not stream.isatty() else None)
     shown = sorted(result.findings + (result.suppressed if options.show_suppressed else []), key=lambda f: f.sort_key)
+    if options.statistics and shown:
+        _statistics(console, shown)  # only the table, as ruff's --statistics: the findings are counted, not listed
+        return
     for finding in shown:
         _print_finding(console, finding, options)
-    if options.statistics and shown:
-        _statistics(console, shown)
     if not result.findings:
-        console.print(f"[green]All checks passed[/green] ({result.files} files).", highlight=False)
+        console.print(f"[green]All checks passed[/green] ({_count(result.files, 'file')}).", highlight=False)
         return
     files = len({f.path for f in result.findings})
-    summary = f"Found {len(result.findings)} finding{'s' * (len(result.findings) != 1)} in {files} file{'s' * (files != 1)}"
+    summary = f"Found {_count(len(result.findings), 'finding')} in {_count(files, 'file')}"
     safe = sum(1 for f in result.findings if f.fix is not None and f.fix.safe)
     unsafe = sum(1 for f in result.findings if f.fix is not None and not f.fix.safe)
     fixes = [f"{safe} fixable with --fix [*]"] * bool(safe) + [f"{unsafe} more with --unsafe-fixes [-]"] * bool(unsafe)
@@ -84,3 +100,7 @@ def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
     if result.suppressed and not options.show_suppressed:
         summary += f"; {len(result.suppressed)} suppressed (--show-suppressed lists them)"
     console.print(summary + ".", highlight=False)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
