@@ -12,6 +12,7 @@ import io
 import re
 import tokenize
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class SourceFile:
     text: str
     tree: ast.Module
     lines: list[str] = field(repr=False)
+    # how messages name a line: a notebook names its cell (tfcheck/notebook.py sets it)
+    line_name: Callable[[int], str] = field(default=lambda line: f"line {line}", repr=False, compare=False)
 
     def char_column(self, line: int, byte_offset: int) -> int:
         """Convert ast's UTF-8 byte offset on a 1-based line into a 1-based character column."""

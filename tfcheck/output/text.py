@@ -29,8 +29,16 @@ def _lines(path: str) -> list[str]:
         return []
 
 
+@lru_cache(maxsize=16)
+def _cell_lines(path: str, cell: int) -> list[str]:
+    """The lines of a notebook's cell: a notebook finding's excerpt is its cell's line, not the JSON."""
+    from tfcheck.notebook import read_cell
+
+    return read_cell(path, cell).splitlines()
+
+
 def _source_excerpt(console: Console, finding: Finding) -> None:
-    lines = _lines(finding.path)
+    lines = _lines(finding.path) if finding.cell is None else _cell_lines(finding.path, finding.cell)
     if not 1 <= finding.line <= len(lines):
         return
     text = lines[finding.line - 1].expandtabs(1)
@@ -43,7 +51,8 @@ def _source_excerpt(console: Console, finding: Finding) -> None:
 
 
 def _print_finding(console: Console, finding: Finding, options: OutputOptions) -> None:
-    where = f"[bold]{escape(finding.path)}[/bold]:{finding.line}:{finding.column}:"
+    cell = "" if finding.cell is None else f"cell {finding.cell}:"
+    where = f"[bold]{escape(finding.path)}[/bold]:{cell}{finding.line}:{finding.column}:"
     tag = " [dim](suppressed)[/dim]" if finding.suppressed else ""
     fixable = "" if finding.fix is None else " [cyan][*][/cyan]" if finding.fix.safe else " [cyan][-][/cyan]"
     console.print(f"{where} [{_STYLE[finding.severity]}]{finding.code}[/]{fixable} {escape(finding.message)}{tag}",
