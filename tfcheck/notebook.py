@@ -42,6 +42,7 @@ _ESCAPE = re.compile(r"[ \t]*(?:[%!?]|[\w.,\[\]() \t]+=[ \t]*[%!]|[\w.*]+\?\??[ 
 _MAYBE_ESCAPE = re.compile(r"^[ \t]*[%!?]|=[ \t]*[%!]|\?[ \t]*$", re.MULTILINE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INDENT = re.compile(r"[ \t]*")
+_NOT_A_FILE = "<notebook cells>"  # what `ast` is told the cells' file is (see parse_source)
 
 
 def is_notebook(path: object) -> bool:
@@ -184,10 +185,12 @@ def _cell(path: str, number: int, cell: dict[str, Any], line_of: Callable[[int],
 
 def _list_file_lines(pieces: list[_Str], line_of: Callable[[int], int]) -> list[int]:
     """The file line of each cell line: where the piece holding its first character sits."""
-    lines = [line_of(pieces[0].start)] if pieces else [1]
+    lines: list[int] = []
+    at_line_start = True
     for piece in pieces:
-        breaks = len(_LINE_BREAK.findall(piece))
-        lines.extend([line_of(piece.start)] * breaks)
+        starts = sum(1 for match in _LINE_BREAK.finditer(piece) if match.end() < len(piece)) + at_line_start
+        lines.extend([line_of(piece.start)] * (starts if piece else 0))
+        at_line_start = piece.endswith(("\n", "\r")) if piece else at_line_start
     return lines
 
 
@@ -389,7 +392,8 @@ def _module(path: str, notebook: Notebook, cells: list[tuple[Cell, CellPython]],
     for cell, python in cells:
         segments.append(Segment(cell, len(text) + 1, python))
         text.extend(python.lines)
-    module = NotebookSource(notebook, parse_source(path, "".join(line + "\n" for line in text)), segments, failures)
+    source = parse_source(path, "".join(line + "\n" for line in text), _NOT_A_FILE)
+    module = NotebookSource(notebook, source, segments, failures)
     module.source.line_name = module.line_name
     return module
 
@@ -397,7 +401,7 @@ def _module(path: str, notebook: Notebook, cells: list[tuple[Cell, CellPython]],
 def _cell_failure(path: str, cell: Cell, python: CellPython) -> Finding | None:
     """TFC000 where Python stops in a cell that does not parse on its own; None when it parses."""
     try:
-        parse_source(path, "".join(line + "\n" for line in python.lines))
+        parse_source(path, "".join(line + "\n" for line in python.lines), _NOT_A_FILE)
     except ParseFailure as failure:
         line = min(failure.line, len(cell.file_lines))
         column = python.column(line, failure.column)
