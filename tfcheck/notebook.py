@@ -37,9 +37,12 @@ SUFFIX = ".ipynb"
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy"})
 _CELL_MAGIC = re.compile(r"\s*%%(\w+)")
 # A line IPython rewrites before Python sees it: `%magic`, `!shell`, `?help`, `name = !shell`,
-# `name = %magic`, and `obj?`/`obj??` help.
-_ESCAPE = re.compile(r"[ \t]*(?:[%!?]|[\w.,\[\]() \t]+=[ \t]*[%!]|[\w.*]+\?\??[ \t]*$)")
-_MAYBE_ESCAPE = re.compile(r"^[ \t]*[%!?]|=[ \t]*[%!]|\?[ \t]*$", re.MULTILINE)
+# `name = %magic`, `obj?`/`obj??` help, and automagics. Only looked for in a cell that does not parse.
+# Automagics: line magics IPython runs without the `%` (`pip install x`, `cd data`), on a line that is
+# not Python.
+_AUTOMAGIC = r"(?:pip|conda|cd|ls|pwd|cat|mkdir|rm|cp|mv|env|load_ext|matplotlib)(?:[ \t]+[^\s=(\[,:]|[ \t]*$)"
+_ESCAPE = re.compile(rf"[ \t]*(?:[%!?]|[\w.,\[\]() \t]+=[ \t]*[%!]|[\w.*]+\?\??[ \t]*$|{_AUTOMAGIC})")
+_MAYBE_ESCAPE = re.compile(rf"^[ \t]*(?:[%!?]|{_AUTOMAGIC})|=[ \t]*[%!]|\?[ \t]*$", re.MULTILINE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INDENT = re.compile(r"[ \t]*")
 _NOT_A_FILE = "<notebook cells>"  # what `ast` is told the cells' file is (see parse_source)
@@ -324,29 +327,27 @@ def python_lines(source: str) -> CellPython | None:
     dedented = frozenset(i + 1 for i, line in enumerate(lines) if indent and line.startswith(indent))
     lines = [line[len(indent):] if i + 1 in dedented else line for i, line in enumerate(lines)]
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    masked: set[int] = set()
+    masked: dict[int, str] = {}  # line index -> its indentation
     if first is not None and (magic := _CELL_MAGIC.match(lines[first])):
         if magic.group(1) not in PYTHON_CELL_MAGICS:
             return None
-        masked.add(first)
+        masked[first] = ""
     if _MAYBE_ESCAPE.search(source) and not _parses("\n".join("" if i in masked else line
                                                               for i, line in enumerate(lines))):
         masked.update(_escape_lines(lines))
-    python = [_as_pass(line) if i in masked else line for i, line in enumerate(lines)]
+    python = [masked[i] + "pass" if i in masked else line for i, line in enumerate(lines)]
     return CellPython(python, frozenset(i + 1 for i in masked), len(indent), dedented)
 
 
-def _escape_lines(lines: list[str]) -> Iterable[int]:
-    """The lines IPython rewrites; a line ending in a backslash carries the escape to the next line."""
-    continued = False
+def _escape_lines(lines: list[str]) -> Iterable[tuple[int, str]]:
+    """The lines IPython rewrites, with the indentation of the statement they stand for: a line ending
+    in a backslash carries the escape (`!pip install \\`) to the next line."""
+    continued: str | None = None
     for i, line in enumerate(lines):
-        if continued or _ESCAPE.match(line):
-            yield i
-            continued = line.endswith("\\")
-
-
-def _as_pass(line: str) -> str:
-    return line[:len(line) - len(line.lstrip(" \t"))] + "pass"
+        if continued is not None or _ESCAPE.match(line):
+            indent = continued if continued is not None else _INDENT.match(line).group()  # type: ignore[union-attr]
+            yield i, indent
+            continued = indent if line.endswith("\\") else None
 
 
 def _parses(text: str) -> bool:

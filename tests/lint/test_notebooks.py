@@ -92,6 +92,12 @@ def test_ipython_syntax_is_skipped_without_moving_lines() -> None:
     assert python.masked == {1, 2, 3, 4, 5, 7}
 
 
+def test_continued_shell_lines_and_automagics_are_skipped() -> None:
+    """From tensorflow/examples notebooks: a `!cmd \\` continued on indented lines, and `ls dir` without `%`."""
+    python = python_lines("!python -m gen \\\n  --data_dir=raw \\\n  --out=x\nls ./data/train/\nls = 3\npip install -q tf\n")
+    assert python is not None and python.lines == ["pass", "pass", "pass", "pass", "ls = 3", "pass"]
+
+
 def test_a_cell_that_parses_keeps_lines_that_only_look_like_magics() -> None:
     source = 'template = """\n%d items\n!important\n"""\n'
     assert python_lines(source).lines == source.splitlines()  # type: ignore[union-attr]
