@@ -113,7 +113,7 @@ class StaleCapture(Rule):
             rebinding = _later_rebinding(facts, node, info)
             if rebinding is not None:
                 reported.add((info, node.id))
-                yield self.finding(facts, node, _message(node.id, rebinding), function=info)
+                yield self.finding(facts, node, _message(node.id, facts.line_name(rebinding.node.lineno)), function=info)
 
 
 def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Binding | None:
@@ -224,6 +224,6 @@ def _in_loop_after(facts: FileFacts, binding: Binding, scope: Scope, defined_at:
     return isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and (statement.end_lineno or 0) > defined_at
 
 
-def _message(name: str, rebinding: Binding) -> str:
-    return (f"`{name}` is captured when the function is traced, but it is rebound at line {rebinding.node.lineno}: "
+def _message(name: str, rebound_at: str) -> str:
+    return (f"`{name}` is captured when the function is traced, but it is rebound at {rebound_at}: "
             "the graph keeps the old value; pass it as an argument, or make it a tf.Variable and assign to it")

@@ -133,7 +133,7 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
         listed = is_number_data(argument) and looks_like_data(argument)
         what = python_data(facts, argument) or ("a Python list" if listed else None)
         if what is not None:
-            return f"`{iterable.id}`, which line {tf_call.call.lineno} passes {what}"
+            return f"`{iterable.id}`, which {facts.line_name(tf_call.call.lineno)} passes {what}"
     return None
 
 

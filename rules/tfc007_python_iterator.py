@@ -137,5 +137,5 @@ def _iterator_argument(facts: FileFacts, parameter: str, function: FunctionInfo)
     for tf_call in facts.tf_function_calls:
         argument = tf_call.arguments.get(parameter)
         if tf_call.function is function and argument is not None and is_python_iterator(facts, argument):
-            return f"`{parameter}`, a Python iterator (line {tf_call.call.lineno} passes one)"
+            return f"`{parameter}`, a Python iterator ({facts.line_name(tf_call.call.lineno)} passes one)"
     return None

@@ -206,14 +206,14 @@ def _changing_name(facts: FileFacts, name: ast.Name, call: ast.Call, derived: bo
         if loop is None:
             continue
         if binding.kind == "augassign" and facts.kinds(name) == {values.NUMBER} or _counts(facts, loop, binding.node):
-            return f"value of the loop counter `{name.id}` (line {loop.lineno})"
+            return f"value of the loop counter `{name.id}` ({facts.line_name(loop.lineno)})"
         if _walks_numbers(facts, loop, binding.node):
-            return f"value of the loop variable `{name.id}` (line {loop.lineno})"
+            return f"value of the loop variable `{name.id}` ({facts.line_name(loop.lineno)})"
         if derived and binding.kind == "assign" and binding.value is not None \
                 and _is_arithmetic(facts, binding.value):
             for source in _number_names(facts, binding.value):
                 if _changing_name(facts, source, call, derived=False) is not None:
-                    return f"value of `{name.id}`, computed from the loop variable `{source.id}` (line {loop.lineno})"
+                    return f"value of `{name.id}`, computed from the loop variable `{source.id}` ({facts.line_name(loop.lineno)})"
     return None
 
 

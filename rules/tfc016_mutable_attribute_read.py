@@ -146,7 +146,7 @@ class MutableAttributeRead(Rule):
             write = writes.reassignment(node, info)
             if write is not None:
                 reported.add(key)
-                yield self.finding(facts, node, _message(facts.text(node), write.lineno), function=info)
+                yield self.finding(facts, node, _message(facts.text(node), facts.line_name(write.lineno)), function=info)
 
 
 def _is_plain_read(facts: FileFacts, node: ast.Attribute) -> bool:
@@ -263,6 +263,6 @@ def _value_kinds(facts: FileFacts, value: ast.expr | None) -> set[str]:
     return facts.kinds(value)
 
 
-def _message(expression: str, line: int) -> str:
-    return (f"`{expression}` is a plain Python value read while tracing, but it is reassigned at line {line}: "
+def _message(expression: str, line: str) -> str:
+    return (f"`{expression}` is a plain Python value read while tracing, but it is reassigned at {line}: "
             "the graph keeps the old value; make it a tf.Variable and assign to it, or pass it as an argument")

@@ -117,7 +117,7 @@ class PythonContainerInGraphLoop(Rule):
                 reported.add(node)
                 yield self.finding(
                     facts, node, f"`{facts.text(container)}` is a Python {kind} grown inside a graph loop "
-                    f"(line {loop.lineno}): the change happens once, while tracing; use tf.TensorArray",
+                    f"({facts.line_name(loop.lineno)}): the change happens once, while tracing; use tf.TensorArray",
                     function=function)
 
 

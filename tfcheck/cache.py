@@ -206,10 +206,12 @@ def decode_findings(items: Any) -> list[Finding]:
     for finding in findings:
         if not all(isinstance(getattr(finding, name), int) for name in _INT_FIELDS) or \
                 not all(isinstance(getattr(finding, name), str) for name in _STR_FIELDS) or \
-                not isinstance(finding.source, (str, type(None))):
+                not isinstance(finding.source, (str, type(None))) or \
+                not all(isinstance(getattr(finding, name), (int, type(None))) for name in _OPTIONAL_INT_FIELDS):
             raise ValueError(f"malformed finding: {finding!r}")
     return findings
 
 
 _INT_FIELDS = ("line", "column", "end_line", "end_column")
 _STR_FIELDS = ("path", "code", "name", "message")
+_OPTIONAL_INT_FIELDS = ("cell", "file_line", "file_end_line")

@@ -24,6 +24,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 CONFIG_FILES = ("tfcheck.toml", "pyproject.toml")
+# The files a folder walk lints (ruff's default, less stubs): Python files and Jupyter notebooks.
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 
 
 class ConfigError(Exception):
@@ -51,6 +53,8 @@ class Config:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".tfcheck_cache"
     engine: EngineSettings = field(default_factory=EngineSettings)
@@ -76,6 +80,10 @@ class Config:
         """
         return _matches_any(relative, self.exclude, through_parents)
 
+    def is_included(self, relative: str) -> bool:
+        """Whether a folder walk lints this file: it matches `include` or `extend-include`."""
+        return _matches_any(relative, self.include + self.extend_include, through_parents=False)
+
     def ignored_codes(self, relative: str) -> tuple[str, ...]:
         """Codes ignored in this file by `ignore` and `per-file-ignores`."""
         codes = list(self.ignore)
@@ -87,7 +95,8 @@ class Config:
     def fingerprint(self) -> str:
         """A digest of everything that changes findings: part of the lint cache key."""
         data = asdict(self)
-        data.pop("root"), data.pop("source"), data.pop("cache_dir"), data.pop("build")
+        for key in ("root", "source", "cache_dir", "build", "include", "extend_include"):  # which files, not findings
+            data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -239,6 +248,8 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "ignore": ("ignore", _codes),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "exclude": ("exclude", _strings),
+    "include": ("include", _strings),
+    "extend-include": ("extend_include", _strings),
     "respect-gitignore": ("respect_gitignore", _boolean),
     "cache-dir": ("cache_dir", _string),
     "function-aliases": ("function_aliases", _strings),

@@ -1,4 +1,6 @@
-"""Which files a run lints: walking folders, `.gitignore`, `exclude`, and paths that do not exist.
+"""Which files a run lints: walking folders, `include`, `.gitignore`, `exclude`, and paths that do not exist.
+
+A folder walk lints the files `include` (default `*.py`, `*.ipynb`) or `extend-include` match.
 
 Paths given explicitly are linted even when `exclude` matches them (as in ruff), unless
 `force_exclude` is set: the pre-commit hook sets it, because pre-commit passes every staged file.
@@ -117,7 +119,7 @@ def _inherited_gitignores(directory: Path, stop: Path) -> list[_IgnorePattern]:
 
 
 def discover(paths: Sequence[Path], config: Config, force_exclude: bool = False) -> Discovery:
-    """Expand paths into the sorted, de-duplicated list of Python files to lint."""
+    """Expand paths into the sorted, de-duplicated list of files to lint (Python files and notebooks)."""
     found = Discovery()
     seen: set[Path] = set()
     for path in paths:
@@ -139,8 +141,28 @@ def discover(paths: Sequence[Path], config: Config, force_exclude: bool = False)
     return found
 
 
+class _Included:
+    """`include` + `extend-include` for a folder walk. `*.py`-style patterns are a suffix test on the name
+    (a walk meets every file of a monorepo); other globs are matched against the path from the config's folder."""
+
+    def __init__(self, config: Config) -> None:
+        patterns = config.include + config.extend_include
+        self.config = config
+        self.suffixes = tuple(p[1:] for p in patterns if _SUFFIX_GLOB.fullmatch(p))
+        self.globs = any(not _SUFFIX_GLOB.fullmatch(p) for p in patterns)
+
+    def __call__(self, name: str, path: Path) -> bool:
+        if name.endswith(self.suffixes):
+            return True
+        return self.globs and self.config.is_included(self.config.relative(path))
+
+
+_SUFFIX_GLOB = re.compile(r"\*\.[\w.-]+")
+
+
 def _walk(root: Path, config: Config) -> Iterator[Path]:
-    """Python files under `root`, skipping ignored and excluded folders; never follows symlinked folders."""
+    """Included files under `root`, skipping ignored and excluded folders; never follows symlinked folders."""
+    included = _Included(config)
     inherited = _inherited_gitignores(root.absolute(), config.root) if config.respect_gitignore else []
     stack: list[tuple[Path, list[_IgnorePattern]]] = [(root, inherited)]
     while stack:
@@ -165,5 +187,5 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
                 continue
             if is_dir:
                 stack.append((path, patterns))
-            elif entry.name.endswith(".py"):
+            elif included(entry.name, path):
                 yield path

@@ -37,7 +37,13 @@ class Fix:
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem at one place. Lines and columns are 1-based; columns count characters."""
+    """One problem at one place. Lines and columns are 1-based; columns count characters.
+
+    In a notebook, `cell` is the cell's number among all cells of the file (1-based, markdown
+    included, as editors count them); `line`/`column` and the fix's edits count within that cell, and
+    `file_line`/`file_end_line` are the lines of the .ipynb file where those cell lines sit (what
+    code-scanning tools show). All three are None for a Python file.
+    """
 
     path: str
     line: int
@@ -53,10 +59,20 @@ class Finding:
     # The text of `line`, captured from what was analysed: reporters show it without opening the
     # file again (it may have changed since, or be a FIFO that a second read would block on).
     source: str | None = field(default=None, compare=False, repr=False)
+    cell: int | None = None
+    file_line: int | None = None
+    file_end_line: int | None = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    @property
+    def file_lines(self) -> tuple[int, int]:
+        """The first and last line in the file itself: of the .ipynb JSON text for a notebook."""
+        if self.file_line is None or self.file_end_line is None:
+            return self.line, self.end_line
+        return self.file_line, self.file_end_line
 
     def with_path(self, path: str) -> Finding:
         return replace(self, path=path)
@@ -65,8 +81,9 @@ class Finding:
         """The finding as JSON data; `source` only on request (the lint cache keeps it, reports do not)."""
         data = asdict(self)
         data["severity"] = self.severity.value
-        if self.fix is None:
-            del data["fix"]
+        for key in ("fix", "cell", "file_line", "file_end_line"):
+            if data[key] is None:
+                del data[key]
         if not with_source or self.source is None:
             del data["source"]
         return data

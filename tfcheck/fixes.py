@@ -31,7 +31,9 @@ from pathlib import Path
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from tfcheck.engine.source import ParseFailure
 from tfcheck.findings import Edit, Finding, Fix
+from tfcheck.notebook import Notebook, as_python, is_notebook, notebook_sources
 
 if TYPE_CHECKING:
     import libcst
@@ -155,12 +157,13 @@ class _Offsets:
         return self(edit.line, edit.column), self(edit.end_line, edit.end_column)
 
 
-def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+def apply_fixes(text: str, fixes: Sequence[Fix], check: Callable[[str], bool] = parses) -> tuple[str, list[Fix]]:
     """Apply the fixes that do not overlap each other, in order; return the text and the fixes applied.
 
     A fix is all or nothing: if one of its edits overlaps an edit already chosen, the whole fix
-    waits for the next round. The result always parses: if the chosen fixes together break the
-    file, they are tried one at a time and only those that keep it parsing are applied.
+    waits for the next round. The result always passes `check` (parses, by default): if the chosen
+    fixes together break the file, they are tried one at a time and only those that keep it parsing
+    are applied.
     """
     offsets = _Offsets(text)
     chosen: list[Fix] = []
@@ -172,18 +175,18 @@ def apply_fixes(text: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
         chosen.append(fix)
         taken.extend(spans)
     result = _apply(text, offsets, chosen)
-    if not chosen or parses(result):
+    if not chosen or check(result):
         return result, chosen
-    return _apply_one_by_one(text, chosen)
+    return _apply_one_by_one(text, chosen, check)
 
 
-def _apply_one_by_one(text: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+def _apply_one_by_one(text: str, fixes: Sequence[Fix], check: Callable[[str], bool]) -> tuple[str, list[Fix]]:
     """Apply non-overlapping fixes one at a time (last first, so earlier positions stay valid)."""
     offsets = _Offsets(text)
     applied: list[Fix] = []
     for fix in sorted(fixes, key=lambda f: min(offsets.span(e) for e in f.edits), reverse=True):
         candidate = _apply(text, _Offsets(text), [fix])
-        if parses(candidate):
+        if check(candidate):
             text = candidate
             applied.append(fix)
     applied.reverse()
@@ -236,16 +239,25 @@ class FileFixes:
         return self.fixed != self.original
 
     def diff(self) -> str:
-        """A unified diff of the change, as `git diff` shows it (a/ and b/ prefixes)."""
-        before = self.original.splitlines(keepends=True)
-        after = self.fixed.splitlines(keepends=True)
-        lines = difflib.unified_diff(before, after, f"a/{self.display}", f"b/{self.display}")
-        return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
-                       for line in lines)
+        """A unified diff of the change, as `git diff` shows it (a/ and b/ prefixes); for a notebook, one
+        per changed cell, of the cell's source (`a/train.ipynb:cell 3`), as ruff shows them."""
+        if not is_notebook(self.path):
+            return _unified_diff(self.original, self.fixed, self.display)
+        before = notebook_sources(self.display, self.original)
+        after = notebook_sources(self.display, self.fixed)
+        return "".join(_unified_diff(before[cell], after[cell], f"{self.display}:cell {cell}")
+                       for cell in sorted(before) if before[cell] != after.get(cell, before[cell]))
 
     def write(self) -> None:
         """Write the fixed text back in the file's own encoding; newlines are kept as they were."""
         self.path.write_bytes(self.fixed.encode(self.encoding))
+
+
+def _unified_diff(before: str, after: str, name: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{name}", f"b/{name}")
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
 
 
 @dataclass
@@ -261,22 +273,49 @@ class FixRun:
 
 
 Relint = Callable[[str], list[Finding]]
+# One round of fixing: the text and the applicable findings -> the new text and how many fixes went in.
+ApplyRound = Callable[[str, list[Finding]], tuple[str, int]]
 
 
-def fix_text(text: str, findings: Sequence[Finding], relint: Relint, unsafe: bool) -> tuple[str, int]:
+def _python_round(text: str, findings: list[Finding]) -> tuple[str, int]:
+    new_text, done = apply_fixes(text, [f.fix for f in findings])  # type: ignore[misc]
+    return new_text, len(done)
+
+
+def notebook_round(display: str) -> ApplyRound:
+    """A round of fixes on a notebook's raw text: each cell's fixes applied to that cell's source (the
+    edits count within it), checked as the Python the cell runs, and written back into the JSON."""
+    def apply_round(raw: str, findings: list[Finding]) -> tuple[str, int]:
+        notebook = Notebook.parse(display, raw)
+        sources = {cell.number: cell.source for cell in notebook.cells}
+        by_cell: dict[int, list[Fix]] = {}
+        for finding in findings:
+            if finding.cell in sources:
+                by_cell.setdefault(finding.cell, []).append(finding.fix)  # type: ignore[arg-type]
+        done = 0
+        for cell, fixes in by_cell.items():
+            sources[cell], chosen = apply_fixes(sources[cell], fixes, lambda text: parses(as_python(text)))
+            done += len(chosen)
+        return notebook.with_sources(sources), done
+
+    return apply_round
+
+
+def fix_text(text: str, findings: Sequence[Finding], relint: Relint, unsafe: bool,
+             apply_round: ApplyRound = _python_round) -> tuple[str, int]:
     """Apply fixes to `text`, linting the result again (`relint`) between rounds, ruff-style.
 
     Returns the fixed text and how many fixes were applied in all rounds.
     """
     applied = 0
     for _ in range(MAX_ROUNDS):
-        fixes = [f.fix for f in findings if is_applicable(f, unsafe)]
-        if not fixes:
+        chosen = [f for f in findings if is_applicable(f, unsafe)]
+        if not chosen:
             break
-        new_text, done = apply_fixes(text, fixes)  # type: ignore[arg-type]
+        new_text, done = apply_round(text, chosen)
         if not done or new_text == text:
             break
-        text, applied = new_text, applied + len(done)
+        text, applied = new_text, applied + done
         findings = relint(text)
     return text, applied
 
@@ -302,7 +341,12 @@ def fix_files(findings: Sequence[Finding], sources: dict[str, Path], relint_for:
         except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as exc:
             run.errors.append(f"{display}: not fixed, cannot read it again: {exc}")
             continue
-        fixed, applied = fix_text(original, file_findings, relint_for(path), unsafe)
+        apply_round = notebook_round(display) if is_notebook(path) else _python_round
+        try:
+            fixed, applied = fix_text(original, file_findings, relint_for(path), unsafe, apply_round)
+        except ParseFailure as failure:  # a notebook changed on disk since it was linted
+            run.errors.append(f"{display}: not fixed: {failure.message}")
+            continue
         if fixed != original:
             run.files.append(FileFixes(path, display, original, fixed, applied, encoding))
     return run

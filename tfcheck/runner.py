@@ -27,9 +27,10 @@ from pathlib import Path
 from tfcheck.cache import LintCache, StatSignature, content_hash, decode_findings, stat_signature
 from tfcheck.config import Config
 from tfcheck.engine import FileFacts, ParseFailure
-from tfcheck.engine.modules import module_name_for
-from tfcheck.engine.source import decode_source, parse_source
+from tfcheck.engine.modules import module_name_for, module_stem
+from tfcheck.engine.source import SourceFile, decode_source, parse_source
 from tfcheck.files import discover
+from tfcheck.notebook import NotebookSource, is_notebook, load_notebook
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule, all_rules, matches
 from tfcheck.shard import Shard
@@ -122,16 +123,33 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
     """
     result = FileResult(job.display)
     text = ""
+    notebook: NotebookSource | None = None
     try:
-        text = decode_source(job.display, read_file(job.path, job.display)[0] if data is None else data)
+        data = read_file(job.path, job.display)[0] if data is None else data
+        if is_notebook(job.path):
+            notebook = load_notebook(job.display, data)
+            text = notebook.text
+        else:
+            text = decode_source(job.display, data)
         candidate = bool(job.extra_roots) or _CANDIDATE.search(text) is not None
         if not job.report and not candidate:
             return result  # another shard's file: only its calls into other files matter, and it has none
         result.lines = text.count("\n") + 1
-        source = parse_source(job.display, text)
+        source = notebook.source if notebook is not None else parse_source(job.display, text)
     except ParseFailure as failure:
         result.findings.append(parse_failure_finding(failure))
         return _with_source(_filter(result, config, job.relative, ""), text)
+    except Exception as exc:  # noqa: BLE001 - one file's crash must not stop the run
+        result.errors.append(InternalError(job.display, "reading the file", describe_exception(exc)))
+        return result
+    if notebook is not None:
+        return _in_cells(_analyze_source(job, config, rules, source, candidate, result), notebook, config, job.relative)
+    return _analyze_source(job, config, rules, source, candidate, result)
+
+
+def _analyze_source(job: FileJob, config: Config, rules: Sequence[Rule], source: SourceFile, candidate: bool,
+                    result: FileResult) -> FileResult:
+    """Facts and rules on a parsed file; `candidate`: whether the file can hold anything to report."""
     if not candidate:
         return result
     try:
@@ -150,7 +168,16 @@ def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | N
             result.findings.extend(rule.check(facts))
         except Exception as exc:  # noqa: BLE001
             result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})", describe_exception(exc)))
-    return _with_source(_filter(result, config, job.relative, text), text)
+    return _with_source(_filter(result, config, job.relative, source.text), source.text)
+
+
+def _in_cells(result: FileResult, notebook: NotebookSource, config: Config, relative: str) -> FileResult:
+    """A notebook's findings moved from the module of its code cells to their cells, with the cells that
+    did not parse reported."""
+    failures = _filter(FileResult(result.path, findings=list(notebook.failures)), config, relative, "").findings
+    result.findings = sorted([notebook.to_cell(f) for f in result.findings] + failures, key=lambda f: f.sort_key)
+    result.suppressed = [notebook.to_cell(f) for f in result.suppressed]
+    return result
 
 
 def _with_source(result: FileResult, text: str) -> FileResult:
@@ -423,7 +450,7 @@ class _JobMaker:
         real_folder, package = self._folder(folder)
         real = os.path.realpath(absolute) if os.path.islink(absolute) else os.path.join(real_folder, name)
         is_package = name == "__init__.py"
-        stem = name[:-3] if name.endswith(".py") else os.path.splitext(name)[0]
+        stem = module_stem(name)
         module = package if is_package else f"{package}.{stem}" if package else stem
         return FileJob(path, _inside(absolute, self.cwd) or path.as_posix(),
                        _inside(real, self.root) or path.as_posix(), module, is_package)

@@ -463,6 +463,10 @@ class FileFacts:
         return None
 
     # -- positions -----------------------------------------------------------------------------------
+    def line_name(self, line: int) -> str:
+        """How a message names a line of this file: `line 12`, or in a notebook `line 3 of cell 5`."""
+        return self.source.line_name(line)
+
     def span(self, node: ast.AST) -> tuple[int, int, int, int]:
         """1-based (line, column, end_line, end_column) of a node, columns in characters."""
         line = getattr(node, "lineno", 1)
@@ -547,11 +551,11 @@ def _mark_call_roots(facts: FileFacts, call: ast.Call, mark, graph: GraphCode) -
     name = facts.resolve(call.func)
     if name in facts.tf_function_names and call.args:
         for info in facts.function_target(call.args[0]):
-            mark(info, f"passed to tf.function at line {call.lineno}")
+            mark(info, f"passed to tf.function at {facts.line_name(call.lineno)}")
     elif name in CONTROL_FLOW_FUNCTION_ARGS:
         for arg in function_arguments(call, CONTROL_FLOW_FUNCTION_ARGS[name]):
             for info in facts.function_target(arg):
-                mark(info, f"traced by {name.replace('tensorflow.', 'tf.')} at line {call.lineno}")
+                mark(info, f"traced by {name.replace('tensorflow.', 'tf.')} at {facts.line_name(call.lineno)}")
     elif name in EAGER_FUNCTION_ARGS:
         for arg in function_arguments(call, EAGER_FUNCTION_ARGS[name]):
             graph.eager.update(facts.function_target(arg))
@@ -559,7 +563,7 @@ def _mark_call_roots(facts: FileFacts, call: ast.Call, mark, graph: GraphCode) -
             and _is_dataset(facts, call.func.value):
         for arg in function_arguments(call, DATASET_FUNCTION_ARGS[call.func.attr]):
             for info in facts.function_target(arg):
-                mark(info, f"traced by Dataset.{call.func.attr} at line {call.lineno}")
+                mark(info, f"traced by Dataset.{call.func.attr} at {facts.line_name(call.lineno)}")
 
 
 def _is_dataset(facts: FileFacts, receiver: ast.expr) -> bool:
@@ -574,7 +578,7 @@ def _follow_call(facts: FileFacts, caller: FunctionInfo, call: ast.Call, mark, g
     """A function called from graph code is graph code too; calls to other modules go to the project."""
     targets = facts.function_target(call.func)
     for target in targets:
-        mark(target, f"called from {caller.qualname} (line {call.lineno}), which is graph code")
+        mark(target, f"called from {caller.qualname} ({facts.line_name(call.lineno)}), which is graph code")
     if targets:
         return
     name = facts.resolve(call.func)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -14,14 +15,20 @@ def is_test_path(path: str) -> bool:
     return _TEST_PATH.search(path.replace("\\", "/")) is not None
 
 
+def module_stem(name: str) -> str:
+    """The last part of a file's module name: `mod` for `mod.py`, the whole name for a notebook."""
+    return name if name.lower().endswith(".ipynb") else os.path.splitext(name)[0]
+
+
 def module_name_for(path: Path) -> tuple[str, bool]:
     """The dotted module name of a file, found by walking up through packages (`__init__.py`).
 
     Returns (name, is_package). A file outside any package is a top-level module named by its stem.
+    A notebook cannot be imported: it keeps its suffix (`train.ipynb`), so no import resolves to it.
     """
     path = path.resolve() if not path.is_absolute() else path
     is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
+    parts = [] if is_package else [module_stem(path.name)]
     directory = path.parent
     while (directory / "__init__.py").is_file() and directory.parent != directory:
         parts.append(directory.name)

@@ -12,6 +12,7 @@ import io
 import re
 import tokenize
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class SourceFile:
     text: str
     tree: ast.Module
     lines: list[str] = field(repr=False)
+    # how messages name a line: a notebook names its cell (tfcheck/notebook.py sets it)
+    line_name: Callable[[int], str] = field(default=lambda line: f"line {line}", repr=False, compare=False)
 
     def char_column(self, line: int, byte_offset: int) -> int:
         """Convert ast's UTF-8 byte offset on a 1-based line into a 1-based character column."""
@@ -78,8 +81,13 @@ def read_source(path: Path, display_path: str) -> str:
     return decode_source(display_path, data)
 
 
-def parse_source(display_path: str, text: str) -> SourceFile:
-    """Parse text into a SourceFile. Never executes or imports the code."""
+def parse_source(display_path: str, text: str, filename: str | None = None) -> SourceFile:
+    """Parse text into a SourceFile. Never executes or imports the code.
+
+    `filename` is what `ast` is told (default: the display path). Text that is not the file's content
+    (a notebook's cells) must not name the file: CPython re-reads the named file's line to place a
+    syntax error, and would place it in the notebook's JSON.
+    """
     if "\0" in text:
         before = text[: text.index("\0")]
         line = before.count("\n") + 1
@@ -87,7 +95,7 @@ def parse_source(display_path: str, text: str) -> SourceFile:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in the linted code are not ours
-            tree = ast.parse(text, filename=display_path, type_comments=False)
+            tree = ast.parse(text, filename=filename or display_path, type_comments=False)
     except SyntaxError as exc:
         raise ParseFailure(display_path, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1) from None
     except (RecursionError, MemoryError):

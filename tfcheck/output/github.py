@@ -21,8 +21,12 @@ def _escape_property(text: str) -> str:
 
 def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
     for f in result.findings:
+        line, end_line = f.file_lines
+        # a notebook's columns count within its cell, not along the JSON line the annotation points at
+        columns = [f"col={f.column}", f"endColumn={f.end_column}"] if f.cell is None else []
+        where = "" if f.cell is None else f" (cell {f.cell}, line {f.line})"
         properties = ",".join([
-            f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
-            f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={_escape_property(f'{f.code} {f.name}')}",
+            f"file={_escape_property(f.path)}", f"line={line}", *columns[:1],
+            f"endLine={end_line}", *columns[1:], f"title={_escape_property(f'{f.code} {f.name}{where}')}",
         ])
         stream.write(f"::{_LEVEL[f.severity]} {properties}::{_escape_data(f'{f.code} {f.message}')}\n")

@@ -27,6 +27,16 @@ def _rule_descriptor(rule: Any) -> dict[str, Any]:
     }
 
 
+def _region(finding: Finding) -> dict[str, int]:
+    """Where a finding is in the file: for a notebook, the lines of the .ipynb (JSON) file, no columns
+    (they count within the cell; the result's properties say where in the cell)."""
+    line, end_line = finding.file_lines
+    if finding.cell is not None:
+        return {"startLine": line, "endLine": end_line}
+    return {"startLine": line, "startColumn": finding.column, "endLine": end_line,
+            "endColumn": max(finding.end_column, 1)}
+
+
 def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.code,
@@ -36,13 +46,13 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
         "locations": [{
             "physicalLocation": {
                 "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
-                "region": {
-                    "startLine": finding.line, "startColumn": finding.column,
-                    "endLine": finding.end_line, "endColumn": max(finding.end_column, 1),
-                },
+                "region": _region(finding),
             }
         }],
     }
+    if finding.cell is not None:
+        result["properties"] = {"notebookCell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column,
+                                "cellEndLine": finding.end_line, "cellEndColumn": finding.end_column}
     if finding.suppressed:
         result["suppressions"] = [{"kind": "inSource"}]
     return result

@@ -58,7 +58,8 @@ def _source_excerpt(console: Console, finding: Finding) -> None:
 
 
 def _print_finding(console: Console, finding: Finding, options: OutputOptions) -> None:
-    where = f"[bold]{escape(printable(finding.path))}[/bold]:{finding.line}:{finding.column}:"
+    cell = "" if finding.cell is None else f"cell {finding.cell}:"
+    where = f"[bold]{escape(printable(finding.path))}[/bold]:{cell}{finding.line}:{finding.column}:"
     tag = " [dim](suppressed)[/dim]" if finding.suppressed else ""
     fixable = "" if finding.fix is None else " [cyan][*][/cyan]" if finding.fix.safe else " [cyan][-][/cyan]"
     console.print(f"{where} [{_STYLE[finding.severity]}]{finding.code}[/]{fixable} {escape(printable(finding.message))}{tag}",
