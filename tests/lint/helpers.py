@@ -12,6 +12,7 @@ from tfcheck.runner import lint_paths
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 _EXPECT = re.compile(r"# expect: ((?:TFC\d{3} ?)+)$")
+_EXPECT_MISSING = re.compile(r"# expect-missing: (.+)$")
 
 
 def codes_of_all_rules(snippet: str) -> set[str]:
@@ -24,6 +25,12 @@ def expected_findings(path: Path) -> list[tuple[int, str]]:
     """The `# expect: TFC0xx ...` comments of a fixture, as sorted (line, code) pairs."""
     return sorted((number, code) for number, line in enumerate(path.read_text().splitlines(), start=1)
                   if (match := _EXPECT.search(line)) for code in match.group(1).split())
+
+
+def missing_pitfalls(path: Path) -> list[tuple[int, str]]:
+    """The `# expect-missing: <pitfall>` comments of a file: real pitfalls that no rule reports yet."""
+    return [(number, match.group(1).strip()) for number, line in enumerate(path.read_text().splitlines(), start=1)
+            if (match := _EXPECT_MISSING.search(line))]
 
 
 def fixture_findings(path: Path) -> list[tuple[int, str]]:

@@ -1,0 +1,24 @@
+"""tensorflow/tensorflow#33193 "AutoGraph returns an empty array when I use a for-loop and TensorArray".
+
+Every `b.write(...)` result is discarded; in graph mode the returned array is empty (it happens to
+work eagerly, where the write mutates in place).
+"""
+import numpy as np
+import tensorflow as tf
+
+a = np.array([1, 2, 3], np.int32)
+
+
+@tf.function  # works without the decorator
+def foo(a):
+    b = tf.TensorArray(tf.string, 4)
+    b.write(0, "test")  # expect-missing: TensorArray.write result discarded
+    for i in tf.range(3):
+        if a[i] == 2:
+            b.write(i, "fuzz")  # expect-missing: TensorArray.write result discarded
+        elif a[i] == 3:
+            b.write(i, "buzz")  # expect-missing: TensorArray.write result discarded
+    return b.stack()
+
+
+print(foo(a))
