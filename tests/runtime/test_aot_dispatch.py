@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -158,6 +160,24 @@ def test_dispatch_from_many_threads(cache):
     for x, result in zip(inputs, results):
         np.testing.assert_allclose(result, x * 2 + 1, rtol=1e-6)
     assert fn.backend == "tvm:cpu"
+
+
+def test_dispatch_from_8_threads_at_once_logs_no_retracing_warning(cache, caplog):
+    # Each new wrapper makes new guards; the threads' first calls start together, as in a server.
+    for _ in range(3):
+        fn = _fresh_wrapper()
+        start = threading.Barrier(8)
+
+        def work(thread: int, fn=fn, start=start) -> None:
+            start.wait()
+            for call in range(10):
+                fn(_x(1 + 2 * ((thread + call) % 2))).numpy()
+
+        with caplog.at_level(logging.WARNING, logger="tensorflow"):
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(work, range(8)))
+        assert fn.backend == "tvm:cpu"
+    assert [r.getMessage() for r in caplog.records if "retracing" in r.getMessage()] == []
 
 
 def test_decorator_forms_and_metadata():

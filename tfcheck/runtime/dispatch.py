@@ -216,8 +216,11 @@ class _CapturesGuard:
         self._shadows = [tf.Variable(tf.zeros_like(variable), trainable=False)
                          for variable in self._variables]
         pairs = list(zip(self._variables, self._shadows))
+        # Traced here, once, into a concrete function: calling a tf.function from several threads
+        # before its first trace finishes traces it once per thread, and TensorFlow counts every
+        # guard's traces against the same lambda, which logs its "excessive retracing" warning.
         self._same = tf.function(lambda: tf.reduce_all(
-            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs]))
+            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs])).get_concrete_function()
         self._expected = manifest.raw.get("captures_fingerprint")
         self._verified = False
         self._lock = threading.Lock()
