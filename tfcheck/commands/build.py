@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -35,7 +35,13 @@ def _load_config() -> Config:
     try:
         return load_config(Path.cwd())
     except ConfigError as error:
-        raise click.ClickException(str(error)) from None
+        _config_error(str(error))
+
+
+def _config_error(message: str) -> NoReturn:
+    """A configuration problem is a usage error (exit 2), reported like `tfcheck check` does."""
+    click.echo(f"tfcheck: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
 
 
 def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[Any], list[str]]:
@@ -68,6 +74,9 @@ def _resolve_target(target: str | None, arch: str | None, config: Config) -> tup
     try:
         return resolve_target(named or "cpu", arch if named else None), bool(named)
     except TargetError as error:
+        if target is None:  # the config's target: say which file and key to fix
+            table = "[tool.tfcheck.build]" if config.source and config.source.name == "pyproject.toml" else "[build]"
+            _config_error(f"{config.source}: {table} target = {named!r}: {error}")
         raise click.BadParameter(str(error), param_hint="--target/--arch") from None
 
 
