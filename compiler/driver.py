@@ -192,6 +192,7 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
         "compile_options": compile_options(options), "versions": versions_without_tf,
     }
     return {"root": str(function.root), "module": function.module, "qualname": function.qualname,
+            "path": _display_path(function.path),
             "config_shapes": config_shapes, "work_dir": str(work_dir), "seed": SEED, "cache": cache}
 
 

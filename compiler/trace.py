@@ -32,12 +32,14 @@ _FLOAT_KINDS = "f"
 
 def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
     """Import, trace every shape entry, and report what the parent needs for the cache key."""
-    events.stage("trace")
+    source = request.get("path") or request["module"]
+    events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
     _seed_everything(int(request["seed"]))
     import tensorflow as tf
 
     from tfcheck.fingerprint import source_fingerprint
 
+    events.stage("import", doing=f"importing {source}", before=f"tracing {_label(request)}")
     wrapper = _load_object(request["root"], request["module"], request["qualname"])
     tf_function = getattr(wrapper, "tf_function", wrapper)
     options = getattr(wrapper, "aot_options", {}) or {}
@@ -60,6 +62,10 @@ def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, An
         "source_fingerprint": source_fingerprint(tf_function),
         "variants": variants,
     }
+
+
+def _label(request: dict[str, Any]) -> str:
+    return f"{request['module']}.{request['qualname']}"
 
 
 def _seed_everything(seed: int) -> None:
@@ -151,6 +157,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
 
     from tfcheck.fingerprint import captures_fingerprint
 
+    events.stage("trace", doing=f"tracing {_label(request)} for input shapes {shapes}")
     names = _input_names(tf_function, signature)
     specs = [tf.TensorSpec(shape, spec.dtype, name=name) for spec, shape, name in zip(signature, shapes, names)]
     concrete = _specialize(tf, tf_function, signature, specs).get_concrete_function()
@@ -165,7 +172,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     described["key"] = _cached_key(request, described, tf.__version__)
     if described["key"] is not None:
         return described
-    events.stage("convert")
+    events.stage("convert", doing=f"converting {_label(request)} to TFLite for input shapes {shapes}")
     flatbuffer = _to_tflite(tf, frozen)
     variant_dir.mkdir(parents=True, exist_ok=True)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)

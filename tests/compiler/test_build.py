@@ -168,15 +168,21 @@ def test_shape_entries_give_one_artifact_each_and_export(project: Callable[..., 
     assert tensorflow_loaded_before or "tensorflow" not in sys.modules
 
 
-def test_a_crashing_module_is_a_clear_failure(project: Callable[..., Path],
-                                              run_cli: Callable[..., Result]) -> None:
-    folder = project({"crash.py": "import ctypes\nimport tensorflow as tf\nimport tfcheck\nctypes.string_at(0)\n"
-                                  "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\n"
-                                  "def f(x):\n    return x\n"})
+def test_a_module_that_crashes_or_exits_at_import_is_named(project: Callable[..., Path],
+                                                           run_cli: Callable[..., Result]) -> None:
+    function = "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\ndef f(x):\n    return x\n"
+    header = "import ctypes, os, sys\nimport tensorflow as tf\nimport tfcheck\nprint('loading weights')\n"
+    folder = project({"crash.py": header + "ctypes.string_at(0)\n" + function,
+                      "quits.py": header + "sys.exit(3)\n" + function,
+                      "leaves.py": header + "os._exit(0)\n" + function})
     code, report = build(run_cli, folder)
-    [record] = report["functions"]
+    messages = {record["function"]: record["message"] for record in report["functions"]}
     assert code == 1
-    assert record["message"].startswith("crash.f: the build process crashed with SIGSEGV")
+    assert messages["crash.f"].startswith("crash.f: importing crash.py crashed with SIGSEGV before tracing crash.f")
+    assert messages["quits.f"] == "quits.f: importing quits.py exited (sys.exit(3)) before tracing quits.f"
+    assert messages["leaves.f"] == (
+        "leaves.f: importing leaves.py exited with status 0 without reporting a result before tracing "
+        "leaves.f (os._exit, or a crash in native code); its last output:\nloading weights")  # no TF start-up lines
 
 
 def test_concurrent_builds_share_one_cache(project: Callable[..., Path]) -> None:
