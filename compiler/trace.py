@@ -45,8 +45,8 @@ def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, An
     options = getattr(wrapper, "aot_options", {}) or {}
     if not hasattr(tf_function, "get_concrete_function"):
         raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
-    signature = _flat_signature(tf_function)
     entries = options.get("shapes") or request.get("config_shapes") or None
+    signature = _flat_signature(tf_function, entries)
     shapes = _shape_entries(signature, entries)
     work_dir = Path(request["work_dir"])
     variants = [
@@ -95,20 +95,46 @@ def _load_object(root: str, module_name: str, qualname: str) -> Any:
     return getattr(module, qualname)
 
 
-def _flat_signature(tf_function: Any) -> list[Any]:
+def _flat_signature(tf_function: Any, entries: list[Any] | None) -> list[Any]:
     """The input_signature as a flat list of TensorSpecs, or a message saying how to add one."""
     import tensorflow as tf
 
     signature = tf_function.input_signature
     if signature is None:
-        raise StepError(
-            "no input_signature: declare the inputs with "
-            "@tf.function(input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)]) so that "
-            "the build knows their shapes and dtypes")
+        raise StepError(signature_hint(_tensor_parameters(tf_function.python_function), entries))
     flat = tf.nest.flatten(signature)
     if len(flat) != len(signature) or not all(isinstance(s, tf.TensorSpec) for s in flat):
         raise StepError("only a flat list of tf.TensorSpec is supported as input_signature")
     return flat
+
+
+def _tensor_parameters(python_function: Any) -> list[str]:
+    """The parameters that take tensors: the positional ones without a default (`training=False`
+    and the like are Python options, not inputs)."""
+    positional = [p for p in inspect.signature(python_function).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [p.name for p in positional if p.default is p.empty] or [p.name for p in positional]
+
+
+def signature_hint(parameters: list[str], entries: list[Any] | None) -> str:
+    """How to declare the missing input_signature, with the function's own parameter names and,
+    when the shape entries (`shapes=` or the config) give one shape per parameter, the shapes they
+    imply: a dimension that differs between entries becomes None."""
+    known = bool(entries) and all(len(entry) == len(parameters) for entry in entries)
+    shapes = [_common_shape([entry[i] for entry in entries]) if known else "[...]"
+              for i in range(len(parameters))]
+    specs = ", ".join(f"tf.TensorSpec({shape}, tf.float32, name={name!r})" for shape, name in zip(shapes, parameters))
+    todo = "shapes from the shape entries; check the dtypes" if known else \
+        "fill in each shape, with None for a dimension that varies, and each dtype"
+    return (f"no input_signature: the build needs the shape and dtype of each input; declare them with "
+            f"@tf.function(input_signature=[{specs}]) ({todo})")
+
+
+def _common_shape(shapes: list[Any]) -> str:
+    """`[None, 8]` for (1, 8) and (4, 8); `[...]` when the ranks differ."""
+    if len({len(shape) for shape in shapes}) != 1:
+        return "[...]"
+    return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
 
 
 def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list[list[int]]]:

@@ -52,10 +52,10 @@ def mismatched(x):
     return tf.matmul(x, tf.ones([5, 5]))
 
 
-@tfcheck.aot
+@tfcheck.aot(shapes=[(1, 8), (4, 8)])
 @tf.function
-def unsigned(x):
-    return x + 1.0
+def unsigned(images, scale=2.0):
+    return images * scale
 
 
 @tfcheck.aot
@@ -134,7 +134,8 @@ def test_failures_are_per_function_with_clear_messages(project: Callable[..., Pa
     assert "models.determinant" in failed["determinant"] and "MatrixDeterminant" in failed["determinant"]
     assert records["determinant"]["op"] == "MatrixDeterminant"
     assert "models.mismatched" in failed["mismatched"]
-    assert "no input_signature" in failed["unsigned"] and "tf.TensorSpec" in failed["unsigned"]
+    assert "no input_signature" in failed["unsigned"] and "224" not in failed["unsigned"]
+    assert "input_signature=[tf.TensorSpec([None, 8], tf.float32, name='images')]" in failed["unsigned"]
     assert "'rows' (None, 4)" in failed["unknown_batch"] and "shapes=" in failed["unknown_batch"]
     assert "TFC008" in failed["asserting"] and "--no-lint" in failed["asserting"]
     manifest = json.loads(Path(records["fine"]["artifact"], "manifest.json").read_text())

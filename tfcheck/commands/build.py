@@ -151,6 +151,25 @@ def _print_table(records: list[Any], console: Console) -> None:
         if record.message:
             mark = "[red]✗[/]" if record.status == "failed" else "•"
             console.print(f"{mark} {escape(record.message)}", highlight=False)
+    for line in summary_lines(records):
+        console.print(escape(line), highlight=False)
+
+
+_STATUS_ORDER = ("built", "cached", "checked", "failed")
+
+
+def summary_lines(records: list[Any]) -> list[str]:
+    """`3 built, 2 cached, 1 failed`, the cache the artifacts are in, and what --out exported where."""
+    counts = {status: sum(r.status == status for r in records) for status in _STATUS_ORDER}
+    lines = [", ".join(f"{count} {status}" for status, count in counts.items() if count)]
+    caches = sorted({str(Path(r.artifact).parent) for r in records if r.artifact})
+    if caches:
+        lines.append(f"artifacts in the cache {', '.join(caches)}")
+    exported = [Path(r.exported) for r in records if r.exported]
+    for folder in sorted({path.parent for path in exported}):
+        names = ", ".join(path.name for path in exported if path.parent == folder)
+        lines.append(f"exported to {folder}{os.sep}: {names}")
+    return lines
 
 
 def _tuning_text(tuning: dict[str, Any]) -> str:
@@ -274,6 +293,8 @@ def _print_operator_report(records: list[Any], console: Console) -> None:
             status = "[red]unsupported[/]" if op["op"] in unsupported else "[green]ok[/]"
             table.add_row(op["op"], str(op["count"]), status, op["example"])
         console.print(table)
+    if records:
+        console.print(summary_lines(records)[0], highlight=False)
 
 
 @click.command()
