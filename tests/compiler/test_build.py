@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -254,3 +255,22 @@ def test_each_function_builds_for_its_own_targets(project: Callable[..., Path],
     code, report = build(run_cli, folder, "--target", "cpu", "--out", str(folder / "host"))
     assert code == 0 and len(report["functions"]) == 2
     assert sorted(p.name for p in (folder / "host").iterdir()) == ["gpu_only", "scale"]
+
+
+def test_the_readme_example_builds_and_dispatches_to_its_artifact(project: Callable[..., Path],
+                                                                   run_cli: Callable[..., Result]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Compiling tf.functions ahead of time"):]
+    example = re.search(r"```python\n(# models/classify.py\n.*?)```", section, re.DOTALL).group(1)
+    folder = project({"models/__init__.py": "", "models/classify.py": example})
+    result = run_cli(folder, "build", "models/")
+    assert result.exit_code == 0, result.output
+    # A fresh process, as a server would be: a fallback warning (weights that differ from the
+    # build's, say) is an error here.
+    script = ("import warnings, numpy as np\nfrom tfcheck.runtime.dispatch import AotFallbackWarning\n"
+              "warnings.simplefilter('error', AotFallbackWarning)\nfrom models.classify import classify\n"
+              "classify(np.ones((1, 64), np.float32))\nprint(classify.backend)\n")
+    completed = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True,
+                               timeout=300, env={**os.environ, "PYTHONPATH": str(folder)})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.split() == ["tvm:cpu"]
