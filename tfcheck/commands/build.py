@@ -160,15 +160,17 @@ _STATUS_ORDER = ("built", "cached", "checked", "failed")
 
 def summary_lines(records: list[Any]) -> list[str]:
     """`3 built, 2 cached, 1 failed`, the cache the artifacts are in, and what --out exported where."""
+    from tfcheck.compiler.driver import display_path
+
     counts = {status: sum(r.status == status for r in records) for status in _STATUS_ORDER}
     lines = [", ".join(f"{count} {status}" for status, count in counts.items() if count)]
-    caches = sorted({str(Path(r.artifact).parent) for r in records if r.artifact})
+    caches = sorted({display_path(Path(r.artifact).parent) for r in records if r.artifact})
     if caches:
         lines.append(f"artifacts in the cache {', '.join(caches)}")
     exported = [Path(r.exported) for r in records if r.exported]
     for folder in sorted({path.parent for path in exported}):
         names = ", ".join(path.name for path in exported if path.parent == folder)
-        lines.append(f"exported to {folder}{os.sep}: {names}")
+        lines.append(f"exported to {display_path(folder)}{os.sep}: {names}")
     return lines
 
 
