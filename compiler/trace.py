@@ -47,7 +47,7 @@ def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, An
         raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
     entries = options.get("shapes") or request.get("config_shapes") or None
     signature = _flat_signature(tf_function, entries)
-    shapes = _shape_entries(signature, entries)
+    shapes = _shape_entries(signature, entries, _label(request))
     work_dir = Path(request["work_dir"])
     variants = [
         _trace_variant(tf, tf_function, signature, entry, work_dir / f"variant-{index}", events, request)
@@ -137,7 +137,7 @@ def _common_shape(shapes: list[Any]) -> str:
     return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
 
 
-def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list[list[int]]]:
+def _shape_entries(signature: list[Any], entries: list[Any] | None, label: str) -> list[list[list[int]]]:
     """One list of concrete input shapes per artifact.
 
     Without entries the signature's own shapes are used and must be fully known; with entries each
@@ -148,11 +148,20 @@ def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list
                    for i, spec in enumerate(signature) if not spec.shape.is_fully_defined()]
         if unknown:
             raise StepError(
-                f"input {', '.join(unknown)} has unknown dimensions; list the concrete "
-                "shapes to compile for in @tfcheck.aot(shapes=[...]) or in [tool.tfcheck.build] shapes "
-                "(a batch dimension of None with several sizes gives one artifact per shape)")
+                f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
+                f"for, one artifact each: {entries_example([spec.shape.as_list() for spec in signature], label)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, entry) for entry in entries]
+
+
+def entries_example(shapes: list[list[int | None]], label: str) -> str:
+    """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
+    the decorator's (a bare shape for a one-input function) and the config's (always nested)."""
+    entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
+    decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
+                          for entry in entries)
+    return (f"@tfcheck.aot(shapes=[{decorated}]) or, in pyproject.toml, [tool.tfcheck.build] "
+            f'shapes = {{ "{label}" = {entries} }}')
 
 
 def _check_entry(signature: list[Any], entry: Any) -> list[list[int]]:

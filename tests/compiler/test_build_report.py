@@ -1,17 +1,23 @@
 """What `tfcheck build` tells the user, as functions of what it knows (no TensorFlow, no build):
-the summary under the table, and the hint for a function without an input_signature."""
+the summary under the table, and the hints for a function without an input_signature or with
+unknown dimensions."""
 
 from __future__ import annotations
 
+import ast
 import io
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from tfcheck.aot import normalize_shapes
 from tfcheck.commands.build import _print_table, summary_lines
 from tfcheck.compiler.driver import BuildRecord
-from tfcheck.compiler.trace import _tensor_parameters, signature_hint
+from tfcheck.compiler.trace import _tensor_parameters, entries_example, signature_hint
+from tfcheck.config import parse_table
 
 
 def record(status: str, name: str, cache: Path, out: Path | None = None) -> BuildRecord:
@@ -58,3 +64,15 @@ def test_the_hint_names_the_tensor_parameters() -> None:
     def g(x=None): ...
     assert _tensor_parameters(f) == ["images", "labels"]
     assert _tensor_parameters(g) == ["x"]
+
+
+@pytest.mark.parametrize("shapes", [[[None, 4]], [[None, 4], [None]], [[2, None, 3]]])
+def test_the_unknown_dimension_hint_shows_both_spellings_that_work(shapes: list) -> None:
+    example = entries_example(shapes, "models.f")
+    decorated, configured = re.fullmatch(r"@tfcheck\.aot\(shapes=(.*)\) or, in pyproject\.toml, "
+                                         r"\[tool\.tfcheck\.build\] (shapes = .*)", example).groups()
+    table = tomllib.loads(f"[tool.tfcheck.build]\n{configured}\n")["tool"]["tfcheck"]
+    from_config = parse_table(table, Path("pyproject.toml")).build.shapes["models.f"]
+    from_decorator = normalize_shapes(ast.literal_eval(decorated))
+    assert [[list(shape) for shape in entry] for entry in from_decorator] == from_config
+    assert len(from_config) == 2 and all(None not in shape for entry in from_config for shape in entry)
