@@ -170,6 +170,21 @@ def test_shape_entries_give_one_artifact_each_and_export(project: Callable[..., 
     assert tensorflow_loaded_before or "tensorflow" not in sys.modules
 
 
+def test_config_shape_entries_reach_the_trace(project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"pair.py": '''
+        import tensorflow as tf
+        import tfcheck
+
+        @tfcheck.aot
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None], tf.float32)])
+        def pair(x, y):
+            return x * 2.0, y + 1.0
+    '''}, config='[tool.tfcheck.build]\nshapes = { "pair.pair" = [[[1, 4], [1]], [[8, 4], [8]]] }\n')
+    code, report = build(run_cli, folder, "--dry-run")
+    assert code == 0, report
+    assert [[spec["shape"] for spec in r["inputs"]] for r in report["functions"]] == [[[1, 4], [1]], [[8, 4], [8]]]
+
+
 def test_a_module_that_crashes_or_exits_at_import_is_named(project: Callable[..., Path],
                                                            run_cli: Callable[..., Result]) -> None:
     function = "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\ndef f(x):\n    return x\n"
