@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -51,20 +52,29 @@ class EventWriter:
 
     def __init__(self) -> None:
         self._stream = os.fdopen(int(os.environ[EVENTS_FD_VARIABLE]), "w", buffering=1)
+        self.doing: str | None = None
+        self.before: str | None = None
 
     def emit(self, event: str, **data: Any) -> None:
         self._stream.write(json.dumps({"event": event, **data}) + "\n")
 
-    def stage(self, name: str) -> None:
-        """Tell the parent which stage (trace, convert, compile, verify) has started."""
-        self.emit("stage", stage=name)
+    def stage(self, name: str, doing: str | None = None, before: str | None = None) -> None:
+        """Tell the parent which stage (import, trace, convert, compile, verify) has started.
+
+        `doing` says what the process is doing ("importing m.py") and `before` what is still to
+        come ("tracing m.f"): when the process exits, crashes or hangs in this stage, they are
+        what the message names, since its log shows only TensorFlow's start-up.
+        """
+        self.doing, self.before = doing or f"the {name} step", before
+        self.emit("stage", stage=name, doing=self.doing, before=before)
 
 
 def child_main(step: Callable[[dict[str, Any], EventWriter], dict[str, Any]]) -> None:
     """Entry point of a child: read the request JSON named in argv, run `step`, report the result.
 
     A `StepError` becomes an `error` event with its message; any other exception too, with its
-    type, since the parent shows it as the function's failure rather than as a tfcheck crash.
+    type, since the parent shows it as the function's failure rather than as a tfcheck crash; so
+    does a `sys.exit()` in the user's module, with the stage it happened in.
     """
     events = EventWriter()
     request = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
@@ -73,10 +83,19 @@ def child_main(step: Callable[[dict[str, Any], EventWriter], dict[str, Any]]) ->
     except StepError as error:
         events.emit("error", message=error.message, op=error.op)
         sys.exit(1)
+    except SystemExit as exit_request:
+        call = "sys.exit()" if exit_request.code is None else f"sys.exit({exit_request.code!r})"
+        events.emit("error", message=stage_failure(events.doing, events.before, f"exited ({call})"), op=None)
+        sys.exit(1)
     except Exception as error:  # noqa: BLE001 - any failure of user code or TF/TVM is reported
         events.emit("error", message=f"{type(error).__name__}: {error}", op=None)
         sys.exit(1)
     events.emit("result", **result)
+
+
+def stage_failure(doing: str | None, before: str | None, what: str) -> str:
+    """`importing m.py exited (sys.exit(3)) before tracing m.f`: what failed, in which stage."""
+    return f"{doing or 'the build process'} {what}" + (f" before {before}" if before else "")
 
 
 # --- parent side ---------------------------------------------------------------------------------
@@ -101,7 +120,9 @@ def run_child(
     request_path.write_text(json.dumps(request), encoding="utf-8")
     log_path = work_dir / f"{module.rsplit('.', 1)[-1]}.log"
     read_fd, write_fd = os.pipe()
-    child_env = {**os.environ, **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
+    # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
+    # the log that the failure message quotes.
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", module, str(request_path)],
@@ -160,16 +181,38 @@ def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out:
             return ChildOutcome(result=event, error=None)
         if event["event"] == "error":
             return ChildOutcome(result=None, error=event["message"], op=event.get("op"))
+    stages = [event for event in events if event["event"] == "stage"]
+    last = stages[-1] if stages else {}
+    advice = ""
     if timed_out:
-        why = f"timed out after {timeout:.0f} s"
+        why = f"timed out after {timeout:g} s"
+        advice = (f" (--timeout {timeout:g} limits each tracing or compiling process; if this step "
+                  f"needs longer, raise it, e.g. --timeout {max(3600, 2 * timeout):g})")
     elif process.returncode < 0:
         why = f"crashed with {signal.Signals(-process.returncode).name}"
     else:
         why = f"exited with status {process.returncode} without reporting a result"
-    return ChildOutcome(result=None, error=f"the build process {why}{_log_tail(log_path)}")
+        advice = " (os._exit, or a crash in native code)"
+    error = stage_failure(last.get("doing"), last.get("before"), why) + advice
+    return ChildOutcome(result=None, error=error + _log_tail(log_path))
+
+
+# TensorFlow's start-up lines (absl INFO/WARNING records, CPU-feature notes): in every child's log,
+# they would crowd out the lines that explain a failure.
+_START_UP_NOISE = re.compile(
+    r"[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] "
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|To enable the following instructions: ")
+
+
+def without_start_up_noise(lines: list[str]) -> list[str]:
+    """A child's output without TensorFlow's informational start-up lines (errors are kept)."""
+    return [line for line in lines if not _START_UP_NOISE.match(line)]
 
 
 def _log_tail(log_path: Path) -> str:
-    """The last lines of a child's output, to show next to a crash."""
-    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-_LOG_TAIL_LINES:]
-    return ("; its last output:\n" + "\n".join(lines)) if lines else ""
+    """The last lines of a child's own output, to show next to a crash."""
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    tail = without_start_up_noise(lines)[-_LOG_TAIL_LINES:]
+    return ("; its last output:\n" + "\n".join(tail)) if tail else ""

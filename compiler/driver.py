@@ -210,6 +210,7 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
         "compile_options": compile_options(options), "versions": versions_without_tf,
     }
     return {"root": str(function.root), "module": function.module, "qualname": function.qualname,
+            "path": display_path(function.path),
             "config_shapes": config_shapes, "work_dir": str(work_dir), "seed": SEED, "cache": cache}
 
 
@@ -315,7 +316,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
         "function": name,
         "qualname": traced["qualname"],
         "module": function.module,
-        "source_file": _display_path(function.path),
+        "source_file": display_path(function.path),
         "source_fingerprint": traced["source_fingerprint"],
         "captures_fingerprint": variant["captures_fingerprint"],
         "graph_fingerprint": variant["graph_sha256"],
@@ -341,7 +342,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
     return manifest
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when it is inside it (as the user would type it)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:

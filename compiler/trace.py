@@ -32,20 +32,22 @@ _FLOAT_KINDS = "f"
 
 def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
     """Import, trace every shape entry, and report what the parent needs for the cache key."""
-    events.stage("trace")
+    source = request.get("path") or request["module"]
+    events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
     _seed_everything(int(request["seed"]))
     import tensorflow as tf
 
     from tfcheck.fingerprint import source_fingerprint
 
+    events.stage("import", doing=f"importing {source}", before=f"tracing {_label(request)}")
     wrapper = _load_object(request["root"], request["module"], request["qualname"])
     tf_function = getattr(wrapper, "tf_function", wrapper)
     options = getattr(wrapper, "aot_options", {}) or {}
     if not hasattr(tf_function, "get_concrete_function"):
         raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
-    signature = _flat_signature(tf_function)
     entries = options.get("shapes") or request.get("config_shapes") or None
-    shapes = _shape_entries(signature, entries)
+    signature = _flat_signature(tf_function, entries)
+    shapes = _shape_entries(signature, entries, _label(request))
     work_dir = Path(request["work_dir"])
     variants = [
         _trace_variant(tf, tf_function, signature, entry, work_dir / f"variant-{index}", events, request)
@@ -60,6 +62,10 @@ def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, An
         "source_fingerprint": source_fingerprint(tf_function),
         "variants": variants,
     }
+
+
+def _label(request: dict[str, Any]) -> str:
+    return f"{request['module']}.{request['qualname']}"
 
 
 def _seed_everything(seed: int) -> None:
@@ -89,23 +95,49 @@ def _load_object(root: str, module_name: str, qualname: str) -> Any:
     return getattr(module, qualname)
 
 
-def _flat_signature(tf_function: Any) -> list[Any]:
+def _flat_signature(tf_function: Any, entries: list[Any] | None) -> list[Any]:
     """The input_signature as a flat list of TensorSpecs, or a message saying how to add one."""
     import tensorflow as tf
 
     signature = tf_function.input_signature
     if signature is None:
-        raise StepError(
-            "no input_signature: declare the inputs with "
-            "@tf.function(input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)]) so that "
-            "the build knows their shapes and dtypes")
+        raise StepError(signature_hint(_tensor_parameters(tf_function.python_function), entries))
     flat = tf.nest.flatten(signature)
     if len(flat) != len(signature) or not all(isinstance(s, tf.TensorSpec) for s in flat):
         raise StepError("only a flat list of tf.TensorSpec is supported as input_signature")
     return flat
 
 
-def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list[list[int]]]:
+def _tensor_parameters(python_function: Any) -> list[str]:
+    """The parameters that take tensors: the positional ones without a default (`training=False`
+    and the like are Python options, not inputs)."""
+    positional = [p for p in inspect.signature(python_function).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [p.name for p in positional if p.default is p.empty] or [p.name for p in positional]
+
+
+def signature_hint(parameters: list[str], entries: list[Any] | None) -> str:
+    """How to declare the missing input_signature, with the function's own parameter names and,
+    when the shape entries (`shapes=` or the config) give one shape per parameter, the shapes they
+    imply: a dimension that differs between entries becomes None."""
+    known = bool(entries) and all(len(entry) == len(parameters) for entry in entries)
+    shapes = [_common_shape([entry[i] for entry in entries]) if known else "[...]"
+              for i in range(len(parameters))]
+    specs = ", ".join(f"tf.TensorSpec({shape}, tf.float32, name={name!r})" for shape, name in zip(shapes, parameters))
+    todo = "shapes from the shape entries; check the dtypes" if known else \
+        "fill in each shape, with None for a dimension that varies, and each dtype"
+    return (f"no input_signature: the build needs the shape and dtype of each input; declare them with "
+            f"@tf.function(input_signature=[{specs}]) ({todo})")
+
+
+def _common_shape(shapes: list[Any]) -> str:
+    """`[None, 8]` for (1, 8) and (4, 8); `[...]` when the ranks differ."""
+    if len({len(shape) for shape in shapes}) != 1:
+        return "[...]"
+    return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
+
+
+def _shape_entries(signature: list[Any], entries: list[Any] | None, label: str) -> list[list[list[int]]]:
     """One list of concrete input shapes per artifact.
 
     Without entries the signature's own shapes are used and must be fully known; with entries each
@@ -116,11 +148,20 @@ def _shape_entries(signature: list[Any], entries: list[Any] | None) -> list[list
                    for i, spec in enumerate(signature) if not spec.shape.is_fully_defined()]
         if unknown:
             raise StepError(
-                f"input {', '.join(unknown)} has unknown dimensions; list the concrete "
-                "shapes to compile for in @tfcheck.aot(shapes=[...]) or in [tool.tfcheck.build] shapes "
-                "(a batch dimension of None with several sizes gives one artifact per shape)")
+                f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
+                f"for, one artifact each: {entries_example([spec.shape.as_list() for spec in signature], label)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, entry) for entry in entries]
+
+
+def entries_example(shapes: list[list[int | None]], label: str) -> str:
+    """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
+    the decorator's (a bare shape for a one-input function) and the config's (always nested)."""
+    entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
+    decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
+                          for entry in entries)
+    return (f"@tfcheck.aot(shapes=[{decorated}]) or, in pyproject.toml, [tool.tfcheck.build] "
+            f'shapes = {{ "{label}" = {entries} }}')
 
 
 def _check_entry(signature: list[Any], entry: Any) -> list[list[int]]:
@@ -151,6 +192,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
 
     from tfcheck.fingerprint import captures_fingerprint
 
+    events.stage("trace", doing=f"tracing {_label(request)} for input shapes {shapes}")
     names = _input_names(tf_function, signature)
     specs = [tf.TensorSpec(shape, spec.dtype, name=name) for spec, shape, name in zip(signature, shapes, names)]
     concrete = _specialize(tf, tf_function, signature, specs).get_concrete_function()
@@ -165,7 +207,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     described["key"] = _cached_key(request, described, tf.__version__)
     if described["key"] is not None:
         return described
-    events.stage("convert")
+    events.stage("convert", doing=f"converting {_label(request)} to TFLite for input shapes {shapes}")
     flatbuffer = _to_tflite(tf, frozen)
     variant_dir.mkdir(parents=True, exist_ok=True)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)

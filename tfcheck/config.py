@@ -225,22 +225,37 @@ def _build(value: Any, where: str) -> BuildConfig:
     return BuildConfig(**{key.replace("-", "_"): known[key](item, f"{where}.{key}") for key, item in value.items()})
 
 
-def _shapes(value: Any, where: str) -> dict[str, list[Any]]:
-    if not isinstance(value, dict) or not all(isinstance(v, list) and v for v in value.values()):
-        raise ConfigError(f"{where}: expected a table of function = [shape entries], got {value!r}")
-    for name, entries in value.items():
-        for entry in entries:
-            if not _is_shape_entry(entry):
-                raise ConfigError(f"{where}.{name}: {entry!r} is not a shape (list of non-negative integers) "
-                                  "or a list of shapes (one per input)")
-    return dict(value)
+def _shapes(value: Any, where: str) -> dict[str, list[list[list[int]]]]:
+    """`"module.function" = [entry, ...]`, each entry a list of shapes, one per input.
+
+    Only this nested form is accepted: a bare shape such as `[1, 8]` would be one input's shape to
+    one reader and the shapes of a two-input function to another, and the build would find out only
+    after importing TensorFlow. Checked here, so the error names the file, the key and the function.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(f'{where}: expected a table of "module.function" = [shape entries], got {value!r}')
+    return {name: _function_shapes(name, entries, f"{where}.{name}") for name, entries in value.items()}
 
 
-def _is_shape_entry(entry: Any) -> bool:
-    def is_shape(item: Any) -> bool:
-        return isinstance(item, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in item)
+def _function_shapes(function: str, entries: Any, where: str) -> list[list[list[int]]]:
+    """One function's shape entries, validated; `where` names the file and the key."""
+    if not all(part.isidentifier() for part in function.split(".")):
+        raise ConfigError(f'{where}: {function!r} is not a dotted function name such as "models.vision.classify"')
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{where}: expected a non-empty list of shape entries such as [[[1, 224, 224, 3]]], "
+                          f"got {entries!r}")
+    for entry in entries:
+        if _is_shape(entry) and entry:
+            raise ConfigError(f"{where}: entry {entry!r} is a bare shape; each entry lists one shape per input, "
+                              f"so write [{entry!r}] for a function with one input")
+        if not isinstance(entry, list) or not entry or not all(_is_shape(shape) for shape in entry):
+            raise ConfigError(f"{where}: entry {entry!r} is not a list of shapes, one per input, each a list "
+                              "of non-negative integers (e.g. [[1, 224, 224, 3]])")
+    return entries
 
-    return is_shape(entry) or (isinstance(entry, list) and bool(entry) and all(is_shape(item) for item in entry))
+
+def _is_shape(item: Any) -> bool:
+    return isinstance(item, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in item)
 
 
 _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -52,10 +53,10 @@ def mismatched(x):
     return tf.matmul(x, tf.ones([5, 5]))
 
 
-@tfcheck.aot
+@tfcheck.aot(shapes=[(1, 8), (4, 8)])
 @tf.function
-def unsigned(x):
-    return x + 1.0
+def unsigned(images, scale=2.0):
+    return images * scale
 
 
 @tfcheck.aot
@@ -134,7 +135,8 @@ def test_failures_are_per_function_with_clear_messages(project: Callable[..., Pa
     assert "models.determinant" in failed["determinant"] and "MatrixDeterminant" in failed["determinant"]
     assert records["determinant"]["op"] == "MatrixDeterminant"
     assert "models.mismatched" in failed["mismatched"]
-    assert "no input_signature" in failed["unsigned"] and "tf.TensorSpec" in failed["unsigned"]
+    assert "no input_signature" in failed["unsigned"] and "224" not in failed["unsigned"]
+    assert "input_signature=[tf.TensorSpec([None, 8], tf.float32, name='images')]" in failed["unsigned"]
     assert "'rows' (None, 4)" in failed["unknown_batch"] and "shapes=" in failed["unknown_batch"]
     assert "TFC008" in failed["asserting"] and "--no-lint" in failed["asserting"]
     manifest = json.loads(Path(records["fine"]["artifact"], "manifest.json").read_text())
@@ -168,15 +170,36 @@ def test_shape_entries_give_one_artifact_each_and_export(project: Callable[..., 
     assert tensorflow_loaded_before or "tensorflow" not in sys.modules
 
 
-def test_a_crashing_module_is_a_clear_failure(project: Callable[..., Path],
-                                              run_cli: Callable[..., Result]) -> None:
-    folder = project({"crash.py": "import ctypes\nimport tensorflow as tf\nimport tfcheck\nctypes.string_at(0)\n"
-                                  "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\n"
-                                  "def f(x):\n    return x\n"})
+def test_config_shape_entries_reach_the_trace(project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"pair.py": '''
+        import tensorflow as tf
+        import tfcheck
+
+        @tfcheck.aot
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([None], tf.float32)])
+        def pair(x, y):
+            return x * 2.0, y + 1.0
+    '''}, config='[tool.tfcheck.build]\nshapes = { "pair.pair" = [[[1, 4], [1]], [[8, 4], [8]]] }\n')
+    code, report = build(run_cli, folder, "--dry-run")
+    assert code == 0, report
+    assert [[spec["shape"] for spec in r["inputs"]] for r in report["functions"]] == [[[1, 4], [1]], [[8, 4], [8]]]
+
+
+def test_a_module_that_crashes_or_exits_at_import_is_named(project: Callable[..., Path],
+                                                           run_cli: Callable[..., Result]) -> None:
+    function = "@tfcheck.aot\n@tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])\ndef f(x):\n    return x\n"
+    header = "import ctypes, os, sys\nimport tensorflow as tf\nimport tfcheck\nprint('loading weights')\n"
+    folder = project({"crash.py": header + "ctypes.string_at(0)\n" + function,
+                      "quits.py": header + "sys.exit(3)\n" + function,
+                      "leaves.py": header + "os._exit(0)\n" + function})
     code, report = build(run_cli, folder)
-    [record] = report["functions"]
+    messages = {record["function"]: record["message"] for record in report["functions"]}
     assert code == 1
-    assert record["message"].startswith("crash.f: the build process crashed with SIGSEGV")
+    assert messages["crash.f"].startswith("crash.f: importing crash.py crashed with SIGSEGV before tracing crash.f")
+    assert messages["quits.f"] == "quits.f: importing quits.py exited (sys.exit(3)) before tracing quits.f"
+    assert messages["leaves.f"] == (
+        "leaves.f: importing leaves.py exited with status 0 without reporting a result before tracing "
+        "leaves.f (os._exit, or a crash in native code); its last output:\nloading weights")  # no TF start-up lines
 
 
 def test_concurrent_builds_share_one_cache(project: Callable[..., Path]) -> None:
@@ -247,3 +270,22 @@ def test_each_function_builds_for_its_own_targets(project: Callable[..., Path],
     code, report = build(run_cli, folder, "--target", "cpu", "--out", str(folder / "host"))
     assert code == 0 and len(report["functions"]) == 2
     assert sorted(p.name for p in (folder / "host").iterdir()) == ["gpu_only", "scale"]
+
+
+def test_the_readme_example_builds_and_dispatches_to_its_artifact(project: Callable[..., Path],
+                                                                   run_cli: Callable[..., Result]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Compiling tf.functions ahead of time"):]
+    example = re.search(r"```python\n(# models/classify.py\n.*?)```", section, re.DOTALL).group(1)
+    folder = project({"models/__init__.py": "", "models/classify.py": example})
+    result = run_cli(folder, "build", "models/")
+    assert result.exit_code == 0, result.output
+    # A fresh process, as a server would be: a fallback warning (weights that differ from the
+    # build's, say) is an error here.
+    script = ("import warnings, numpy as np\nfrom tfcheck.runtime.dispatch import AotFallbackWarning\n"
+              "warnings.simplefilter('error', AotFallbackWarning)\nfrom models.classify import classify\n"
+              "classify(np.ones((1, 64), np.float32))\nprint(classify.backend)\n")
+    completed = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True,
+                               timeout=300, env={**os.environ, "PYTHONPATH": str(folder)})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.split() == ["tvm:cpu"]

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler.child import run_child
+from tfcheck.compiler.child import run_child, without_start_up_noise
+
+IMPORTING = "events.stage('import', doing='importing m.py', before='tracing m.f')"
 
 STEPS = {
     "ok": "print('user output on stdout')\n    events.stage('compile')\n    return {'value': request['x'] * 2}",
@@ -15,6 +17,10 @@ STEPS = {
     "segfaults": "import ctypes\n    ctypes.string_at(0)",
     "exits": "import os\n    os._exit(3)",
     "hangs": "import time\n    events.stage('trace')\n    time.sleep(60)",
+    # as the tracing child does around the user's module
+    "sys_exit_at_import": f"{IMPORTING}\n    import sys\n    sys.exit(3)",
+    "os_exit_at_import": f"{IMPORTING}\n    import os\n    print('last words')\n    os._exit(4)",
+    "hangs_at_import": f"{IMPORTING}\n    import time\n    time.sleep(60)",
 }
 
 
@@ -57,4 +63,36 @@ def test_failures_become_messages(child_module: Path, name: str, message: str) -
 def test_a_hanging_child_is_killed_at_the_deadline(child_module: Path) -> None:
     outcome, stages = run(child_module, "hangs", timeout=3)
     assert stages == ["trace"]
-    assert outcome.error == "the build process timed out after 3 s"
+    assert outcome.error.startswith("the trace step timed out after 3 s (--timeout 3 limits")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("sys_exit_at_import", "importing m.py exited (sys.exit(3)) before tracing m.f"),
+    ("os_exit_at_import", "importing m.py exited with status 4 without reporting a result before tracing m.f "
+                          "(os._exit, or a crash in native code); its last output:\nlast words"),
+])
+def test_an_exit_names_the_stage_it_happened_in(child_module: Path, name: str, message: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # the last words must reach the log anyway
+    outcome, stages = run(child_module, name)
+    assert stages == ["import"] and outcome.error == message
+
+
+def test_a_hang_names_the_stage_the_timeout_and_how_to_raise_it(child_module: Path) -> None:
+    outcome, _ = run(child_module, "hangs_at_import", timeout=2)
+    assert outcome.error == ("importing m.py timed out after 2 s before tracing m.f (--timeout 2 limits each "
+                             "tracing or compiling process; if this step needs longer, raise it, e.g. "
+                             "--timeout 3600)")
+
+
+def test_tensorflow_start_up_lines_are_left_out_of_the_log_tail() -> None:
+    log = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1795443121.516042   13883 port.cc:153] oneDNN custom operations are on. You may see",
+        "I0000 00:00:1795443121.568471   13883 cpu_feature_guard.cc:227] This TensorFlow binary is optimized",
+        "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild TensorFlow",
+        "2026-11-23 14:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.",
+        "hello from m",
+        "E0000 00:00:1795443121.6 13883 cuda_executor.cc:1] failed call to cuInit: UNKNOWN ERROR (303)",
+    ]
+    assert without_start_up_noise(log) == log[-2:]

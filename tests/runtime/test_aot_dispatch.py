@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -119,7 +121,7 @@ def test_changed_captured_variable_is_never_served_stale(cache, monkeypatch):
     try:
         result, fallbacks = _calls(fn, _x(1))
         assert fn.backend == "tensorflow" and len(fallbacks) == 1
-        assert "variables it captures changed" in str(fallbacks[0].message)
+        assert "variables it captures changed since the first call" in str(fallbacks[0].message)
         np.testing.assert_allclose(result.numpy(), _x(1) * 3 + 1, rtol=1e-6)
         monkeypatch.setenv("TFCHECK_AOT", "strict")
         with pytest.raises(NotCompiledError, match="variables it captures changed"):
@@ -128,6 +130,19 @@ def test_changed_captured_variable_is_never_served_stale(cache, monkeypatch):
         factor.assign(2.0)
     fn(_x(1))
     assert fn.backend == "tvm:cpu"
+
+
+def test_values_that_differ_from_the_first_call_say_how_to_make_build_and_process_agree(cache):
+    # As with an unseeded Keras model: the process's initial values are not the build's.
+    factor.assign(3.0)
+    try:
+        _, fallbacks = _calls(_fresh_wrapper(), _x(1))
+    finally:
+        factor.assign(2.0)
+    message = str(fallbacks[0].message)
+    assert "do not hold the values the artifact" in message and "changed since" not in message
+    assert "model.load_weights(...)" in message and "keras.utils.set_random_seed(0)" in message
+    assert f"tfcheck build {__file__}" in message and "TFCHECK_AOT=off" in message
 
 
 def test_changed_source_makes_the_artifact_stale(cache):
@@ -158,6 +173,24 @@ def test_dispatch_from_many_threads(cache):
     for x, result in zip(inputs, results):
         np.testing.assert_allclose(result, x * 2 + 1, rtol=1e-6)
     assert fn.backend == "tvm:cpu"
+
+
+def test_dispatch_from_8_threads_at_once_logs_no_retracing_warning(cache, caplog):
+    # Each new wrapper makes new guards; the threads' first calls start together, as in a server.
+    for _ in range(3):
+        fn = _fresh_wrapper()
+        start = threading.Barrier(8)
+
+        def work(thread: int, fn=fn, start=start) -> None:
+            start.wait()
+            for call in range(10):
+                fn(_x(1 + 2 * ((thread + call) % 2))).numpy()
+
+        with caplog.at_level(logging.WARNING, logger="tensorflow"):
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(work, range(8)))
+        assert fn.backend == "tvm:cpu"
+    assert [r.getMessage() for r in caplog.records if "retracing" in r.getMessage()] == []
 
 
 def test_decorator_forms_and_metadata():

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -35,7 +35,13 @@ def _load_config() -> Config:
     try:
         return load_config(Path.cwd())
     except ConfigError as error:
-        raise click.ClickException(str(error)) from None
+        _config_error(str(error))
+
+
+def _config_error(message: str) -> NoReturn:
+    """A configuration problem is a usage error (exit 2), reported like `tfcheck check` does."""
+    click.echo(f"tfcheck: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
 
 
 def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[Any], list[str]]:
@@ -68,6 +74,9 @@ def _resolve_target(target: str | None, arch: str | None, config: Config) -> tup
     try:
         return resolve_target(named or "cpu", arch if named else None), bool(named)
     except TargetError as error:
+        if target is None:  # the config's target: say which file and key to fix
+            table = "[tool.tfcheck.build]" if config.source and config.source.name == "pyproject.toml" else "[build]"
+            _config_error(f"{config.source}: {table} target = {named!r}: {error}")
         raise click.BadParameter(str(error), param_hint="--target/--arch") from None
 
 
@@ -142,6 +151,27 @@ def _print_table(records: list[Any], console: Console) -> None:
         if record.message:
             mark = "[red]✗[/]" if record.status == "failed" else "•"
             console.print(f"{mark} {escape(record.message)}", highlight=False)
+    for line in summary_lines(records):
+        console.print(escape(line), highlight=False)
+
+
+_STATUS_ORDER = ("built", "cached", "checked", "failed")
+
+
+def summary_lines(records: list[Any]) -> list[str]:
+    """`3 built, 2 cached, 1 failed`, the cache the artifacts are in, and what --out exported where."""
+    from tfcheck.compiler.driver import display_path
+
+    counts = {status: sum(r.status == status for r in records) for status in _STATUS_ORDER}
+    lines = [", ".join(f"{count} {status}" for status, count in counts.items() if count)]
+    caches = sorted({display_path(Path(r.artifact).parent) for r in records if r.artifact})
+    if caches:
+        lines.append(f"artifacts in the cache {', '.join(caches)}")
+    exported = [Path(r.exported) for r in records if r.exported]
+    for folder in sorted({path.parent for path in exported}):
+        names = ", ".join(path.name for path in exported if path.parent == folder)
+        lines.append(f"exported to {display_path(folder)}{os.sep}: {names}")
+    return lines
 
 
 def _tuning_text(tuning: dict[str, Any]) -> str:
@@ -265,6 +295,8 @@ def _print_operator_report(records: list[Any], console: Console) -> None:
             status = "[red]unsupported[/]" if op["op"] in unsupported else "[green]ok[/]"
             table.add_row(op["op"], str(op["count"]), status, op["example"])
         console.print(table)
+    if records:
+        console.print(summary_lines(records)[0], highlight=False)
 
 
 @click.command()

@@ -120,10 +120,10 @@ class Dispatcher:
             artifact, arrays = compiled.select(args, kwargs)
         except InputError as error:
             raise _Fallback(f"{self._name}: {error}") from None
-        if not self._guard(artifact).unchanged():
-            raise _Fallback(f"{self._name}: the values of the variables it captures changed "
-                            f"since the build of {artifact.manifest.folder}; rebuild with "
-                            f"`tfcheck build {self._source_file()}`")
+        guard = self._guard(artifact)
+        if not guard.unchanged():
+            raise _Fallback(captures_message(self._name, artifact.manifest.folder, self._source_file(),
+                                             guard.ever_matched))
         return artifact, arrays
 
     @property
@@ -196,6 +196,31 @@ class Dispatcher:
         warnings.warn(message, AotFallbackWarning, stacklevel=5)
 
 
+_SILENCE = ("TFCHECK_AOT=off runs TensorFlow without this warning; TFCHECK_AOT=strict makes it an "
+            "error (NotCompiledError)")
+
+
+def captures_message(name: str, folder: Path, source_file: str, ever_matched: bool) -> str:
+    """Why the artifact's captured values do not match, and what to do about it.
+
+    Never matched in this process: the variables were initialised differently from the build,
+    which imports the module with every random generator seeded to 0 (an unseeded Keras model gets
+    new random weights in each process), so the fix is to make both processes agree. Matched once
+    and then differed: the program changed them (training, `assign`) after the build.
+    """
+    if ever_matched:
+        return (f"{name}: the values of the variables it captures changed since the first call "
+                f"(assigned or trained after the build), and the artifact {folder} holds the build's "
+                f"values: running TensorFlow. Once the weights are final, rebuild with "
+                f"`tfcheck build {source_file}`; {_SILENCE}")
+    return (f"{name}: the variables it captures do not hold the values the artifact {folder} was built "
+            f"with: running TensorFlow. `tfcheck build` imports the module with every random generator "
+            f"seeded to 0, so randomly initialised weights differ unless this process gives them the same "
+            f"values before the first call: load the trained weights when the module is imported "
+            f"(model.load_weights(...)), or call keras.utils.set_random_seed(0) before the model is "
+            f"created; then run `tfcheck build {source_file}` again; {_SILENCE}")
+
+
 class _CapturesGuard:
     """Tells whether the captured variables still hold the values the artifact was built with.
 
@@ -216,10 +241,14 @@ class _CapturesGuard:
         self._shadows = [tf.Variable(tf.zeros_like(variable), trainable=False)
                          for variable in self._variables]
         pairs = list(zip(self._variables, self._shadows))
+        # Traced here, once, into a concrete function: calling a tf.function from several threads
+        # before its first trace finishes traces it once per thread, and TensorFlow counts every
+        # guard's traces against the same lambda, which logs its "excessive retracing" warning.
         self._same = tf.function(lambda: tf.reduce_all(
-            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs]))
+            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs])).get_concrete_function()
         self._expected = manifest.raw.get("captures_fingerprint")
         self._verified = False
+        self.ever_matched = False  # the values matched the build's at least once in this process
         self._lock = threading.Lock()
 
     def unchanged(self) -> bool:
@@ -235,6 +264,7 @@ class _CapturesGuard:
             for shadow, value in zip(self._shadows, values):
                 shadow.assign(value)
             self._verified = True  # only after the shadows hold values that matched
+            self.ever_matched = True
             return True
 
 
