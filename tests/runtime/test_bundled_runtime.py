@@ -163,3 +163,13 @@ def test_device_copies_round_trip_through_the_runtime_functions():
         assert tensor.device.dlpack_device_type() == 1 and tuple(tensor.shape) == array.shape
         np.testing.assert_array_equal(copies.to_numpy(tensor), array)
 
+
+
+def test_a_runtime_library_that_does_not_open_is_an_artifact_error(tmp_path):
+    """For example libtvm_runtime_cuda.so on a machine without libcudart: a reason, not a crash."""
+    from tfcheck.runtime.bundled import open_runtime
+
+    library = tmp_path / "libtvm_runtime_cuda.so"
+    library.write_bytes(b"not an ELF file")
+    with pytest.raises(ArtifactError, match="libtvm_runtime_cuda.so: cannot open the TVM runtime"):
+        open_runtime((library,))

@@ -177,7 +177,10 @@ def open_runtime(paths: tuple[Path, ...]) -> Any:
     with _lock:
         for path in paths:
             if path.name not in _opened:
-                ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+                try:
+                    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+                except OSError as error:  # libcudart or libcuda missing, a foreign architecture
+                    raise ArtifactError(f"{path}: cannot open the TVM runtime: {error}") from None
                 _opened[path.name] = sha256_of(path)
     return tvm_ffi
 
