@@ -31,6 +31,7 @@ from tfcheck.compiler.child import run_child
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.pipeline import LIBRARY
+from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
 from tfcheck.runtime.paths import UnsafePathError, check_name
 from tfcheck.runtime.target import file_sha256
@@ -96,7 +97,8 @@ def versions(tensorflow: str) -> dict[str, str]:
     here = Path(__file__).parent
     sources = [path for pattern in _CODE_GENERATORS for path in sorted(here.glob(pattern))]
     return {"tfcheck": __version__, "compiler_sources": sources_digest(sources),
-            "tvm": importlib.metadata.version("apache-tvm"), "tensorflow": tensorflow}
+            "tvm": importlib.metadata.version("apache-tvm"),
+            "tvm_ffi": importlib.metadata.version("apache-tvm-ffi"), "tensorflow": tensorflow}
 
 
 def compile_options(options: BuildOptions) -> dict[str, Any]:
@@ -275,6 +277,10 @@ def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options
     record.artifact = str(folder.resolve())
     record.size = (folder / manifest["library"]).stat().st_size
     if options.out_dir is not None:
+        problem = bundle_runtime(manifest, options.out_dir)
+        if problem is not None:
+            record.status, record.message = "failed", f"{record.function}: {problem}"
+            return
         record.exported = str(export_artifact(folder, options.out_dir, export_name))
 
 
@@ -326,6 +332,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
         "target": options.target,
         "device": device_of(options.target),
         "versions": build_versions,
+        "runtime": runtime_record(device_of(options.target)),
         "library": LIBRARY,
         "library_sha256": file_sha256(library),
         "entry": "main",

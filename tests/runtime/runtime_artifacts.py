@@ -7,6 +7,8 @@ docs/artifact-format.md describes, so these tests pin the format from the runtim
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,17 @@ def _relax_module(kind: str, shape: tuple[int, ...]) -> Any:
     return from_source(source)
 
 
+def runtime_record(device: str = "cpu") -> dict[str, Any]:
+    """The `runtime` record for the installed apache-tvm wheel's libraries."""
+    lib_dir = Path(importlib.util.find_spec("tvm").submodule_search_locations[0]) / "lib"
+    names = ["libtvm_runtime.so", "libtvm_runtime_extra.so"] + (
+        ["libtvm_runtime_cuda.so"] if device == "cuda" else [])
+    libraries = {name: hashlib.sha256((lib_dir / name).read_bytes()).hexdigest() for name in names}
+    tvm = importlib.metadata.version("apache-tvm")
+    return {"tag": f"tvm-{tvm}-{libraries['libtvm_runtime.so'][:12]}", "tvm": tvm,
+            "tvm_ffi": importlib.metadata.version("apache-tvm-ffi"), "libraries": libraries}
+
+
 def _manifest(kind: str, shape: tuple[int, ...], sha: str) -> dict[str, Any]:
     dtype = "int32" if kind == "pair" else "float32"
     names = ["x", "y"] if kind == "addmul" else ["x"]
@@ -63,6 +76,7 @@ def _manifest(kind: str, shape: tuple[int, ...], sha: str) -> dict[str, Any]:
         "device": "cpu",
         "cpu_features": ["sse2"],
         "versions": {"tfcheck": "0.1.0", "tvm": "0.27.0", "tensorflow": "2.21.0"},
+        "runtime": runtime_record(),
         "library": "lib.so",
         "library_sha256": sha,
         "entry": "main",

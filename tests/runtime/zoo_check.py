@@ -2,7 +2,7 @@
 TensorFlow's result. `test_zoo_without_tensorflow.py` runs it on the whole zoo; by hand:
 
     .venv/bin/tfcheck build fixtures/aot/ --cache-dir /tmp/zoo/cache --out /tmp/zoo/out
-    .venv/bin/python tests/runtime/zoo_check.py /tmp/zoo/out
+    .venv/bin/python tests/runtime/zoo_check.py /tmp/zoo/out [--runtime-python /tmp/rt/bin/python]
 
 Step 1 (a TensorFlow child process) seeds every RNG with 0 as `tfcheck build` does, so the zoo's
 randomly initialised weights are the build's, imports each artifact's module from its manifest's
@@ -27,7 +27,7 @@ import importlib.util, json, sys
 import numpy as np, keras, tensorflow as tf
 out, work = sys.argv[1], sys.argv[2]
 from pathlib import Path
-for folder in sorted(Path(out).iterdir()):
+for folder in sorted(path.parent for path in Path(out).glob("*/manifest.json")):
     manifest = json.loads((folder / "manifest.json").read_text())
     keras.utils.set_random_seed(0)
     source = Path(manifest["source_file"])
@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np, tfcheck
 out, work = sys.argv[1], sys.argv[2]
 lib = tfcheck.load(out)
-for folder in sorted(Path(out).iterdir()):
+for folder in sorted(path.parent for path in Path(out).glob("*/manifest.json")):
     manifest = json.loads((folder / "manifest.json").read_text())
     saved = np.load(Path(work) / f"{folder.name}.npz")
     inputs = [saved[f"input_{i}"] for i in range(len(manifest["inputs"]))]
@@ -70,7 +70,7 @@ def compare(out: Path, work: Path) -> bool:
     from tfcheck.compiler.verify import compare as verify
 
     passed = True
-    for folder in sorted(out.iterdir()):
+    for folder in sorted(path.parent for path in out.glob("*/manifest.json")):
         reference = np.load(work / f"{folder.name}.npz")
         got = np.load(work / f"{folder.name}.aot.npz")
         expected = [reference[f"output_{i}"] for i in range(len(got.files))]
@@ -81,11 +81,12 @@ def compare(out: Path, work: Path) -> bool:
     return passed
 
 
-def check_zoo(out: Path, work: Path) -> bool:
-    """Run both steps in child processes, then compare; True when every artifact matches."""
+def check_zoo(out: Path, work: Path, runtime_python: str = sys.executable) -> bool:
+    """Run both steps in child processes, then compare; True when every artifact matches.
+    `runtime_python` runs step 2 (for example a venv with only `tfcheck[runtime]`)."""
     work.mkdir(parents=True, exist_ok=True)
-    for step in (TENSORFLOW_STEP, RUNTIME_STEP):
-        completed = subprocess.run([sys.executable, "-c", textwrap.dedent(step), str(out), str(work)],
+    for python, step in ((sys.executable, TENSORFLOW_STEP), (runtime_python, RUNTIME_STEP)):
+        completed = subprocess.run([python, "-c", textwrap.dedent(step), str(out), str(work)],
                                    cwd=REPO, capture_output=True, text=True)
         if completed.returncode != 0:
             raise RuntimeError(completed.stderr[-4000:])
@@ -96,8 +97,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="a `tfcheck build --out` folder")
     parser.add_argument("--work", type=Path, default=Path("/tmp/tfcheck_zoo_check"))
+    parser.add_argument("--runtime-python", default=sys.executable,
+                        help="the Python that runs the artifacts (default: this one)")
     args = parser.parse_args()
-    if not check_zoo(args.out, args.work):
+    if not check_zoo(args.out, args.work, args.runtime_python):
         raise SystemExit("some artifacts differ from TensorFlow")
 
 

@@ -43,3 +43,28 @@ def test_linting_never_imports_the_linted_code(tmp_path: Path) -> None:
     first = outputs[0]
     assert first.returncode == 1
     assert "evil/helpers.py:3:5: TFC001" in first.stdout  # found through the cross-file pass, not by importing
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an `import` or `from ... import` in `path` names (absolute imports)."""
+    import ast
+
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.add(node.module)
+    return modules
+
+
+def test_the_runtime_never_imports_tvm_or_the_compiler() -> None:
+    """`pip install tfcheck[runtime]` has no apache-tvm: no module of tfcheck/runtime may import
+    `tvm` or the compiler, even lazily inside a function (TensorFlow only from dispatch, which runs
+    the tf.function itself when there is no artifact)."""
+    runtime = Path(__file__).resolve().parents[2] / "tfcheck" / "runtime"
+    forbidden = ("tvm", "tfcheck.compiler")
+    found = {f"{path.name}: {module}" for path in sorted(runtime.glob("*.py"))
+             for module in _imported_modules(path)
+             if any(module == name or module.startswith(name + ".") for name in forbidden)}
+    assert found == set()

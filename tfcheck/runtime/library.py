@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
 from tfcheck.runtime.inputs import as_array, bind_arguments, check_array
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
@@ -43,7 +44,7 @@ class Artifact:
                         f"{self.manifest.raw['library_sha256']}: the library was modified or "
                         f"corrupted; {rebuild_hint(self.manifest)}")
                 self._executable = Executable(path, str(self.manifest.raw["entry"]),
-                                              self.manifest.device)
+                                              self.manifest.device, locate(self.manifest))
             return self._executable
 
     def run(self, arrays: list[Any]) -> Any:

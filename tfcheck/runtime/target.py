@@ -9,11 +9,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import importlib.metadata
 import platform
 import re
 from pathlib import Path
 
+from tfcheck.runtime import bundled
 from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest
 
 # LLVM feature names that /proc/cpuinfo spells differently (after removing "_", "." and "-").
@@ -39,19 +39,12 @@ def incompatibilities(manifest: Manifest) -> list[str]:
 
 
 def _format_and_versions(manifest: Manifest) -> list[str]:
-    """Format version must be ours; TVM major.minor must match the installed runtime's ABI."""
+    """Format version must be ours; the TVM runtime must be exactly the one it was built with."""
     reasons = []
     if manifest.raw["format_version"] != FORMAT_VERSION:
         reasons.append(f"artifact format {manifest.raw['format_version']!r}, this tfcheck reads "
                        f"{FORMAT_VERSION}")
-    built_with = str(manifest.raw.get("versions", {}).get("tvm", ""))
-    installed = installed_tvm_version()
-    if installed is None:
-        reasons.append("apache-tvm is not installed: `pip install tfcheck[runtime]`")
-    elif _major_minor(built_with) != _major_minor(installed):
-        reasons.append(f"built with TVM {built_with or '(unknown)'}, the installed TVM runtime "
-                       f"is {installed}")
-    return reasons
+    return reasons + bundled.problems(manifest)
 
 
 def _host_reasons(manifest: Manifest) -> list[str]:
@@ -100,18 +93,6 @@ def cuda_available() -> bool:
     count = ctypes.c_int(0)
     return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 \
         and count.value > 0
-
-
-@functools.cache
-def installed_tvm_version() -> str | None:
-    try:
-        return importlib.metadata.version("apache-tvm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _major_minor(version: str) -> tuple[str, ...]:
-    return tuple(version.split(".")[:2])
 
 
 def file_sha256(path: Path) -> str:

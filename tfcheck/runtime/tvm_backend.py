@@ -1,9 +1,10 @@
 """Running an exported TVM Relax executable with the smallest possible import cost.
 
 `import tvm` costs about a second because it loads the compiler's Python side. Running an exported
-library needs none of it: `tvm_ffi` (about 0.25 s) plus the C++ runtime library `libtvm_runtime.so`
-from the apache-tvm wheel, opened with RTLD_GLOBAL so the library's VM loader finds its symbols.
-CUDA artifacts also need `libtvm_runtime_cuda.so`, and use `tvm` itself to move data to the GPU.
+library needs none of it: `tvm_ffi` (about 0.25 s) plus the C++ runtime libraries the artifact was
+built against (`libtvm_runtime.so`, and `libtvm_runtime_cuda.so` for CUDA), found and opened by
+`bundled`. Data moves to and from a GPU through the runtime's own global functions, so CUDA
+artifacts need no `tvm` either.
 
 A Relax VM keeps per-call state (registers, frames), so one VM must not run two calls at once.
 Each thread gets its own VM over the shared, read-only executable module: calls from many threads
@@ -13,14 +14,14 @@ run in parallel and never share a VM.
 from __future__ import annotations
 
 import ctypes
-import functools
-import importlib.util
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.threads import use_all_cores
 
@@ -28,34 +29,19 @@ _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _POOLED_ALLOCATOR = 2
 
 
-@functools.cache
-def _runtime(device: str) -> Any:
-    """Import tvm_ffi and open the TVM runtime libraries that `device` needs, once (after setting
-    the thread count, which TVM reads when its thread pool starts)."""
-    use_all_cores()
-    import tvm_ffi
-
-    spec = importlib.util.find_spec("tvm")
-    if spec is None or not spec.submodule_search_locations:
-        raise ArtifactError("apache-tvm is not installed: `pip install tfcheck[runtime]`")
-    lib_dir = Path(spec.submodule_search_locations[0]) / "lib"
-    names = ["libtvm_runtime.so"] + (["libtvm_runtime_cuda.so"] if device == "cuda" else [])
-    for name in names:
-        ctypes.CDLL(str(lib_dir / name), mode=ctypes.RTLD_GLOBAL)
-    return tvm_ffi
-
-
 class Executable:
     """One loaded library; `run` takes checked NumPy inputs and returns NumPy outputs."""
 
-    def __init__(self, library: Path, entry: str, device: str) -> None:
-        self._ffi = _runtime(device)
+    def __init__(self, library: Path, entry: str, device: str, runtime: Sequence[Path]) -> None:
+        use_all_cores()  # before the runtime's thread pool starts, which reads the count once
+        self._ffi = open_runtime(tuple(runtime))
         try:
             self._module = self._ffi.load_module(str(library))
         except Exception as error:  # the FFI raises its own error types for bad libraries
             raise ArtifactError(f"{library}: cannot load the TVM library: {error}") from None
         self._entry = entry
         self._device = device
+        self._copies = None if device == "cpu" else DeviceCopies(self._ffi, device)
         self._local = threading.local()
 
     def run(self, inputs: list[Any]) -> list[np.ndarray]:
@@ -78,16 +64,40 @@ class Executable:
         return function
 
     def _to_device(self, value: Any) -> Any:
-        if self._device == "cpu":
+        if self._copies is None:
             return self._ffi.from_dlpack(value)
-        import tvm
-
-        return tvm.runtime.tensor(np.asarray(value), device=tvm.cuda(0))
+        return self._copies.to_device(np.asarray(value))
 
     def _to_numpy(self, tensor: Any) -> np.ndarray:
-        if self._device == "cpu":
+        if self._copies is None:
             return np.from_dlpack(tensor)
-        return tensor.numpy()
+        return self._copies.to_numpy(tensor)
+
+
+class DeviceCopies:
+    """Synchronous copies between NumPy and device memory with the runtime's registered
+    functions (what `tvm.runtime.tensor` and `Tensor.numpy` call), so that no `tvm` is needed."""
+
+    def __init__(self, ffi: Any, device: str) -> None:
+        self._ffi = ffi
+        self._device = ffi.device(device, 0)
+        self._alloc = ffi.get_global_func("runtime.TVMTensorAllocWithScope")
+        self._from_bytes = ffi.get_global_func("runtime.TVMTensorCopyFromBytes")
+        self._to_bytes = ffi.get_global_func("runtime.TVMTensorCopyToBytes")
+
+    def to_device(self, array: np.ndarray) -> Any:
+        """A new device tensor holding `array`."""
+        array = np.ascontiguousarray(array)
+        tensor = self._alloc(self._ffi.Shape(array.shape), self._ffi.dtype(str(array.dtype)),
+                             self._device, None)
+        self._from_bytes(tensor, array.ctypes.data_as(ctypes.c_void_p), array.nbytes)
+        return tensor
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """A new NumPy array holding the device tensor (the copy waits for the device)."""
+        array = np.empty(tuple(tensor.shape), dtype=str(tensor.dtype))
+        self._to_bytes(tensor, array.ctypes.data_as(ctypes.c_void_p), array.nbytes)
+        return array
 
 
 def _flatten(result: Any, tensor_type: type) -> list[Any]:

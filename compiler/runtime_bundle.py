@@ -1,0 +1,53 @@
+"""The TVM runtime an artifact was built against: recorded in its manifest, copied on export.
+
+`runtime_record` goes into every manifest; `bundle_runtime` copies the recorded libraries from the
+installed apache-tvm wheel into `<out>/tvm-runtime/<tag>/` once per `--out` folder, so that the
+folder runs with `pip install tfcheck[runtime]` (NumPy and apache-tvm-ffi, about 12 MB) instead of
+the 450 MB wheel. See tfcheck/runtime/bundled.py for how the runtime finds and checks them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tfcheck.runtime.bundled import (FFI_DISTRIBUTION, RUNTIME_DIR, TVM_DISTRIBUTION,
+                                     distribution_version, libraries_for, runtime_tag, sha256_of,
+                                     wheel_library_dir)
+
+
+def runtime_record(device: str) -> dict[str, Any]:
+    """The manifest's `runtime`: tag, exact TVM and tvm-ffi versions, and the SHA-256 of each
+    runtime library an artifact for `device` loads."""
+    lib_dir = wheel_library_dir()
+    tvm_version = distribution_version(TVM_DISTRIBUTION)
+    if lib_dir is None or tvm_version is None:
+        raise RuntimeError("apache-tvm is not installed: `pip install tfcheck[build]`")
+    libraries = {name: sha256_of(lib_dir / name) for name in libraries_for(device)}
+    return {"tag": runtime_tag(tvm_version, libraries["libtvm_runtime.so"]), "tvm": tvm_version,
+            "tvm_ffi": distribution_version(FFI_DISTRIBUTION), "libraries": libraries}
+
+
+def bundle_runtime(manifest: dict[str, Any], out_dir: Path) -> str | None:
+    """Copy the manifest's runtime libraries into `out_dir/tvm-runtime/<tag>/` (each file
+    atomically, skipping the ones already there intact); why it could not, or None."""
+    record = manifest["runtime"]
+    lib_dir = wheel_library_dir()
+    folder = out_dir / RUNTIME_DIR / record["tag"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, sha in record["libraries"].items():
+        target = folder / name
+        if target.is_file() and sha256_of(target) == sha:
+            continue
+        source = lib_dir / name if lib_dir is not None else None
+        if source is None or not source.is_file() or sha256_of(source) != sha:
+            return (f"cannot bundle {name}: the installed apache-tvm "
+                    f"({distribution_version(TVM_DISTRIBUTION) or 'none'}) is not the build the "
+                    f"artifact recorded ({record['tvm']}); rebuild it")
+        staging = folder / f".{name}.{uuid.uuid4().hex}"
+        shutil.copyfile(source, staging)
+        os.replace(staging, target)
+    return None
