@@ -320,7 +320,7 @@ def _prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:
 
     manifest = read_manifest(folder)  # refuses a library outside the artifact folder
     machine = relax.VirtualMachine(tvm.runtime.load_module(str(manifest.library_path)), tvm.cpu())
-    entry = machine[manifest.raw["entry"]]
+    entry = machine[manifest.entry]
     tensors = [tvm.runtime.tensor(a) for a in arrays]
     return lambda: entry(*tensors)
 

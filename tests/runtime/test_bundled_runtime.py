@@ -95,7 +95,7 @@ def test_export_refuses_to_bundle_a_runtime_it_does_not_have(artifacts):
 def test_a_damaged_bundled_runtime_is_refused(artifacts, tmp_path, damage, reason):
     out = _exported(artifacts)
     manifest = parse_manifest(out / "scale__1x4")
-    library = out / RUNTIME_DIR / manifest.raw["runtime"]["tag"] / "libtvm_runtime_extra.so"
+    library = out / RUNTIME_DIR / manifest.runtime["tag"] / "libtvm_runtime_extra.so"
     if damage == "modify":
         library.write_bytes(library.read_bytes() + b"\0")
     elif damage == "remove":

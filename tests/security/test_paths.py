@@ -21,6 +21,7 @@ from click.testing import Result
 import tfcheck
 from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
 from tfcheck.compiler.discover import discover
+from tfcheck.compiler.runtime_bundle import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import read_manifest
@@ -171,6 +172,7 @@ def _manifest(library: Any) -> dict[str, Any]:
         "outputs": [{"name": "y", "shape": [1], "dtype": "float32"}], "output_structure": {"kind": "tensor"},
         "target": {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64"}, "device": "cpu",
         "cpu_features": [], "versions": {"tvm": importlib.metadata.version("apache-tvm")},
+        "runtime": runtime_record("cpu"),
         "library": library, "library_sha256": hashlib.sha256(LIBRARY).hexdigest(), "entry": "main",
     }
 
@@ -181,7 +183,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     paths: list[Path] = []
 
     class Recorder:
-        def __init__(self, library: Path, entry: str, device: str) -> None:
+        def __init__(self, library: Path, entry: str, device: str, runtime: Any) -> None:
             paths.append(Path(library))
 
     monkeypatch.setattr(runtime_library, "Executable", Recorder)

@@ -85,7 +85,7 @@ def distribution_version(name: str) -> str | None:
 def read_runtime(manifest: Manifest) -> Runtime:
     """The manifest's `runtime` record; ArtifactError when it is missing or malformed."""
     where = f"{manifest.folder}/manifest.json"
-    record = manifest.raw.get("runtime")
+    record = manifest.runtime
     if not isinstance(record, dict):
         raise ArtifactError(f"{where}: no 'runtime' record (built by an older tfcheck)")
     tag, libraries = record.get("tag"), record.get("libraries")

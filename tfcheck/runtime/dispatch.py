@@ -6,7 +6,7 @@ per reason, or NotCompiledError under `TFCHECK_AOT=strict`):
     versions) and whose library passes its SHA-256 check;
   - its source fingerprint equals the live function's (the source did not change);
   - its captures fingerprint equals the live captured variables' (their values did not change);
-    this is checked on every call (see `_CapturesGuard` for the cost), or only on the first call
+    this is checked on every call (see `CapturesGuard` for the cost), or only on the first call
     of each artifact with `TFCHECK_AOT_VERIFY=first-call`;
   - an artifact was built for the call's input shapes and dtypes.
 
@@ -23,10 +23,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from tfcheck.fingerprint import source_fingerprint, values_fingerprint
+from tfcheck.fingerprint import source_fingerprint
 from tfcheck.runtime.errors import ArtifactError, InputError, NotCompiledError
 from tfcheck.runtime.library import Artifact, CompiledFunction, scan
 from tfcheck.runtime.manifest import CACHE_DIR, Manifest
+from tfcheck.runtime.tf_bridge import CapturesGuard, to_tensorflow
 
 MODES = ("on", "off", "strict")
 VERIFY_MODES = ("every-call", "first-call")
@@ -86,7 +87,7 @@ class Dispatcher:
         self._python_function = wrapper.tf_function.python_function
         self._lock = threading.Lock()
         self._compiled: CompiledFunction | str | None = None  # str: why there is none
-        self._guards: dict[Path, _CapturesGuard] = {}
+        self._guards: dict[Path, CapturesGuard] = {}
         self._warned: set[str] = set()
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -101,7 +102,7 @@ class Dispatcher:
         except ArtifactError as error:  # bad SHA-256, unloadable library, wrong output count
             return self._fall_back(f"{self._name}: {error}", mode, args, kwargs)
         self._wrapper.backend = f"tvm:{artifact.manifest.device}"
-        return _to_tensorflow(outputs)
+        return to_tensorflow(outputs)
 
     def _fall_back(self, reason: str, mode: str, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
@@ -121,7 +122,7 @@ class Dispatcher:
         except InputError as error:
             raise _Fallback(f"{self._name}: {error}") from None
         guard = self._guard(artifact)
-        if not guard.unchanged():
+        if not guard.unchanged(verify_mode() == "first-call"):
             raise _Fallback(captures_message(self._name, artifact.manifest.folder, self._source_file(),
                                              guard.ever_matched))
         return artifact, arrays
@@ -158,7 +159,7 @@ class Dispatcher:
             raise _Fallback(f"{self._name} is not compiled (no artifact in {where}); running "
                             f"TensorFlow. Build it with `tfcheck build {self._source_file()}`")
         current = source_fingerprint(self._wrapper.tf_function)
-        fresh = [a for a in mine if a.manifest.raw.get("source_fingerprint") == current]
+        fresh = [a for a in mine if a.manifest.source_fingerprint == current]
         if not fresh:
             raise _Fallback(f"{self._name}: its source changed since the last build (stale "
                             f"artifact); rebuild with `tfcheck build {self._source_file()}`")
@@ -175,17 +176,17 @@ class Dispatcher:
         """Same qualified name, or (run as a script: module __main__) same name and file."""
         if manifest.qualname == self._qualname:
             return True
-        built_from = manifest.raw.get("source_file")
+        built_from = manifest.source_file
         here = inspect.getsourcefile(self._python_function)
         if manifest.function != self._name or not built_from or not here:
             return False
         return Path(here).resolve().parts[-len(Path(built_from).parts):] == Path(built_from).parts
 
-    def _guard(self, artifact: Artifact) -> _CapturesGuard:
+    def _guard(self, artifact: Artifact) -> CapturesGuard:
         with self._lock:
             folder = artifact.manifest.folder
             if folder not in self._guards:
-                self._guards[folder] = _CapturesGuard(self._wrapper.tf_function, artifact.manifest)
+                self._guards[folder] = CapturesGuard(self._wrapper.tf_function, artifact.manifest)
             return self._guards[folder]
 
     def _warn_once(self, message: str) -> None:
@@ -221,61 +222,6 @@ def captures_message(name: str, folder: Path, source_file: str, ever_matched: bo
             f"created; then run `tfcheck build {source_file}` again; {_SILENCE}")
 
 
-class _CapturesGuard:
-    """Tells whether the captured variables still hold the values the artifact was built with.
-
-    The first check hashes them as the build did. Hashing on every call would cost more than
-    the model, so after a match the values are copied into shadow variables, and later checks
-    compare variables and shadows bit for bit in one TensorFlow call that returns one boolean;
-    only a difference leads to hashing again. That call still costs TensorFlow's per-captured-
-    input overhead (for MobileNetV2's 262 variables, about as much as a TensorFlow call of the
-    model), so `TFCHECK_AOT_VERIFY=first-call` lets a serving process that never changes its
-    weights after the first call skip it.
-    """
-
-    def __init__(self, tf_function: Any, manifest: Manifest) -> None:
-        import tensorflow as tf  # the caller is a tf.function, so TensorFlow is already loaded
-
-        specs = [tf.TensorSpec(spec.shape, tf.as_dtype(spec.dtype)) for spec in manifest.inputs]
-        self._variables = list(tf_function.get_concrete_function(*specs).variables)
-        self._shadows = [tf.Variable(tf.zeros_like(variable), trainable=False)
-                         for variable in self._variables]
-        pairs = list(zip(self._variables, self._shadows))
-        # Traced here, once, into a concrete function: calling a tf.function from several threads
-        # before its first trace finishes traces it once per thread, and TensorFlow counts every
-        # guard's traces against the same lambda, which logs its "excessive retracing" warning.
-        self._same = tf.function(lambda: tf.reduce_all(
-            [tf.reduce_all(tf.equal(_bits(tf, v), _bits(tf, s))) for v, s in pairs])).get_concrete_function()
-        self._expected = manifest.raw.get("captures_fingerprint")
-        self._verified = False
-        self.ever_matched = False  # the values matched the build's at least once in this process
-        self._lock = threading.Lock()
-
-    def unchanged(self) -> bool:
-        if not self._variables:
-            return values_fingerprint([]) == self._expected
-        if self._verified and (verify_mode() == "first-call" or bool(self._same())):
-            return True
-        with self._lock:
-            values = [variable.numpy() for variable in self._variables]
-            if values_fingerprint(values) != self._expected:
-                self._verified = False
-                return False
-            for shadow, value in zip(self._shadows, values):
-                shadow.assign(value)
-            self._verified = True  # only after the shadows hold values that matched
-            self.ever_matched = True
-            return True
-
-
-def _bits(tf: Any, tensor: Any) -> Any:
-    """Floats as same-width integers, so that NaN equals NaN and -0.0 differs from 0.0."""
-    widths = {2: tf.int16, 4: tf.int32, 8: tf.int64}
-    if tensor.dtype.is_floating and tensor.dtype.size in widths:
-        return tf.bitcast(tensor, widths[tensor.dtype.size])
-    return tensor
-
-
 def _scan_all(roots: list[Path]) -> tuple[list[Artifact], dict[str, list[str]]]:
     """Runnable artifacts and refusal reasons (by qualified name) over all roots; unreadable
     folders are ignored here, since they cannot be attributed to a function."""
@@ -287,14 +233,3 @@ def _scan_all(roots: list[Path]) -> tuple[list[Artifact], dict[str, list[str]]]:
         for qualname, reasons in refused.items():
             unavailable.setdefault(qualname, []).extend(reasons)
     return runnable, unavailable
-
-
-def _to_tensorflow(outputs: Any) -> Any:
-    """NumPy outputs as TensorFlow tensors, in the same structure."""
-    import tensorflow as tf
-
-    if isinstance(outputs, dict):
-        return {key: tf.convert_to_tensor(value) for key, value in outputs.items()}
-    if isinstance(outputs, (tuple, list)):
-        return type(outputs)(tf.convert_to_tensor(value) for value in outputs)
-    return tf.convert_to_tensor(outputs)

@@ -38,12 +38,12 @@ class Artifact:
                 if not path.is_file():
                     raise ArtifactError(f"{path}: library missing; {rebuild_hint(self.manifest)}")
                 actual = file_sha256(path)
-                if actual != self.manifest.raw["library_sha256"]:
+                if actual != self.manifest.library_sha256:
                     raise ArtifactError(
                         f"{path}: SHA-256 {actual} does not match the manifest's "
-                        f"{self.manifest.raw['library_sha256']}: the library was modified or "
+                        f"{self.manifest.library_sha256}: the library was modified or "
                         f"corrupted; {rebuild_hint(self.manifest)}")
-                self._executable = Executable(path, str(self.manifest.raw["entry"]),
+                self._executable = Executable(path, self.manifest.entry,
                                               self.manifest.device, locate(self.manifest))
             return self._executable
 
@@ -59,7 +59,7 @@ class Artifact:
 
 def structure_outputs(manifest: Manifest, outputs: list[Any]) -> Any:
     """Rebuild the tf.function's output structure (tensor, tuple, list or dict)."""
-    structure = manifest.raw["output_structure"]
+    structure = manifest.output_structure
     kind = structure.get("kind")
     if kind == "tensor" and len(outputs) == 1:
         return outputs[0]
@@ -79,7 +79,7 @@ class CompiledFunction:
     def __init__(self, name: str, artifacts: Sequence[Artifact]) -> None:
         self.__name__ = name
         # Newest first: when several artifacts accept the same shapes, the latest build wins.
-        self.artifacts = sorted(artifacts, key=lambda a: str(a.manifest.raw.get("created", "")),
+        self.artifacts = sorted(artifacts, key=lambda a: a.manifest.created,
                                 reverse=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -124,7 +124,7 @@ class Library:
         for qualname, function in self._by_qualname.items():
             self._qualnames_by_name[function.__name__].append(qualname)
             # `module.name` also finds a function whose aot name differs from its Python name.
-            module = grouped[qualname][0].manifest.raw.get("module")
+            module = grouped[qualname][0].manifest.module
             if module:
                 self._qualnames_by_name[f"{module}.{function.__name__}"].append(qualname)
 

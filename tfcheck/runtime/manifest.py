@@ -1,9 +1,19 @@
-"""Reading artifact manifests (docs/artifact-format.md) and finding artifacts in a folder."""
+"""The artifact contract: the `Manifest` record and its constants (docs/artifact-format.md).
+
+`tfcheck build` writes a `Manifest` (`Manifest.to_json`) and the runtime reads it back
+(`read_manifest`), so both sides share one definition of every key. It lives in the runtime because
+the runtime must not import the compiler; the compiler imports it. Reading validates what the
+runtime relies on (the required keys, static tensor specs, the type of every known key, the library
+inside its folder) and names the file and the key in every error; the `runtime` record is checked
+where it is used (`bundled.read_runtime`), so that an artifact built by an older tfcheck without
+one is reported as unrunnable, with the reason, rather than skipped as unreadable.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +22,8 @@ from tfcheck.runtime.paths import UnsafePathError, path_inside
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+LIBRARY = "lib.so"  # the exported library's name inside an artifact folder
+ENTRY = "main"  # the Relax VM function an artifact exports
 CACHE_DIR = Path(".tfcheck") / "artifacts"  # where `tfcheck build` puts artifacts by default
 _REQUIRED = ("format_version", "function", "inputs", "outputs", "output_structure", "device",
              "library", "library_sha256", "entry")
@@ -28,32 +40,62 @@ class TensorSpec:
     def __str__(self) -> str:
         return f"{self.name}: {self.dtype}[{', '.join(str(dim) for dim in self.shape)}]"
 
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The artifact's outputs against TensorFlow's for the build's generated inputs; all None for
+    a CUDA artifact built where there is no GPU (built, not run)."""
+
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    passed: bool | None = None
+
 
 @dataclass(frozen=True)
 class Manifest:
-    """The parsed manifest of one artifact folder; `raw` keeps every field for tools like `ls`."""
+    """One artifact's `manifest.json`; `folder` is where it was read from (not written)."""
 
-    folder: Path
-    raw: dict[str, Any]
+    function: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    output_structure: dict[str, Any]
+    device: str
+    library: str
+    library_sha256: str
+    entry: str = ENTRY
+    format_version: Any = FORMAT_VERSION  # compared, not trusted: another format is reported unrunnable
+    key: str | None = None
+    qualname: str = ""  # module + "." + qualified name; the function's name when not recorded
+    module: str | None = None
+    source_file: str | None = None
+    source_fingerprint: str | None = None
+    captures_fingerprint: str | None = None
+    graph_fingerprint: str | None = None
+    target: dict[str, Any] = field(default_factory=dict)
+    cpu_features: tuple[str, ...] | None = None  # CPU targets only
+    versions: dict[str, str] = field(default_factory=dict)
+    runtime: Any = None  # a dict; validated by bundled.read_runtime
+    tuned: bool = False
+    compile_options: dict[str, Any] | None = None
+    verify: Verification = field(default_factory=Verification)
+    operators: tuple[dict[str, Any], ...] | None = None
+    compile_seconds: float | None = None
+    device_code: dict[str, Any] | None = None  # CUDA only
+    tuning: dict[str, Any] | None = None  # --tune only
+    created: str = ""
+    folder: Path = field(default=Path("."), compare=False)
 
-    @property
-    def function(self) -> str:
-        return str(self.raw["function"])
-
-    @property
-    def qualname(self) -> str:
-        return str(self.raw.get("qualname", self.function))
-
-    @property
-    def device(self) -> str:
-        return str(self.raw["device"])
+    def __post_init__(self) -> None:
+        if not self.qualname:
+            object.__setattr__(self, "qualname", self.function)
 
     @property
     def library_path(self) -> Path:
         """The library, links resolved; ArtifactError when it lies outside the artifact folder."""
-        return file_inside(self.folder, self.raw["library"], "'library'")
+        return file_inside(self.folder, self.library, "'library'")
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -63,26 +105,89 @@ class Manifest:
         """`classify(x: float32[1, 224, 224, 3]) [cpu]`, for error messages."""
         return f"{self.function}({', '.join(map(str, self.inputs))}) [{self.device}]"
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of docs/artifact-format.md; keys without a value are left out."""
+        data: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if item.name == "folder" or value is None:
+                continue
+            if item.name in ("inputs", "outputs"):
+                value = [spec.to_json() for spec in value]
+            elif item.name == "verify":
+                value = dataclasses.asdict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[item.name] = value
+        return data
+
+    def write(self, folder: Path) -> Path:
+        """`folder/manifest.json` (the caller makes the write atomic where readers race it)."""
+        path = folder / MANIFEST
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        return path
+
+
+# The JSON type of each key read as it is (the specs and `verify` are parsed on their own).
+_KINDS: dict[str, type | tuple[type, ...]] = {
+    "function": str, "output_structure": dict, "device": str, "library_sha256": str, "entry": str,
+    "key": str, "qualname": str, "module": str, "source_file": str,
+    "source_fingerprint": str, "captures_fingerprint": str, "graph_fingerprint": str,
+    "target": dict, "cpu_features": list, "versions": dict,
+    "tuned": bool, "compile_options": dict, "operators": list, "compile_seconds": (int, float),
+    "device_code": dict, "tuning": dict, "created": str,
+}
+
 
 def read_manifest(folder: Path) -> Manifest:
-    """Parse and validate `folder/manifest.json`; errors name the file and the bad field."""
+    """Parse and validate `folder/manifest.json`; errors name the file and the bad key."""
     path = folder / MANIFEST
     try:
         raw = json.loads(file_inside(folder, MANIFEST, MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ArtifactError(f"{path}: cannot read manifest: {error}") from None
+    return manifest_from_json(raw, folder)
+
+
+def manifest_from_json(raw: object, folder: Path) -> Manifest:
+    """The `Manifest` of a parsed manifest.json of `folder` (see `read_manifest`)."""
+    path = folder / MANIFEST
     if not isinstance(raw, dict):
         raise ArtifactError(f"{path}: manifest is not a JSON object")
     missing = [key for key in _REQUIRED if key not in raw]
     if missing:
         raise ArtifactError(f"{path}: manifest lacks {', '.join(missing)}")
     file_inside(folder, raw["library"], "'library'")
-    return Manifest(
-        folder=folder,
-        raw=raw,
-        inputs=_specs(path, raw, "inputs"),
-        outputs=_specs(path, raw, "outputs"),
-    )
+    known = {item.name for item in dataclasses.fields(Manifest)} - {"folder"}
+    values = {key: value for key, value in raw.items() if key in known}
+    for key, kind in _KINDS.items():
+        if key in values and (not isinstance(values[key], kind) or isinstance(values[key], bool) != (kind is bool)):
+            raise ArtifactError(f"{path}: '{key}' = {values[key]!r} is not a JSON {_json_name(kind)}")
+    values["inputs"] = _specs(path, raw, "inputs")
+    values["outputs"] = _specs(path, raw, "outputs")
+    values["verify"] = _verification(path, raw.get("verify", {}))
+    for key in ("cpu_features", "operators"):
+        if key in values:
+            values[key] = tuple(values[key])
+    return Manifest(**values, folder=folder)
+
+
+def _json_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "string", dict: "object", list: "array", int: "integer", bool: "boolean",
+             float: "number", type(None): "null"}
+    return " or ".join(names[k] for k in (kind if isinstance(kind, tuple) else (kind,)))
+
+
+def _verification(path: Path, raw: object) -> Verification:
+    """`verify`: each value a number, a boolean for `passed`, or null."""
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{path}: 'verify' must be a JSON object")
+    checked = Verification(**{key: raw.get(key) for key in ("max_abs_error", "max_rel_error", "passed")})
+    errors_ok = all(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+                    for value in (checked.max_abs_error, checked.max_rel_error))
+    if not errors_ok or not isinstance(checked.passed, (bool, type(None))):
+        raise ArtifactError(f"{path}: 'verify' = {raw!r} needs numbers (or null) and a boolean 'passed'")
+    return checked
 
 
 def file_inside(folder: Path, name: object, field: str) -> Path:
@@ -106,7 +211,7 @@ def _specs(path: Path, raw: dict[str, Any], field: str) -> tuple[TensorSpec, ...
             shape = tuple(int(dim) for dim in entry["shape"])
             specs.append(TensorSpec(str(entry.get("name", f"{field}_{index}")), shape,
                                     str(entry["dtype"])))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise ArtifactError(
                 f"{path}: {field}[{index}] = {entry!r} needs a static 'shape' and a 'dtype'"
             ) from None

@@ -24,7 +24,7 @@ _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 def rebuild_hint(manifest: Manifest) -> str:
     """The command that rebuilds this artifact for the current machine."""
-    source = manifest.raw.get("source_file") or "<your files>"
+    source = manifest.source_file or "<your files>"
     return f"rebuild it on this machine with `tfcheck build {source}`"
 
 
@@ -41,8 +41,8 @@ def incompatibilities(manifest: Manifest) -> list[str]:
 def _format_and_versions(manifest: Manifest) -> list[str]:
     """Format version must be ours; the TVM runtime must be exactly the one it was built with."""
     reasons = []
-    if manifest.raw["format_version"] != FORMAT_VERSION:
-        reasons.append(f"artifact format {manifest.raw['format_version']!r}, this tfcheck reads "
+    if manifest.format_version != FORMAT_VERSION:
+        reasons.append(f"artifact format {manifest.format_version!r}, this tfcheck reads "
                        f"{FORMAT_VERSION}")
     return reasons + bundled.problems(manifest)
 
@@ -50,7 +50,7 @@ def _format_and_versions(manifest: Manifest) -> list[str]:
 def _host_reasons(manifest: Manifest) -> list[str]:
     """The host code (all of a CPU artifact, the driver code of a CUDA one) must fit this CPU."""
     reasons = []
-    target = manifest.raw.get("target", {})
+    target = manifest.target
     host = target["host"] if isinstance(target.get("host"), dict) else target
     triple = str(host.get("mtriple", ""))
     arch = triple.split("-", 1)[0]
@@ -59,7 +59,7 @@ def _host_reasons(manifest: Manifest) -> list[str]:
         reasons.append(f"it was compiled for {triple}, this machine is {machine}")
     features = host_cpu_features()
     if features:
-        missing = [name for name in manifest.raw.get("cpu_features", [])
+        missing = [name for name in manifest.cpu_features or ()
                    if feature_key(name) not in features]
         if missing:
             reasons.append(f"this CPU lacks {', '.join(missing)}, which the code was compiled for")
