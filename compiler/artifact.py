@@ -17,23 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tfcheck.atomic import locked, write_atomic
 from tfcheck.compiler.targets import canonical_json
 from tfcheck.gitignore import mark_ignored
-from tfcheck.runtime.paths import UnsafePathError, check_name, path_inside, remove_tree
+from tfcheck.runtime.errors import ArtifactError
+from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest, read_manifest
+from tfcheck.runtime.paths import check_name, remove_tree
 from tfcheck.runtime.target import file_sha256
 
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 INDEX = "index.json"
 _TEMP = ".tmp"
 
@@ -50,7 +49,10 @@ def sources_digest(files: list[Path]) -> str:
 
 def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str, Any],
               compile_options: dict[str, Any], versions: dict[str, str]) -> str:
-    """SHA-256 over the format version, frozen graph, input specs, target, options and versions."""
+    """SHA-256 over the format version, frozen graph, input specs, target, options and versions.
+
+    The one place the key is computed: the tracing child, right after freezing (it alone knows
+    the graph and the TensorFlow version), which reports it to the parent."""
     parts = {
         "format_version": FORMAT_VERSION,
         "graph_sha256": graph_sha256,
@@ -71,7 +73,7 @@ class ArtifactCache:
     def entry(self, key: str) -> Path:
         return self.root / key
 
-    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    def lookup(self, key: str) -> tuple[Manifest | None, str | None]:
         """(manifest, None) for a valid entry; (None, why) when the entry is corrupt, after moving
         it out of the way; (None, None) when there is none."""
         folder = self.entry(key)
@@ -79,7 +81,7 @@ class ArtifactCache:
             return None, None
         problem = entry_problem(folder)
         if problem is None:
-            return json.loads((folder / MANIFEST).read_text(encoding="utf-8")), None
+            return read_manifest(folder), None
         self._discard(folder)
         return None, problem
 
@@ -90,11 +92,11 @@ class ArtifactCache:
         staging.mkdir(parents=True)
         return staging
 
-    def commit(self, staging: Path, manifest: dict[str, Any]) -> Path:
+    def commit(self, staging: Path, manifest: Manifest) -> Path:
         """Write the manifest into `staging` and rename it to its key; if another build got there
         first with a valid entry, keep theirs."""
-        _write_json(staging / MANIFEST, manifest)
-        final = self.entry(manifest["key"])
+        manifest.write(staging)
+        final = self.entry(str(manifest.key))
         try:
             os.rename(staging, final)
         except OSError:
@@ -119,55 +121,32 @@ class ArtifactCache:
         self.root.mkdir(parents=True, exist_ok=True)
         mark_ignored(self.root, "the artifact cache of `tfcheck build`")
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self._create_root()
-        with (self.root / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    def _index_add(self, manifest: dict[str, Any]) -> None:
+    def _index_add(self, manifest: Manifest) -> None:
         """Record the entry in index.json (read-modify-write under the cache's lock)."""
-        with self._locked():
+        self._create_root()
+        with locked(self.root / ".lock"):
             index_path = self.root / INDEX
             try:
                 index = json.loads(index_path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 index = {}
-            index[manifest["key"]] = {
-                "function": manifest["function"], "qualname": manifest["qualname"],
-                "device": manifest["device"], "inputs": manifest["inputs"], "created": manifest["created"],
-            }
-            _write_json(index_path, index)
+            written = manifest.to_json()
+            index[written["key"]] = {name: written[name] for name in ("function", "qualname", "device", "inputs", "created")}
+            write_atomic(index_path, json.dumps(index, indent=2) + "\n")
 
 
 def entry_problem(folder: Path) -> str | None:
     """Why an artifact folder cannot be used (None when it can)."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        return f"unreadable manifest ({type(error).__name__})"
-    if not isinstance(manifest, dict):
-        return "the manifest is not a JSON object"
-    try:
-        library = path_inside(folder, manifest.get("library"), "'library'")
-    except UnsafePathError as error:
+        manifest = read_manifest(folder)
+        library = manifest.library_path
+    except ArtifactError as error:
         return str(error)
     if not library.is_file():
         return "library file missing"
-    if file_sha256(library) != manifest.get("library_sha256"):
+    if file_sha256(library) != manifest.library_sha256:
         return "library does not match its SHA-256"
     return None
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """Write through a temporary file and `os.replace`, so readers never see half a file."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def now_utc() -> str:

@@ -20,9 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from tfcheck.compiler.messages import ContractError, from_message, to_message
 
 EVENTS_FD_VARIABLE = "TFCHECK_EVENTS_FD"
+Request = TypeVar("Request")
+Result = TypeVar("Result")
 _LOG_TAIL_LINES = 15
 
 
@@ -36,10 +40,10 @@ class StepError(Exception):
 
 
 @dataclass
-class ChildOutcome:
-    """What a child reported: its final `result` payload, or an error message (never both)."""
+class ChildOutcome(Generic[Result]):
+    """What a child reported: its result, or an error message (never both)."""
 
-    result: dict[str, Any] | None
+    result: Result | None
     error: str | None
     op: str | None = None
 
@@ -69,17 +73,18 @@ class EventWriter:
         self.emit("stage", stage=name, doing=self.doing, before=before)
 
 
-def child_main(step: Callable[[dict[str, Any], EventWriter], dict[str, Any]]) -> None:
-    """Entry point of a child: read the request JSON named in argv, run `step`, report the result.
+def child_main(step: Callable[[Request, EventWriter], object], request_type: type[Request]) -> None:
+    """Entry point of a child: read the request (a `request_type` as JSON) named in argv, run
+    `step`, report the result dataclass it returns (`compiler/messages.py`).
 
     A `StepError` becomes an `error` event with its message; any other exception too, with its
     type, since the parent shows it as the function's failure rather than as a tfcheck crash; so
     does a `sys.exit()` in the user's module, with the stage it happened in.
     """
     events = EventWriter()
-    request = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     try:
-        result = step(request, events)
+        request = from_message(request_type, json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")))
+        result = to_message(step(request, events))
     except StepError as error:
         events.emit("error", message=error.message, op=error.op)
         sys.exit(1)
@@ -90,7 +95,7 @@ def child_main(step: Callable[[dict[str, Any], EventWriter], dict[str, Any]]) ->
     except Exception as error:  # noqa: BLE001 - any failure of user code or TF/TVM is reported
         events.emit("error", message=f"{type(error).__name__}: {error}", op=None)
         sys.exit(1)
-    events.emit("result", **result)
+    events.emit("result", result=result)
 
 
 def stage_failure(doing: str | None, before: str | None, what: str) -> str:
@@ -103,21 +108,23 @@ def stage_failure(doing: str | None, before: str | None, what: str) -> str:
 
 def run_child(
     module: str,
-    request: dict[str, Any],
+    request: object,
+    result_type: type[Result],
     work_dir: Path,
     *,
     on_stage: Callable[[str], None],
     timeout: float,
     env: dict[str, str] | None = None,
-) -> ChildOutcome:
-    """Run `python -m module request.json` and collect its events until it exits.
+) -> ChildOutcome[Result]:
+    """Run `python -m module request.json` (the request dataclass as JSON) and collect its events
+    until it exits; the result comes back as a `result_type`.
 
     Crashes (signals), non-zero exits without an error event and timeouts are turned into error
     messages that quote the end of the child's log.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / f"{module.rsplit('.', 1)[-1]}-request.json"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
+    request_path.write_text(json.dumps(to_message(request)), encoding="utf-8")
     log_path = work_dir / f"{module.rsplit('.', 1)[-1]}.log"
     read_fd, write_fd = os.pipe()
     # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
@@ -137,7 +144,7 @@ def run_child(
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         raise
-    return _outcome(events, process, timed_out, timeout, log_path)
+    return _outcome(events, process, timed_out, timeout, log_path, result_type)
 
 
 def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[str], None],
@@ -175,10 +182,13 @@ def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[st
 
 
 def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out: bool,
-             timeout: float, log_path: Path) -> ChildOutcome:
+             timeout: float, log_path: Path, result_type: type[Result]) -> ChildOutcome[Result]:
     for event in events:
         if event["event"] == "result":
-            return ChildOutcome(result=event, error=None)
+            try:
+                return ChildOutcome(result=from_message(result_type, event["result"]), error=None)
+            except ContractError as error:
+                return ChildOutcome(result=None, error=f"the build process answered badly: {error}")
         if event["event"] == "error":
             return ChildOutcome(result=None, error=event["message"], op=event.get("op"))
     stages = [event for event in events if event["event"] == "stage"]

@@ -15,28 +15,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcheck import __version__
-from tfcheck.compiler.artifact import (
-    FORMAT_VERSION,
-    ArtifactCache,
-    cache_key,
-    export_artifact,
-    now_utc,
-    shape_tag,
-    sources_digest,
-)
+from tfcheck.config import Config
+from tfcheck.compiler.artifact import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
 from tfcheck.compiler.child import run_child
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.importer import unimportable
-from tfcheck.compiler.pipeline import LIBRARY
+from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
+                                       TraceResult)
 from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
+from tfcheck.runtime.manifest import LIBRARY, Manifest, TensorSpec, Verification
 from tfcheck.runtime.paths import UnsafePathError, check_name
 from tfcheck.runtime.target import file_sha256
 
-SEED = 0
+if TYPE_CHECKING:
+    from tfcheck.findings import Finding
 
 
 @dataclass
@@ -53,7 +49,7 @@ class BuildOptions:
     dry_run: bool = False
     shapes: dict[str, list[Any]] = field(default_factory=dict)  # config: qualname -> entries
     tuning: dict[str, Any] | None = None
-    config: Any = None  # tfcheck.config.Config, for the lint gate
+    config: Config | None = None  # for the lint gate
     timeout: float = 1800.0
 
 
@@ -91,14 +87,20 @@ class Reporter(Protocol):
 _CODE_GENERATORS = ("importer.py", "pipeline.py", "tuning.py", "model_timing.py", "cuda.py", "schedules/*.py")
 
 
-def versions(tensorflow: str) -> dict[str, str]:
-    """The tool versions that go into the cache key and the manifest, with a hash of the code
-    generators' sources (a changed schedule gets a new key even at the same version number)."""
+def versions() -> dict[str, str]:
+    """The tool versions that go into the cache key and the manifest (TensorFlow's is added by
+    the tracing child), with a hash of the code generators' sources (a changed schedule gets a
+    new key even at the same version number)."""
     here = Path(__file__).parent
     sources = [path for pattern in _CODE_GENERATORS for path in sorted(here.glob(pattern))]
     return {"tfcheck": __version__, "compiler_sources": sources_digest(sources),
             "tvm": importlib.metadata.version("apache-tvm"),
-            "tvm_ffi": importlib.metadata.version("apache-tvm-ffi"), "tensorflow": tensorflow}
+            "tvm_ffi": importlib.metadata.version("apache-tvm-ffi")}
+
+
+def key_parts(options: BuildOptions) -> KeyParts:
+    """What the cache key holds besides the graph and TensorFlow's version."""
+    return KeyParts(options.target, compile_options(options), versions())
 
 
 def compile_options(options: BuildOptions) -> dict[str, Any]:
@@ -172,60 +174,54 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
             failed.message = f"{function.label}: error-level findings would be frozen into the artifact " \
                              "(--no-lint skips this check):\n" + "\n".join(blocking)
             return [failed]
-    traced = run_child("tfcheck.compiler.trace", _trace_request(function, options, work_dir), work_dir,
-                       on_stage=on_stage, timeout=options.timeout)
-    if traced.result is None:
-        failed.message, failed.op = f"{function.label}: {traced.error}", traced.op
+    outcome = run_child("tfcheck.compiler.trace", _trace_request(function, options, work_dir), TraceResult,
+                        work_dir, on_stage=on_stage, timeout=options.timeout)
+    traced = outcome.result
+    if traced is None:
+        failed.message, failed.op = f"{function.label}: {outcome.error}", outcome.op
         return [failed]
-    name = traced.result["name"]
-    variants = traced.result["variants"]
     try:
-        export_names = _export_names(name, variants, export_suffix)
+        export_names = _export_names(traced.name, traced.variants, export_suffix)
     except UnsafePathError as error:
         failed.message = f"{function.label}: {error}"
         return [failed]
     return [
-        _build_variant(function, options, traced.result, variant, name, export_name, on_stage)
-        for variant, export_name in zip(variants, export_names)
+        _build_variant(function, options, traced, variant, export_name, on_stage)
+        for variant, export_name in zip(traced.variants, export_names)
     ]
 
 
-def _export_names(name: str, variants: list[dict[str, Any]], suffix: str) -> list[str]:
+def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list[str]:
     """Each variant's folder name under --out (`name[__<shape tag>][__<target>]`), checked before
     anything is compiled: UnsafePathError for a name that is not a plain name (a `../x` would
     replace a folder outside --out)."""
     check_name(name, "artifact name")
     several = len(variants) > 1
-    export_names = [(f"{name}__{shape_tag(variant['inputs'])}" if several else name) + suffix for variant in variants]
+    export_names = [(f"{name}__{shape_tag(variant.inputs)}" if several else name) + suffix for variant in variants]
     for export_name in export_names:
         check_name(export_name, "export name")
     return export_names
 
 
-def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> dict[str, Any]:
-    """What the tracing child needs; `cache` lets it stop right after freezing when the cache
-    already holds the artifact (not in a dry run, which reports the operators)."""
+def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> TraceRequest:
+    """What the tracing child needs; the cache folder lets it stop right after freezing when the
+    cache already holds the artifact (not in a dry run, which reports the operators)."""
     config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
-    versions_without_tf = {k: v for k, v in versions("").items() if k != "tensorflow"}
-    cache = None if options.dry_run else {
-        "dir": str(options.cache_dir), "target": options.target,
-        "compile_options": compile_options(options), "versions": versions_without_tf,
-    }
-    return {"root": str(function.root), "module": function.module, "qualname": function.qualname,
-            "path": display_path(function.path),
-            "config_shapes": config_shapes, "work_dir": str(work_dir), "seed": SEED, "cache": cache}
+    return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
+                        path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
+                        config_shapes=config_shapes,
+                        cache_dir=None if options.dry_run else str(options.cache_dir))
 
 
-def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
-                   variant: dict[str, Any], name: str, export_name: str,
-                   on_stage: Callable[[str], None]) -> BuildRecord:
+def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+                   variant: TracedVariant, export_name: str, on_stage: Callable[[str], None]) -> BuildRecord:
     cache = ArtifactCache(options.cache_dir)
-    if variant.get("key"):
-        return _from_cache(function, options, variant["key"], name, export_name, cache)
-    record = BuildRecord(function.label, name, describe(options.target), "checked",
-                         ops=sum(op["count"] for op in variant["operators"]),
-                         operators=variant["operators"], unsupported=unimportable(variant["operators"]),
-                         inputs=variant["inputs"])
+    if variant.cached:
+        return _from_cache(function, options, variant.key, traced.name, export_name, cache)
+    record = BuildRecord(function.label, traced.name, describe(options.target), "checked",
+                         ops=sum(op["count"] for op in variant.operators),
+                         operators=variant.operators, unsupported=unimportable(variant.operators),
+                         inputs=variant.inputs)
     if record.unsupported:
         record.status = "failed"
         record.op = ", ".join(op["op"] for op in record.unsupported)
@@ -234,13 +230,9 @@ def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: d
         return record
     if options.dry_run:
         return record
-    build_versions = versions(traced["tensorflow"])
-    key = cache_key(variant["graph_sha256"], variant["inputs"], options.target, compile_options(options),
-                    build_versions)
-    manifest, corrupt = cache.lookup(key)
+    manifest, corrupt = cache.lookup(variant.key)
     if manifest is None:
-        manifest = _compile_and_store(function, options, traced, variant, name, key, build_versions,
-                                      cache, record, on_stage)
+        manifest = _compile_and_store(function, options, traced, variant, cache, record, on_stage)
         if manifest is None:
             return record
         record.status = "built"
@@ -248,7 +240,7 @@ def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: d
             record.message = f"rebuilt: the cached entry was corrupt ({corrupt})"
     else:  # stored by a concurrent build since the tracing step looked
         record.status = "cached"
-    _finish(record, manifest, cache.entry(key), options, export_name)
+    _finish(record, manifest, cache.entry(variant.key), options, export_name)
     return record
 
 
@@ -262,91 +254,94 @@ def _from_cache(function: AnnotatedFunction, options: BuildOptions, key: str, na
         record.message = f"{function.label}: the cached artifact {key[:12]} went away during the build " \
                          f"({problem or 'removed'}); run the build again"
         return record
-    record.operators = manifest["operators"]
+    record.operators = list(manifest.operators or ())
     record.ops = sum(op["count"] for op in record.operators)
-    record.inputs = manifest["inputs"]
+    record.inputs = [spec.to_json() for spec in manifest.inputs]
     _finish(record, manifest, cache.entry(key), options, export_name)
     return record
 
 
-def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options: BuildOptions,
+def _finish(record: BuildRecord, manifest: Manifest, folder: Path, options: BuildOptions,
             export_name: str) -> None:
     """Fill in what the artifact says, and export it when --out was given."""
-    _fill_verify(record, manifest["verify"])
-    record.tuning = manifest.get("tuning")
+    _fill_verify(record, manifest.verify)
+    record.tuning = manifest.tuning
     record.artifact = str(folder.resolve())
-    record.size = (folder / manifest["library"]).stat().st_size
+    record.size = (folder / manifest.library).stat().st_size
     if options.out_dir is not None:
-        problem = bundle_runtime(manifest, options.out_dir)
+        problem = bundle_runtime(manifest.runtime, options.out_dir)
         if problem is not None:
             record.status, record.message = "failed", f"{record.function}: {problem}"
             return
         record.exported = str(export_artifact(folder, options.out_dir, export_name))
 
 
-def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
-                       variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
-                       cache: ArtifactCache, record: BuildRecord,
-                       on_stage: Callable[[str], None]) -> dict[str, Any] | None:
+def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+                       variant: TracedVariant, cache: ArtifactCache, record: BuildRecord,
+                       on_stage: Callable[[str], None]) -> Manifest | None:
     """Compile into a staging folder; store only a verified (or, for CUDA without a GPU,
     not runnable here) artifact. Fills `record` with the failure otherwise."""
     staging = cache.new_staging()
-    request = {"variant_dir": variant["dir"], "target": options.target, "out_dir": str(staging),
-               "tuning": options.tuning}
-    compiled = run_child("tfcheck.compiler.pipeline", request, Path(variant["dir"]), on_stage=on_stage,
-                         timeout=options.timeout)
+    request = CompileRequest(variant_dir=variant.dir, target=options.target, out_dir=str(staging),
+                             tuning=options.tuning)
+    compiled = run_child("tfcheck.compiler.pipeline", request, CompileResult, Path(variant.dir),
+                         on_stage=on_stage, timeout=options.timeout)
     result = compiled.result
-    if result is None or result["verify"]["passed"] is False:
+    if result is None or result.verify["passed"] is False:
         cache.discard_staging(staging)
         record.status = "failed"
         if result is None:
             record.message = f"{function.label}: {compiled.error}"
         else:
-            _fill_verify(record, result["verify"])
-            record.message = f"{function.label}: the artifact does not match TensorFlow: {result['verify']['message']}"
+            _fill_verify(record, _verification(result))
+            record.message = f"{function.label}: the artifact does not match TensorFlow: {result.verify['message']}"
         return None
-    manifest = _manifest(function, options, traced, variant, name, key, build_versions, result,
-                         staging / LIBRARY)
+    manifest = _manifest(function, options, traced, variant, result, staging / LIBRARY)
     cache.commit(staging, manifest)
     return manifest
 
 
-def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[str, Any],
-              variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
-              result: dict[str, Any], library: Path) -> dict[str, Any]:
-    """The manifest of docs/artifact-format.md, plus `operators`, `compile_options`,
+def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+              variant: TracedVariant, result: CompileResult, library: Path) -> Manifest:
+    """The manifest of docs/artifact-format.md, with `operators`, `compile_options`,
     `compile_seconds`, for CUDA `device_code` and for tuned builds `tuning`."""
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "key": key,
-        "function": name,
-        "qualname": traced["qualname"],
-        "module": function.module,
-        "source_file": display_path(function.path),
-        "source_fingerprint": traced["source_fingerprint"],
-        "captures_fingerprint": variant["captures_fingerprint"],
-        "graph_fingerprint": variant["graph_sha256"],
-        "inputs": variant["inputs"],
-        "outputs": variant["outputs"],
-        "output_structure": variant["output_structure"],
-        "target": options.target,
-        "device": device_of(options.target),
-        "versions": build_versions,
-        "runtime": runtime_record(device_of(options.target)),
-        "library": LIBRARY,
-        "library_sha256": file_sha256(library),
-        "entry": "main",
-        "tuned": bool(options.tuning),
-        "compile_options": compile_options(options),
-        "verify": {k: result["verify"][k] for k in ("max_abs_error", "max_rel_error", "passed")},
-        "operators": variant["operators"],
-        "compile_seconds": result["compile_seconds"],
-        "created": now_utc(),
-    }
-    for optional in ("cpu_features", "device_code", "tuning"):
-        if optional in result:
-            manifest[optional] = result[optional]
-    return manifest
+    parts = key_parts(options)
+    return Manifest(
+        key=variant.key,
+        function=traced.name,
+        qualname=traced.qualname,
+        module=function.module,
+        source_file=display_path(function.path),
+        source_fingerprint=traced.source_fingerprint,
+        captures_fingerprint=variant.captures_fingerprint,
+        graph_fingerprint=variant.graph_sha256,
+        inputs=_specs(variant.inputs),
+        outputs=_specs(variant.outputs),
+        output_structure=variant.output_structure,
+        target=options.target,
+        device=device_of(options.target),
+        cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,
+        versions=parts.versions_with(traced.tensorflow),
+        runtime=runtime_record(device_of(options.target)),
+        library=LIBRARY,
+        library_sha256=file_sha256(library),
+        tuned=bool(options.tuning),
+        compile_options=parts.compile_options,
+        verify=_verification(result),
+        operators=tuple(variant.operators),
+        compile_seconds=result.compile_seconds,
+        device_code=result.device_code,
+        tuning=result.tuning,
+        created=now_utc(),
+    )
+
+
+def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(entry["name"], tuple(entry["shape"]), entry["dtype"]) for entry in entries)
+
+
+def _verification(result: CompileResult) -> Verification:
+    return Verification(result.verify["max_abs_error"], result.verify["max_rel_error"], result.verify["passed"])
 
 
 def display_path(path: Path) -> str:
@@ -357,18 +352,18 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def _fill_verify(record: BuildRecord, verify: dict[str, Any]) -> None:
-    record.max_abs_error = verify.get("max_abs_error")
-    record.max_rel_error = verify.get("max_rel_error")
-    record.verified = verify.get("passed")
+def _fill_verify(record: BuildRecord, verify: Verification) -> None:
+    record.max_abs_error = verify.max_abs_error
+    record.max_rel_error = verify.max_rel_error
+    record.verified = verify.passed
 
 
 class _LintGate:
     """Runs the linter once per file and answers which error-level findings fall in a function."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Config | None) -> None:
         self._config = config
-        self._by_file: dict[Path, list[Any]] = {}
+        self._by_file: dict[Path, list[Finding]] = {}
 
     def errors_in(self, function: AnnotatedFunction) -> list[str]:
         from tfcheck.findings import Severity

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.compiler.child import EventWriter, StepError, child_main
+from tfcheck.compiler.messages import CompileRequest, CompileResult
 from tfcheck.compiler.targets import device_of
+from tfcheck.runtime.manifest import LIBRARY
 from tfcheck.runtime.threads import use_all_cores
 
-LIBRARY = "lib.so"
 
-
-def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
+def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResult:
     """Compile one traced variant for one target and verify the exported library."""
     # Before any TVM code can start the thread pool (constant folding runs the weight-packing
     # kernels): the race and the tuning measurements must time with a loaded artifact's threads.
@@ -30,12 +30,12 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
 
     events.stage("compile")
     started = time.monotonic()
-    variant = Path(request["variant_dir"])
-    target_json = request["target"]
+    variant = Path(request.variant_dir)
+    target_json = request.target
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    executable, tuning = compile_module(import_tflite(variant / "model.tflite"), target, device, request.get("tuning"))
-    library = Path(request["out_dir"]) / LIBRARY
+    executable, tuning = compile_module(import_tflite(variant / "model.tflite"), target, device, request.tuning)
+    library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
     if tuning is not None:
         result["tuning"] = tuning
@@ -49,7 +49,7 @@ def compile_variant(request: dict[str, Any], events: EventWriter) -> dict[str, A
     result["compile_seconds"] = round(time.monotonic() - started, 3)
     events.stage("verify")
     result["verify"] = _verify(library, variant / "io.npz", device)
-    return result
+    return CompileResult(**result)
 
 
 def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
@@ -134,4 +134,4 @@ def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main(compile_variant)
+    child_main(compile_variant, CompileRequest)

@@ -8,33 +8,27 @@ the 450 MB wheel. See tfcheck/runtime/bundled.py for how the runtime finds and c
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
+from tfcheck.atomic import copy_atomic
 from tfcheck.runtime.bundled import (FFI_DISTRIBUTION, RUNTIME_DIR, TVM_DISTRIBUTION,
-                                     distribution_version, libraries_for, runtime_tag, sha256_of,
+                                     distribution_version, runtime_tag, sha256_of, wheel_libraries,
                                      wheel_library_dir)
 
 
 def runtime_record(device: str) -> dict[str, Any]:
     """The manifest's `runtime`: tag, exact TVM and tvm-ffi versions, and the SHA-256 of each
     runtime library an artifact for `device` loads."""
-    lib_dir = wheel_library_dir()
-    tvm_version = distribution_version(TVM_DISTRIBUTION)
-    if lib_dir is None or tvm_version is None:
-        raise RuntimeError("apache-tvm is not installed: `pip install tfcheck[build]`")
-    libraries = {name: sha256_of(lib_dir / name) for name in libraries_for(device)}
+    libraries = {path.name: sha256_of(path) for path in wheel_libraries(device)}
+    tvm_version = str(distribution_version(TVM_DISTRIBUTION))
     return {"tag": runtime_tag(tvm_version, libraries["libtvm_runtime.so"]), "tvm": tvm_version,
             "tvm_ffi": distribution_version(FFI_DISTRIBUTION), "libraries": libraries}
 
 
-def bundle_runtime(manifest: dict[str, Any], out_dir: Path) -> str | None:
-    """Copy the manifest's runtime libraries into `out_dir/tvm-runtime/<tag>/` (each file
-    atomically, skipping the ones already there intact); why it could not, or None."""
-    record = manifest["runtime"]
+def bundle_runtime(record: dict[str, Any], out_dir: Path) -> str | None:
+    """Copy the runtime libraries of a manifest's `runtime` record into `out_dir/tvm-runtime/<tag>/`
+    (each file atomically, skipping the ones already there intact); why it could not, or None."""
     lib_dir = wheel_library_dir()
     folder = out_dir / RUNTIME_DIR / record["tag"]
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,7 +41,5 @@ def bundle_runtime(manifest: dict[str, Any], out_dir: Path) -> str | None:
             return (f"cannot bundle {name}: the installed apache-tvm "
                     f"({distribution_version(TVM_DISTRIBUTION) or 'none'}) is not the build the "
                     f"artifact recorded ({record['tvm']}); rebuild it")
-        staging = folder / f".{name}.{uuid.uuid4().hex}"
-        shutil.copyfile(source, staging)
-        os.replace(staging, target)
+        copy_atomic(source, target)
     return None

@@ -13,12 +13,9 @@ and reports, per variant, the input/output specs, the output structure, the froz
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import importlib
 import inspect
-import random
-import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,73 +23,37 @@ import numpy as np
 
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
+from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
+from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, load_function,
+                                      reference_outputs, to_tflite)
 
-_FLOAT_KINDS = "f"
 
-
-def trace_function(request: dict[str, Any], events: EventWriter) -> dict[str, Any]:
+def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     """Import, trace every shape entry, and report what the parent needs for the cache key."""
-    source = request.get("path") or request["module"]
+    source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
-    _seed_everything(int(request["seed"]))
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     from tfcheck.fingerprint import source_fingerprint
 
-    events.stage("import", doing=f"importing {source}", before=f"tracing {_label(request)}")
-    wrapper = _load_object(request["root"], request["module"], request["qualname"])
-    tf_function = getattr(wrapper, "tf_function", wrapper)
-    options = getattr(wrapper, "aot_options", {}) or {}
-    if not hasattr(tf_function, "get_concrete_function"):
-        raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
-    entries = options.get("shapes") or request.get("config_shapes") or None
+    events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
+    tf_function, options = load_function(request.root, request.module, request.qualname)
+    entries = options.get("shapes") or request.config_shapes or None
     signature = _flat_signature(tf_function, entries)
-    shapes = _shape_entries(signature, entries, _label(request))
-    work_dir = Path(request["work_dir"])
+    shapes = _shape_entries(signature, entries, request.label)
+    work_dir = Path(request.work_dir)
     variants = [
         _trace_variant(tf, tf_function, signature, entry, work_dir / f"variant-{index}", events, request)
         for index, entry in enumerate(shapes)
     ]
-    return {
-        "name": options.get("name") or request["qualname"],
-        # what tfcheck.aot dispatch matches artifacts by: the Python function's own name, which
-        # differs from the module attribute for `h = tfcheck.aot(tf.function(k))`
-        "qualname": f"{tf_function.python_function.__module__}.{tf_function.python_function.__qualname__}",
-        "tensorflow": tf.__version__,
-        "source_fingerprint": source_fingerprint(tf_function),
-        "variants": variants,
-    }
-
-
-def _label(request: dict[str, Any]) -> str:
-    return f"{request['module']}.{request['qualname']}"
-
-
-def _seed_everything(seed: int) -> None:
-    """Fix every RNG before the user's module runs, so that randomly initialised weights (and so
-    the frozen graph and the cache key) are the same in every build."""
-    random.seed(seed)
-    np.random.seed(seed)
-    import keras
-    import tensorflow as tf
-
-    tf.random.set_seed(seed)
-    keras.utils.set_random_seed(seed)
-
-
-def _load_object(root: str, module_name: str, qualname: str) -> Any:
-    """Import `module_name` with `root` first on sys.path and fetch `qualname` from it."""
-    if "." in qualname:
-        raise StepError("a method or nested function: only module-level functions can be built; "
-                        "wrap the call in a module-level @tfcheck.aot function")
-    sys.path.insert(0, root)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - the user's module can raise anything
-        raise StepError(f"importing {module_name} failed: {type(error).__name__}: {error}") from error
-    if not hasattr(module, qualname):
-        raise StepError(f"{module_name} has no attribute {qualname!r} after import")
-    return getattr(module, qualname)
+    python_function = tf_function.python_function
+    return TraceResult(
+        name=options.get("name") or request.qualname,
+        qualname=f"{python_function.__module__}.{python_function.__qualname__}",
+        tensorflow=tf.__version__,
+        source_fingerprint=source_fingerprint(tf_function),
+        variants=variants,
+    )
 
 
 def _flat_signature(tf_function: Any, entries: list[Any] | None) -> list[Any]:
@@ -186,55 +147,40 @@ def _shape_text(shape: Any) -> str:
 
 
 def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list[list[int]],
-                   variant_dir: Path, events: EventWriter, request: dict[str, Any]) -> dict[str, Any]:
-    """Concrete function -> frozen graph -> TFLite flatbuffer, plus reference inputs/outputs."""
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
+                   variant_dir: Path, events: EventWriter, request: TraceRequest) -> TracedVariant:
+    """Concrete function -> frozen graph -> cache key; then, unless the cache holds the artifact,
+    TFLite flatbuffer and reference inputs/outputs."""
     from tfcheck.fingerprint import captures_fingerprint
 
-    events.stage("trace", doing=f"tracing {_label(request)} for input shapes {shapes}")
+    events.stage("trace", doing=f"tracing {request.label} for input shapes {shapes}")
     names = _input_names(tf_function, signature)
     specs = [tf.TensorSpec(shape, spec.dtype, name=name) for spec, shape, name in zip(signature, shapes, names)]
     concrete = _specialize(tf, tf_function, signature, specs).get_concrete_function()
-    frozen = convert_variables_to_constants_v2(concrete)
+    frozen = freeze(concrete)
     graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
-    described = {
-        "dir": str(variant_dir),
-        "inputs": [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, signature)],
-        "graph_sha256": hashlib.sha256(graph_bytes).hexdigest(),
-        "captures_fingerprint": captures_fingerprint(concrete),
-    }
-    described["key"] = _cached_key(request, described, tf.__version__)
-    if described["key"] is not None:
-        return described
-    events.stage("convert", doing=f"converting {_label(request)} to TFLite for input shapes {shapes}")
-    flatbuffer = _to_tflite(tf, frozen)
+    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, signature)]
+    graph_sha256 = hashlib.sha256(graph_bytes).hexdigest()
+    key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
+                    request.key.versions_with(tf.__version__))
+    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key)
+    # Checked here, right after freezing, because converting, running TensorFlow for reference
+    # outputs and compiling are all unnecessary for a function that has not changed.
+    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+        return dataclasses.replace(described, cached=True)
+    events.stage("convert", doing=f"converting {request.label} to TFLite for input shapes {shapes}")
+    flatbuffer = to_tflite(frozen)
     variant_dir.mkdir(parents=True, exist_ok=True)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)
-    inputs = _generate_inputs(specs, int(request["seed"]))
-    outputs = _reference_outputs(tf, concrete, inputs)
-    np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(inputs)},
+    arrays = generate_inputs(inputs)
+    outputs = reference_outputs(concrete, arrays)
+    np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
              **{f"output_{i}": a for i, a in enumerate(outputs)})
-    return {
-        **described,
-        "outputs": [{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
-        "output_structure": _output_structure(tf, concrete.structured_outputs),
-        "operators": tflite_operators(flatbuffer),
-    }
-
-
-def _cached_key(request: dict[str, Any], variant: dict[str, Any], tensorflow: str) -> str | None:
-    """The cache key when the cache already holds a valid artifact for it, else None.
-
-    Checked here, right after freezing, because converting, running TensorFlow for reference
-    outputs and compiling are all unnecessary for a function that has not changed.
-    """
-    lookup = request.get("cache")
-    if not lookup:
-        return None
-    key = cache_key(variant["graph_sha256"], variant["inputs"], lookup["target"], lookup["compile_options"],
-                    {**lookup["versions"], "tensorflow": tensorflow})
-    return key if entry_problem(Path(lookup["dir"]) / key) is None else None
+    return dataclasses.replace(
+        described,
+        outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
+        output_structure=_output_structure(tf, concrete.structured_outputs),
+        operators=tflite_operators(flatbuffer),
+    )
 
 
 def canonical_graph_bytes(graph_def: Any, inputs: list[str]) -> bytes:
@@ -295,51 +241,6 @@ def _input_names(tf_function: Any, signature: list[Any]) -> list[str]:
             for i, spec in enumerate(signature)]
 
 
-def _to_tflite(tf: Any, frozen: Any) -> bytes:
-    """Convert with builtin ops only; a TF op without a builtin is named in the error."""
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen])
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    try:
-        return converter.convert()
-    except Exception as error:  # noqa: BLE001 - ConverterError and friends, with MLIR text
-        ops = sorted(set(re.findall(r"'tf\.(\w+)' op", str(error))))
-        if ops:
-            raise StepError(
-                f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
-                "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
-                "compiled function or replace it with supported ops", op=", ".join(ops)) from error
-        raise StepError(f"TFLite conversion failed: {_first_lines(str(error))}") from error
-
-
-def _first_lines(text: str, count: int = 6) -> str:
-    return "\n".join([line for line in text.splitlines() if line.strip()][:count])
-
-
-def _generate_inputs(specs: list[Any], seed: int) -> list[np.ndarray]:
-    """Deterministic inputs of the right shapes and dtypes: normal floats, small positive ints."""
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for spec in specs:
-        dtype = np.dtype(spec.dtype.as_numpy_dtype)
-        shape = spec.shape.as_list()
-        if dtype.kind == _FLOAT_KINDS:
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype.kind == "b":
-            arrays.append(rng.random(shape) < 0.5)
-        elif dtype.kind in "iu":
-            arrays.append(rng.integers(1, 8, size=shape).astype(dtype))
-        else:
-            raise StepError(f"input {spec.name!r} has dtype {spec.dtype.name}, which the build "
-                            "cannot generate test inputs for")
-    return arrays
-
-
-def _reference_outputs(tf: Any, concrete: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """TensorFlow's outputs, flattened in the concrete function's output order."""
-    result = concrete(*[tf.constant(a) for a in inputs])
-    return [np.asarray(t) for t in tf.nest.flatten(result)]
-
-
 def _output_structure(tf: Any, structured: Any) -> dict[str, Any]:
     """`tensor`, `tuple` (with length) or `dict` (keys in flattening order, i.e. sorted)."""
     if isinstance(structured, tf.Tensor):
@@ -383,4 +284,4 @@ def _op_name(code: Any, names: dict[int, str]) -> str:
 
 
 if __name__ == "__main__":
-    child_main(trace_function)
+    child_main(trace_function, TraceRequest)

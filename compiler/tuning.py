@@ -23,8 +23,6 @@ MetaSchedule's `RewriteLayout` postprocessor pre-pack them.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -35,7 +33,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +43,7 @@ from tvm.s_tir import meta_schedule as ms
 from tfcheck.compiler import schedules
 from tfcheck.compiler.artifact import sources_digest
 from tfcheck.compiler.schedules import default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
+from tfcheck.atomic import locked, write_atomic
 from tfcheck.runtime.threads import use_all_cores
 
 logger = logging.getLogger(__name__)
@@ -192,27 +190,7 @@ def _prepare_database_dir(db_dir: Path, target: tvm.target.Target) -> None:
     described = db_dir / "target.json"
     if not described.exists():
         text = json.dumps(_target_json(target), sort_keys=True, indent=2, default=str)
-        _atomic_write(described, text + "\n")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write by rename, so a concurrent reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; the database is shared
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _locked(db_dir: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold the database's file lock: shared to read its files, exclusive to append to them."""
-    with open(db_dir / _LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        write_atomic(described, text + "\n")
 
 
 def _open_database(db_dir: Path, name: str) -> ms.database.JSONDatabase:
@@ -224,7 +202,7 @@ def _open_database(db_dir: Path, name: str) -> ms.database.JSONDatabase:
 
 def _open_databases(db_dir: Path) -> tuple[ms.database.JSONDatabase, ms.database.JSONDatabase]:
     """The folder's tuned records and its measured default schedules, read under a shared lock."""
-    with _locked(db_dir, exclusive=False):
+    with locked(db_dir / _LOCK, exclusive=False):
         return _open_database(db_dir, _TUNED), _open_database(db_dir, _defaults_name())
 
 
@@ -284,7 +262,7 @@ def _tune_missing(
             runner=_runner(rpc),
         )
         records = private.get_all_tuning_records()
-        with _locked(db_dir, exclusive=True):
+        with locked(db_dir / _LOCK):
             shared = _open_database(db_dir, _TUNED)
             for record in records:
                 _commit(shared, record.workload.mod, record.trace, record.run_secs, record.args_info, record.target)
@@ -310,7 +288,7 @@ def _measure_defaults(tasks: list, target: tvm.target.Target, rpc: RpcConfig | N
         for built in builds:
             if built.artifact_path:
                 shutil.rmtree(Path(built.artifact_path).parent, ignore_errors=True)
-    with _locked(db_dir, exclusive=True):
+    with locked(db_dir / _LOCK):
         database = _open_database(db_dir, _defaults_name())
         for (task, sch, args, _), result in zip(measured, results):
             if result.error_msg:

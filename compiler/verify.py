@@ -1,7 +1,8 @@
 """Checking a compiled library against TensorFlow's outputs for the same generated inputs.
 
-The exported library file itself is loaded and run (not the in-memory executable), so what is
-verified is exactly what the cache stores. An element passes when
+The exported library file itself is loaded and run (not the in-memory executable), by the
+runtime's own loader (`tfcheck.runtime.tvm_backend`, with the runtime libraries the manifest will
+record), so what is verified is exactly what the cache stores, loaded as production loads it. An element passes when
 `|tvm - tf| <= atol * scale + rtol * |tf|`, with a tolerance for its dtype and `scale` the output's
 largest magnitude (at least 1): summation order differs between TVM and TensorFlow, and the
 rounding error that leaves grows with the size of the values summed, not with each element's own
@@ -53,17 +54,16 @@ def compare(actual: list[np.ndarray], expected: list[np.ndarray]) -> dict[str, A
 
 
 def run_library(library: Path, io_path: Path, device: str) -> list[np.ndarray]:
-    """Load the exported library and run its `main` on the saved inputs."""
-    import tvm
-    from tvm import relax
+    """Load the exported library as the runtime does and run its entry on the saved inputs."""
+    from tfcheck.runtime.bundled import wheel_libraries
+    from tfcheck.runtime.inputs import aligned
+    from tfcheck.runtime.manifest import ENTRY
+    from tfcheck.runtime.tvm_backend import Executable
 
     data = np.load(io_path)
     count = sum(1 for key in data.files if key.startswith("input_"))
-    dev = tvm.cuda() if device == "cuda" else tvm.cpu()
-    vm = relax.VirtualMachine(tvm.runtime.load_module(str(library)), dev)
-    result = vm["main"](*[tvm.runtime.tensor(data[f"input_{i}"], dev) for i in range(count)])
-    results = [result] if hasattr(result, "numpy") else list(result)
-    return [r.numpy() for r in results]
+    executable = Executable(library, ENTRY, device, wheel_libraries(device))
+    return executable.run([aligned(data[f"input_{i}"]) for i in range(count)])
 
 
 def expected_outputs(io_path: Path) -> list[np.ndarray]:

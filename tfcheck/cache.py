@@ -30,13 +30,13 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfcheck import __version__
+from tfcheck.atomic import write_atomic
 from tfcheck.config import Config
 from tfcheck.findings import Finding
 from tfcheck.gitignore import mark_ignored
@@ -133,17 +133,9 @@ class LintCache:
 
     def _write_atomic(self, path: Path | str, data: bytes) -> None:
         try:
-            folder = os.path.dirname(path)
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             mark_ignored(self.folder, WHAT)
-            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-            try:
-                with os.fdopen(handle, "wb") as stream:
-                    stream.write(data)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            write_atomic(Path(path), data)
         except OSError:
             pass
 

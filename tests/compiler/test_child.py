@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tfcheck.compiler.child import run_child, without_start_up_noise
 
+
+@dataclass(frozen=True)
+class Echo:
+    """The request and result of the test children (each defines the same dataclass)."""
+
+    x: int
+
 IMPORTING = "events.stage('import', doing='importing m.py', before='tracing m.f')"
 
 STEPS = {
-    "ok": "print('user output on stdout')\n    events.stage('compile')\n    return {'value': request['x'] * 2}",
+    "ok": "print('user output on stdout')\n    events.stage('compile')\n    return Echo(request.x * 2)",
+    "answers_badly": "return {'x': 1}",
     "refuses": "raise StepError('no can do', op='Bincount')",
     "raises": "raise KeyError('missing')",
     "segfaults": "import ctypes\n    ctypes.string_at(0)",
@@ -29,22 +38,24 @@ def child_module(tmp_path: Path) -> Path:
     """A module per behaviour, each a real child entry point built on `child_main`."""
     for name, body in STEPS.items():
         (tmp_path / f"step_{name}.py").write_text(
+            "from dataclasses import dataclass\n"
             "from tfcheck.compiler.child import StepError, child_main\n\n"
+            "@dataclass(frozen=True)\nclass Echo:\n    x: int\n\n"
             f"def step(request, events):\n    {body}\n\n"
-            "if __name__ == '__main__':\n    child_main(step)\n")
+            "if __name__ == '__main__':\n    child_main(step, Echo)\n")
     return tmp_path
 
 
 def run(module_dir: Path, name: str, timeout: float = 60) -> tuple[object, list[str]]:
     stages: list[str] = []
-    outcome = run_child(f"step_{name}", {"x": 21}, module_dir / "work", on_stage=stages.append,
+    outcome = run_child(f"step_{name}", Echo(21), Echo, module_dir / "work", on_stage=stages.append,
                         timeout=timeout, env={"PYTHONPATH": str(module_dir)})
     return outcome, stages
 
 
 def test_result_and_stages_travel_apart_from_user_output(child_module: Path) -> None:
     outcome, stages = run(child_module, "ok")
-    assert outcome.result == {"event": "result", "value": 42} and outcome.error is None
+    assert outcome.result == Echo(42) and outcome.error is None
     assert stages == ["compile"]
 
 
@@ -53,6 +64,7 @@ def test_result_and_stages_travel_apart_from_user_output(child_module: Path) -> 
     ("raises", "KeyError: 'missing'"),
     ("segfaults", "the build process crashed with SIGSEGV"),
     ("exits", "the build process exited with status 3 without reporting a result"),
+    ("answers_badly", "TypeError: asdict() should be called on dataclass instances"),
 ])
 def test_failures_become_messages(child_module: Path, name: str, message: str) -> None:
     outcome, _ = run(child_module, name)

@@ -31,7 +31,7 @@ def _set_runtime(folder: Path, **changes: object) -> None:
 def _exported(artifacts) -> Path:
     """An `--out` folder with one artifact and its bundled runtime, as `tfcheck build --out` makes."""
     out = artifacts(("scale", (1, 4)))
-    assert bundle_runtime(read_manifest(out / "scale__1x4"), out) is None
+    assert bundle_runtime(read_manifest(out / "scale__1x4")["runtime"], out) is None
     return out
 
 
@@ -74,7 +74,7 @@ def test_export_bundles_the_runtime_once_and_repairs_a_damaged_copy(artifacts):
     assert bundled_libraries(out / "scale__1x4", runtime) == tuple(
         (folder / name).resolve() for name, _ in runtime.libraries)
     (folder / "libtvm_runtime.so").write_bytes(b"damaged")
-    assert bundle_runtime(read_manifest(out / "scale__1x4"), out) is None
+    assert bundle_runtime(read_manifest(out / "scale__1x4")["runtime"], out) is None
     assert bundled_libraries(out / "scale__1x4", runtime)[0].stat().st_size > 1_000_000
 
 
@@ -82,7 +82,7 @@ def test_export_refuses_to_bundle_a_runtime_it_does_not_have(artifacts):
     out = artifacts(("scale", (1, 4)))
     manifest = read_manifest(out / "scale__1x4")
     manifest["runtime"]["libraries"]["libtvm_runtime.so"] = "0" * 64
-    assert "cannot bundle libtvm_runtime.so" in bundle_runtime(manifest, out)
+    assert "cannot bundle libtvm_runtime.so" in bundle_runtime(manifest["runtime"], out)
 
 
 @pytest.mark.parametrize("damage, reason", [
@@ -144,7 +144,7 @@ def test_cuda_artifacts_record_and_bundle_the_cuda_runtime(artifacts):
     manifest.update(device="cuda", target={"kind": "cuda", "arch": "sm_90"},
                     runtime=runtime_record("cuda"))
     write_manifest(out / "scale__1x4", manifest)
-    assert bundle_runtime(manifest, out) is None
+    assert bundle_runtime(manifest["runtime"], out) is None
     runtime = read_runtime(parse_manifest(out / "scale__1x4"))
     names = [path.name for path in bundled_libraries(out / "scale__1x4", runtime)]
     assert names == ["libtvm_runtime.so", "libtvm_runtime_extra.so", "libtvm_runtime_cuda.so"]

@@ -24,7 +24,7 @@ from tfcheck.compiler.discover import discover
 from tfcheck.compiler.runtime_bundle import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
-from tfcheck.runtime.manifest import read_manifest
+from tfcheck.runtime.manifest import Manifest, read_manifest
 from tfcheck.runtime.paths import UnsafePathError, check_name, name_problem, path_inside
 
 BAD_NAMES = ["../victim", "../../x", "..\\victim", "a/b", "a\\b", "/tmp/abs", "a\0b", "", ".", "..",
@@ -72,9 +72,9 @@ def _artifact(tmp_path: Path) -> Path:
     cache = ArtifactCache(tmp_path / "cache")
     staging = cache.new_staging()
     (staging / "lib.so").write_bytes(LIBRARY)
-    manifest = {"key": "ab" * 32, "function": "f", "qualname": "m.f", "device": "cpu", "inputs": [],
-                "library": "lib.so", "library_sha256": hashlib.sha256(LIBRARY).hexdigest(),
-                "created": "2026-11-22T00:00:00Z"}
+    manifest = Manifest(key="ab" * 32, function="f", qualname="m.f", device="cpu", inputs=(), outputs=(),
+                        output_structure={"kind": "tuple"}, library="lib.so",
+                        library_sha256=hashlib.sha256(LIBRARY).hexdigest(), created="2026-11-22T00:00:00Z")
     return cache.commit(staging, manifest)
 
 
@@ -270,8 +270,9 @@ def test_discovery_refuses_a_literal_name_that_is_a_path(tmp_path: Path) -> None
 def test_target_suffixes_and_shape_tags_are_checked_as_part_of_the_export_name() -> None:
     pytest.importorskip("tvm")
     from tfcheck.compiler.driver import _export_names
+    from tfcheck.compiler.messages import TracedVariant
 
-    variants = [{"inputs": [{"shape": [1, 4]}]}, {"inputs": [{"shape": [3, 4]}]}]
+    variants = [TracedVariant("", [{"shape": shape}], "", "", "") for shape in ([1, 4], [3, 4])]
     assert _export_names("f", variants, "__llvm-x86-64") == ["f__1x4__llvm-x86-64", "f__3x4__llvm-x86-64"]
     with pytest.raises(UnsafePathError, match="export name 'f__1x4__llvm-../../x'"):
         _export_names("f", variants, "__llvm-../../x")

@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.bench import Budget, _import_root, _time_calls, find_artifacts, group_by_function
+from tfcheck.compiler.bench import _import_root, _time_calls, find_artifacts, group_by_function
+from tfcheck.compiler.messages import Budget
+from tfcheck.runtime.manifest import Manifest, TensorSpec
 
 
 def _manifest(folder: Path, qualname: str, *, tuned: bool = False, device: str = "cpu",
               shape: tuple[int, ...] = (2, 4), created: str = "2026-11-22T10:00:00Z") -> Path:
     folder.mkdir(parents=True)
-    manifest = {"created": created, "module": "pkg.models", "qualname": f"pkg.models.{qualname}", "source_file": "pkg/models.py",
-                "inputs": [{"name": "x", "shape": list(shape), "dtype": "float32"}],
-                "tuned": tuned, "device": device, "library": "lib.so", "entry": "main"}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    Manifest(created=created, module="pkg.models", qualname=f"pkg.models.{qualname}", function=qualname,
+             source_file="pkg/models.py", inputs=(TensorSpec("x", shape, "float32"),), outputs=(),
+             output_structure={"kind": "tuple"}, tuned=tuned, device=device, library="lib.so",
+             library_sha256="0" * 64).write(folder)
     return folder
 
 
@@ -30,23 +32,25 @@ def test_artifacts_of_one_function_and_shape_are_compared_together(tmp_path: Pat
     _manifest(tmp_path / "g", "g")
     _manifest(tmp_path / "g_cuda", "g", device="cuda")
     groups = group_by_function(find_artifacts(tmp_path))
-    assert groups[0][0]["_folder"] == str(tmp_path / "f")
-    assert [[(m["qualname"][11:], m["inputs"][0]["shape"], m["tuned"]) for m in g] for g in groups] == [
-        [("f", [2, 4], False), ("f", [2, 4], True)],
-        [("f", [8, 4], False)],
-        [("g", [2, 4], False)],
+    assert groups[0][0].folder == tmp_path / "f"
+    assert [[(m.qualname[11:], m.inputs[0].shape, m.tuned) for m in g] for g in groups] == [
+        [("f", (2, 4), False), ("f", (2, 4), True)],
+        [("f", (8, 4), False)],
+        [("g", (2, 4), False)],
     ]
 
 
 def test_a_single_artifact_folder_is_found(tmp_path: Path) -> None:
     folder = _manifest(tmp_path / "only", "f")
-    assert [m["_folder"] for m in find_artifacts(folder)] == [str(folder)]
+    assert [m.folder for m in find_artifacts(folder)] == [folder]
 
 
 def test_the_module_imports_from_the_folder_above_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert _import_root({"module": "pkg.models", "source_file": "pkg/models.py"}) == tmp_path
-    assert _import_root({"module": "models", "source_file": "models.py"}) == tmp_path
+    for module in ("pkg.models", "models"):
+        manifest = Manifest("f", (), (), {}, "cpu", "lib.so", "", module=module,
+                            source_file=module.replace(".", "/") + ".py")
+        assert _import_root(manifest) == tmp_path
 
 
 def test_timing_stops_at_the_run_limit_after_warm_up() -> None:

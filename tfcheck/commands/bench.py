@@ -13,11 +13,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from tfcheck.compiler.bench import FunctionBench, Measurement
+    from tfcheck.runtime.manifest import Manifest
 
 BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
 
@@ -42,7 +47,8 @@ BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
 def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuning_db: Path | None,
           seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float) -> None:
     """Compare compiled artifacts with every way TensorFlow runs the same function."""
-    from tfcheck.compiler.bench import Budget, bench_function, find_artifacts, group_by_function
+    from tfcheck.compiler.bench import bench_function, find_artifacts, group_by_function
+    from tfcheck.compiler.messages import Budget
 
     chosen = _backends(backends)
     console = Console(stderr=output_format != "text")
@@ -54,7 +60,7 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
         budget = Budget(min_runs=min_runs, max_seconds=seconds)
         results = []
         for group in groups:
-            label = group[0]["qualname"]
+            label = group[0].qualname
             with console.status(label) as status:
                 results.append(bench_function(group, chosen, budget,
                                               lambda stage, s=status, n=label: s.update(f"{n}: {stage}"), timeout))
@@ -79,9 +85,9 @@ def _backends(text: str) -> tuple[str, ...]:
 
 
 def _collect(sources: tuple[str, ...], built: Path, tune: bool, trials: int, tuning_db: Path | None,
-             console: Console, find_artifacts: Any) -> list[dict[str, Any]]:
+             console: Console, find_artifacts: Callable[[Path], list[Manifest]]) -> list[Manifest]:
     """Artifacts named on the command line, plus those built from the source arguments."""
-    manifests: list[dict[str, Any]] = []
+    manifests: list[Manifest] = []
     to_build = []
     for source in sources:
         path = Path(source)
@@ -117,7 +123,7 @@ def _build(sources: list[str], out: Path, extra: list[str], console: Console) ->
             console.print(f"[red]✗[/] build: {record['message']}", highlight=False)
 
 
-def _markdown(results: list[Any]) -> str:
+def _markdown(results: list[FunctionBench]) -> str:
     """The same table as text, as Markdown (median ms, and the ratio to tf.function)."""
     names = list(dict.fromkeys(m.backend for r in results for m in r.measurements))
     lines = ["| function | inputs | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
@@ -129,14 +135,14 @@ def _markdown(results: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def _plain_cell(measurement: Any) -> str:
+def _plain_cell(measurement: Measurement) -> str:
     if measurement.error:
         return "failed"
     ratio = f" ({measurement.ratio:.2f}x)" if measurement.ratio is not None else ""
     return f"{measurement.median_ms:.3g} ms{ratio}"
 
 
-def _print_table(results: list[Any], console: Console) -> None:
+def _print_table(results: list[FunctionBench], console: Console) -> None:
     """Rows are functions, columns backends: median latency and ratio to tf.function."""
     names = list(dict.fromkeys(m.backend for r in results for m in r.measurements))
     table = Table(title="tfcheck bench: median latency (ratio to tf.function; < 1 is faster)")
@@ -158,7 +164,7 @@ def _print_table(results: list[Any], console: Console) -> None:
                               f"by up to {m.max_abs_diff:.2g}", highlight=False)
 
 
-def _plot(results: list[Any], path: Path) -> None:
+def _plot(results: list[FunctionBench], path: Path) -> None:
     """Grouped bars: one group per function, one bar per backend, latency on a log scale."""
     try:
         import matplotlib

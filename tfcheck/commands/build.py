@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
@@ -21,6 +21,10 @@ from rich.table import Table
 
 from tfcheck.config import Config, ConfigError, load_config
 from tfcheck.runtime.manifest import CACHE_DIR
+
+if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for none of it
+    from tfcheck.compiler.discover import AnnotatedFunction
+    from tfcheck.compiler.driver import BuildOptions, BuildRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -44,7 +48,7 @@ def _config_error(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[Any], list[str]]:
+def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[AnnotatedFunction], list[str]]:
     """Annotated functions in the given files, folders or dotted module names (default: `.`)."""
     from tfcheck.compiler.discover import discover, resolve_module_argument
     from tfcheck.files import discover as discover_files
@@ -87,12 +91,12 @@ class _RichReporter:
         self._progress = progress
         self._tasks: dict[str, Any] = {}
 
-    def stage(self, function: Any, stage: str) -> None:
+    def stage(self, function: AnnotatedFunction, stage: str) -> None:
         if function.label not in self._tasks:
             self._tasks[function.label] = self._progress.add_task(function.label, total=None)
         self._progress.update(self._tasks[function.label], description=f"{function.label}: {stage}")
 
-    def done(self, function: Any, records: list[Any]) -> None:
+    def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None:
         statuses = ", ".join(sorted({r.status for r in records}))
         task = self._tasks.get(function.label)
         if task is None:
@@ -101,14 +105,14 @@ class _RichReporter:
 
 
 class _SilentReporter:
-    def stage(self, function: Any, stage: str) -> None:
+    def stage(self, function: AnnotatedFunction, stage: str) -> None:
         """No progress output (JSON mode keeps stdout machine-readable)."""
 
-    def done(self, function: Any, records: list[Any]) -> None:
+    def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None:
         """Nothing to show before the JSON document."""
 
 
-def _run(functions: list[Any], options: Any, output_format: str, console: Console) -> list[Any]:
+def _run(functions: list[AnnotatedFunction], options: BuildOptions, output_format: str, console: Console) -> list[BuildRecord]:
     from tfcheck.compiler.driver import build_all
 
     if output_format == "json":
@@ -124,13 +128,13 @@ def _size(size: int | None) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
 
 
-def _error_text(record: Any) -> str:
+def _error_text(record: BuildRecord) -> str:
     if record.max_abs_error is None:
         return "not run" if record.status in ("built", "cached") else "-"
     return f"{record.max_abs_error:.1e} / {record.max_rel_error:.1e}"
 
 
-def _print_table(records: list[Any], console: Console) -> None:
+def _print_table(records: list[BuildRecord], console: Console) -> None:
     if not records:
         return
     table = Table(title="tfcheck build")
@@ -158,7 +162,7 @@ def _print_table(records: list[Any], console: Console) -> None:
 _STATUS_ORDER = ("built", "cached", "checked", "failed")
 
 
-def summary_lines(records: list[Any]) -> list[str]:
+def summary_lines(records: list[BuildRecord]) -> list[str]:
     """`3 built, 2 cached, 1 failed`, the cache the artifacts are in, and what --out exported where."""
     from tfcheck.compiler.driver import display_path
 
@@ -199,7 +203,7 @@ def _shapes(inputs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{spec['dtype']}{spec['shape']}" for spec in inputs)
 
 
-def _exit_code(records: list[Any], errors: list[str]) -> int:
+def _exit_code(records: list[BuildRecord], errors: list[str]) -> int:
     if errors:
         return EXIT_ERROR
     return EXIT_FAILED if any(record.status == "failed" for record in records) else EXIT_OK
@@ -263,7 +267,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     _build_and_report(functions, errors, options, output_format, console)
 
 
-def _build_and_report(functions: list[Any], errors: list[str], options: Any, output_format: str,
+def _build_and_report(functions: list[AnnotatedFunction], errors: list[str], options: BuildOptions, output_format: str,
                       console: Console) -> None:
     """Run the builds, print the table (or operator report, or JSON) and exit with the status."""
     for error in errors:
@@ -280,7 +284,7 @@ def _build_and_report(functions: list[Any], errors: list[str], options: Any, out
     sys.exit(_exit_code(records, errors))
 
 
-def _print_operator_report(records: list[Any], console: Console) -> None:
+def _print_operator_report(records: list[BuildRecord], console: Console) -> None:
     """Per function: each TFLite operator, how often, whether TVM imports it, an example TF node."""
     for record in records:
         console.print(f"[bold]{record.function}[/] {_shapes(record.inputs)}", highlight=False)

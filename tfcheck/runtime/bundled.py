@@ -75,6 +75,15 @@ def wheel_library_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "lib"
 
 
+def wheel_libraries(device: str) -> tuple[Path, ...]:
+    """The installed apache-tvm wheel's runtime libraries for `device`, in loading order: what a
+    build records and verifies its artifacts with (ArtifactError when the wheel is missing)."""
+    lib_dir = wheel_library_dir()
+    if lib_dir is None:
+        raise ArtifactError("apache-tvm is not installed: `pip install tfcheck[build]`")
+    return tuple(lib_dir / name for name in libraries_for(device))
+
+
 def distribution_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcheck.atomic import write_atomic
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.paths import UnsafePathError, path_inside
 
@@ -122,9 +123,9 @@ class Manifest:
         return data
 
     def write(self, folder: Path) -> Path:
-        """`folder/manifest.json` (the caller makes the write atomic where readers race it)."""
+        """Write `folder/manifest.json` in one rename: a reader never sees half of it."""
         path = folder / MANIFEST
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
         return path
 
 
