@@ -31,7 +31,7 @@ from tfcheck.gitignore import mark_ignored
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest, read_manifest
 from tfcheck.runtime.paths import check_name, remove_tree
-from tfcheck.runtime.target import file_sha256
+from tfcheck.runtime.digest import file_sha256
 
 INDEX = "index.json"
 _TEMP = ".tmp"

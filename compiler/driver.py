@@ -29,7 +29,7 @@ from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
 from tfcheck.runtime.manifest import LIBRARY, Manifest, TensorSpec, Verification
 from tfcheck.runtime.paths import UnsafePathError, check_name
-from tfcheck.runtime.target import file_sha256
+from tfcheck.runtime.digest import file_sha256
 
 if TYPE_CHECKING:
     from tfcheck.findings import Finding

@@ -17,7 +17,7 @@ from tfcheck.compiler.artifact import (
     sources_digest,
 )
 from tfcheck.runtime.manifest import Manifest, TensorSpec
-from tfcheck.runtime.target import file_sha256
+from tfcheck.runtime.digest import file_sha256
 
 INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
 TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake", "num-cores": 2}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.manifest import Manifest
 
@@ -203,6 +204,4 @@ def sha256_of(path: Path) -> str:
 
 @functools.cache
 def _sha256(path: Path, _size: int, _mtime_ns: int) -> str:
-    from tfcheck.runtime.target import file_sha256  # target imports this module
-
     return file_sha256(path)

@@ -18,7 +18,8 @@ from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
 from tfcheck.runtime.inputs import as_array, bind_arguments, check_array
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
-from tfcheck.runtime.target import file_sha256, incompatibilities, rebuild_hint
+from tfcheck.runtime.digest import file_sha256
+from tfcheck.runtime.target import incompatibilities, rebuild_hint
 from tfcheck.runtime.tvm_backend import Executable
 
 

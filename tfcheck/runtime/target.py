@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import platform
 import re
 from pathlib import Path
@@ -93,11 +92,3 @@ def cuda_available() -> bool:
     count = ctypes.c_int(0)
     return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 \
         and count.value > 0
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,0 +1,235 @@
+"""The walls between tfcheck's parts (docs/architecture.md, "Walls"), read from the source with `ast`.
+
+Every import of every module counts, the lazy ones inside functions included (a wall that only
+holds at import time does not hold); imports under `if TYPE_CHECKING:` do not, since they never
+run. A breach fails with the file, the line and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Where each installed package's sources live (pyproject.toml, [tool.setuptools] package-dir).
+PACKAGE_DIRS = {"tfcheck": ROOT / "tfcheck", "tfcheck.rules": ROOT / "rules", "tfcheck.compiler": ROOT / "compiler"}
+TENSORFLOW = ("tensorflow", "keras", "tf_keras")
+TF_BRIDGE = "tfcheck.runtime.tf_bridge"
+
+# Import circles among tfcheck's modules that exist today, each listed by its modules (sorted);
+# any circle not listed here fails the test, and a listed one that is gone must come off the list.
+# Empty: the engine's circle (engine.facts -> engine.state, engine.tfcalls, engine.values ->
+# engine.facts) runs only under TYPE_CHECKING, for annotations, and so never executes; the engine
+# refactor (issue 13, linter half) removes it anyway.
+KNOWN_CIRCLES: set[tuple[str, ...]] = set()
+
+# Lazy imports that close a circle on purpose, with the reason; (importer, imported).
+ALLOWED_LAZY_CIRCLE_EDGES: dict[tuple[str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module name
+    imported: str  # module name (a module of tfcheck when it is one, else what the source names)
+    path: Path
+    line: int
+    lazy: bool  # inside a function: runs on a call, not at import time
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}: {self.importer} imports {self.imported}" + \
+            (" (lazily)" if self.lazy else "")
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the installed tfcheck package, by name."""
+    modules: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join((package, *parts))
+            if package == "tfcheck" and parts and parts[0] in ("rules", "compiler"):
+                continue  # not these: tfcheck.rules and tfcheck.compiler come from their own folders
+            modules[name] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> Iterator[Import]:
+    """The imports `path` runs (module level or in a function), TYPE_CHECKING blocks left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    yield from _walk(tree, name, package, path, modules, lazy=False)
+
+
+def _walk(node: ast.AST, name: str, package: str, path: Path, modules: set[str], lazy: bool) -> Iterator[Import]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for statement in child.orelse:
+                yield from _walk(statement, name, package, path, modules, lazy)
+            continue
+        if isinstance(child, ast.Import):
+            for alias in child.names:
+                yield Import(name, alias.name, path, child.lineno, lazy)
+        elif isinstance(child, ast.ImportFrom):
+            base = _absolute(child, package)
+            for alias in child.names:
+                submodule = f"{base}.{alias.name}"
+                yield Import(name, submodule if submodule in modules else base, path, child.lineno, lazy)
+        inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        yield from _walk(child, name, package, path, modules, inner)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, relative imports resolved."""
+    if not node.level:
+        return str(node.module)
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
+
+def all_imports() -> list[Import]:
+    modules = module_files()
+    return [found for name, path in modules.items() for found in imports_of(name, path, set(modules))]
+
+
+def _within(module: str, *packages: str) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def _is_core(module: str) -> bool:
+    """tfcheck's own modules outside the compiler, the rules and the CLI commands (whose job is
+    to import the compiler, lazily, when a command runs)."""
+    return _within(module, "tfcheck") and not _within(module, "tfcheck.compiler", "tfcheck.rules",
+                                                       "tfcheck.commands", "tfcheck.cli")
+
+
+# (what, who, may not import what): each a predicate on the importing and the imported module.
+WALLS = {
+    "the runtime (and tfcheck.aot) imports no TensorFlow outside runtime/tf_bridge.py": (
+        lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot") and importer != TF_BRIDGE,
+        lambda imported: _within(imported, *TENSORFLOW)),
+    "the runtime imports no TVM compiler (`tvm`; `tvm_ffi` is the runtime's)": (
+        lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot"),
+        lambda imported: _within(imported, "tvm")),
+    "the runtime imports no compiler": (
+        lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot"),
+        lambda imported: _within(imported, "tfcheck.compiler")),
+    "rules import no compiler": (
+        lambda importer: _within(importer, "tfcheck.rules"),
+        lambda imported: _within(imported, "tfcheck.compiler")),
+    "the engine imports no rule": (
+        lambda importer: _within(importer, "tfcheck.engine"),
+        lambda imported: _within(imported, "tfcheck.rules")),
+    "the engine and tfcheck's core import no compiler": (
+        _is_core,
+        lambda imported: _within(imported, "tfcheck.compiler")),
+}
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    return all_imports()
+
+
+@pytest.mark.parametrize("wall", sorted(WALLS))
+def test_walls_hold(imports: list[Import], wall: str) -> None:
+    who, what = WALLS[wall]
+    breaches = [str(found) for found in imports if who(found.importer) and what(found.imported)]
+    assert not breaches, f"{wall}:\n" + "\n".join(breaches)
+
+
+def circles(edges: list[Import]) -> set[tuple[str, ...]]:
+    """The strongly connected components of more than one module (or a module importing itself),
+    each as its sorted module names (Tarjan's algorithm, iterative)."""
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        graph.setdefault(edge.importer, set()).add(edge.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[tuple[str, ...]] = set()
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph.get(node, ()):
+                    found.add(tuple(sorted(component)))
+    return found
+
+
+def _tfcheck_edges(imports: list[Import], lazy: bool) -> list[Import]:
+    modules = set(module_files())
+    return [found for found in imports if found.imported in modules and (lazy or not found.lazy)
+            and (found.importer, found.imported) not in ALLOWED_LAZY_CIRCLE_EDGES]
+
+
+def test_no_new_import_circle_at_import_time(imports: list[Import]) -> None:
+    new = circles(_tfcheck_edges(imports, lazy=False)) - KNOWN_CIRCLES
+    assert not new, "import circles among tfcheck's modules:\n" + "\n".join(" -> ".join(c) for c in sorted(new))
+
+
+def test_no_new_import_circle_through_lazy_imports(imports: list[Import]) -> None:
+    """A lazy import that closes a circle hides a dependency the wrong way round; the few that
+    are meant are listed, with the reason, in ALLOWED_LAZY_CIRCLE_EDGES."""
+    new = circles(_tfcheck_edges(imports, lazy=True)) - KNOWN_CIRCLES
+    assert not new, "import circles through lazy imports:\n" + "\n".join(" -> ".join(c) for c in sorted(new))
+
+
+def test_the_known_circles_still_exist(imports: list[Import]) -> None:
+    """An allow-listed circle that was broken comes off the list, so it cannot come back unseen."""
+    gone = KNOWN_CIRCLES - circles(_tfcheck_edges(imports, lazy=True))
+    assert not gone, f"no longer circles, remove from KNOWN_CIRCLES: {sorted(gone)}"
+
+
+def test_the_reader_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    """The checks above are only as good as the import reader: lazy imports count, TYPE_CHECKING
+    ones do not, relative imports resolve."""
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tensorflow\n"
+                      "from . import sibling\nfrom ..up import thing\n"
+                      "def f():\n    import tensorflow as tf\n    from tfcheck.compiler import trace\n")
+    found = {(i.imported, i.lazy) for i in imports_of("tfcheck.runtime.mod", source, {"tfcheck.runtime.sibling"})}
+    assert found == {("typing", False), ("tfcheck.runtime.sibling", False), ("tfcheck.up", False),
+                     ("tensorflow", True), ("tfcheck.compiler", True)}
+    assert circles([Import("a", "b", source, 1, False), Import("b", "a", source, 1, True),
+                    Import("b", "c", source, 1, False)]) == {("a", "b")}
