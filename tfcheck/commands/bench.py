@@ -20,6 +20,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tfcheck.runtime.manifest import MANIFEST
+
 if TYPE_CHECKING:
     from tfcheck.compiler.bench import FunctionBench, Measurement
     from tfcheck.runtime.manifest import Manifest
@@ -91,7 +93,7 @@ def _collect(sources: tuple[str, ...], built: Path, tune: bool, trials: int, tun
     to_build = []
     for source in sources:
         path = Path(source)
-        if path.is_dir() and (any(path.glob("*/manifest.json")) or (path / "manifest.json").is_file()):
+        if path.is_dir() and (any(path.glob(f"*/{MANIFEST}")) or (path / MANIFEST).is_file()):
             manifests += find_artifacts(path)
         else:
             to_build.append(source)
