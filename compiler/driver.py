@@ -305,7 +305,6 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
               variant: TracedVariant, result: CompileResult, library: Path) -> Manifest:
     """The manifest of docs/artifact-format.md, with `operators`, `compile_options`,
     `compile_seconds`, for CUDA `device_code` and for tuned builds `tuning`."""
-    parts = key_parts(options)
     return Manifest(
         key=variant.key,
         function=traced.name,
@@ -321,12 +320,12 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         target=options.target,
         device=device_of(options.target),
         cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,
-        versions=parts.versions_with(traced.tensorflow),
+        versions=traced.versions,
         runtime=runtime_record(device_of(options.target)),
         library=LIBRARY,
         library_sha256=file_sha256(library),
         tuned=bool(options.tuning),
-        compile_options=parts.compile_options,
+        compile_options=compile_options(options),
         verify=_verification(result),
         operators=tuple(variant.operators),
         compile_seconds=result.compile_seconds,

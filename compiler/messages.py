@@ -123,7 +123,7 @@ class TraceResult:
     # what tfcheck.aot dispatch matches artifacts by: the Python function's own name, which
     # differs from the module attribute for `h = tfcheck.aot(tf.function(k))`
     qualname: str
-    tensorflow: str
+    versions: dict[str, str]  # what went into the keys: KeyParts.versions and TensorFlow's
     source_fingerprint: str
     variants: list[TracedVariant]
 

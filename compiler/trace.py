@@ -50,7 +50,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     return TraceResult(
         name=options.get("name") or request.qualname,
         qualname=f"{python_function.__module__}.{python_function.__qualname__}",
-        tensorflow=tf.__version__,
+        versions=request.key.versions_with(tf.__version__),
         source_fingerprint=source_fingerprint(tf_function),
         variants=variants,
     )

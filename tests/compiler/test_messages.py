@@ -13,7 +13,7 @@ from tfcheck.compiler.messages import (CONTRACT_VERSION, Budget, BenchRequest, C
 def test_nested_messages_survive_json() -> None:
     variant = TracedVariant("/w/variant-0", [{"name": "x", "shape": [1, 4], "dtype": "float32"}],
                             "ab" * 32, "cd" * 32, "ef" * 32, operators=[{"op": "ADD", "count": 1, "example": "a"}])
-    result = TraceResult("f", "m.f", "2.21.0", "00" * 32, [variant, variant])
+    result = TraceResult("f", "m.f", {"tensorflow": "2.21.0"}, "00" * 32, [variant, variant])
     request = TraceRequest("/root", "m", "f", "m.py", "/w", KeyParts({"kind": "llvm"}, {}, {"tvm": "0.27"}))
     bench = BenchRequest("tvm", "m", "f", "/root", [], Budget(min_runs=3), "/w/out.npz", artifact="/a")
     for message in (result, request, bench):
