@@ -79,6 +79,7 @@ class Stats:
     flagged: int = 0  # programs with a finding other than TFC000
     findings: Counter[str] = field(default_factory=Counter)
     fixes: int = 0
+    verbose: bool = False  # name each program on stderr before checking it
 
     @property
     def total(self) -> int:
@@ -112,6 +113,8 @@ def check_program(text: str, origin: str, config: Config = CONFIGS[0],
     """Run one program through the whole pipeline and the fixes; return what went wrong (empty: fine)."""
     stats = stats if stats is not None else Stats()
     stats.programs[origin.split("#")[0]] += 1
+    if stats.verbose:  # before checking: a crash of the process is then attributable
+        print(f"checking {origin}", file=sys.stderr, flush=True)
     data = text.encode("utf-8", "surrogatepass")
     job = _job(roots)
     rules = _rules()
@@ -234,6 +237,10 @@ _STATEMENTS = (
 _DECORATORS = ("@tf.function", "@tf.function()", "@tf.function(jit_compile=True)", "@function", "@tf.function\n",
                "@staticmethod", "@property", "@tf.autograph.experimental.do_not_convert")
 _NAMES = ("tf", "self", "x", "range", "print", "function", "call", "train_step", "np", "__init__", "_")
+# Long and deep code: libcst's parser once segfaulted on 6,000-12,000 `and` operands (docs/fuzzing.md).
+_OPERATORS = (" and ", " or ", " < ", " + ", ", ", " if x else ", "[0]", ".a", "(")
+_LENGTHS = (2, 3, 40, 400, 3000, 12_000)
+_LONG_FORMS = ("assert tf.reduce_all({0}), ({1})", "print({1})", "{0} = ({1})", "assert ({1}) > {0}", "yield {1}")
 
 
 class Mutator:
@@ -243,7 +250,8 @@ class Mutator:
         self.rng = rng
         self.donors = donors
         self.operations = (self.delete, self.duplicate, self.swap, self.decorate, self.reindent, self.declare,
-                           self.rename, self.splice, self.insert_statement, self.wrap_in_loop, self.concatenate)
+                           self.rename, self.splice, self.insert_statement, self.wrap_in_loop, self.concatenate,
+                           self.lengthen, self.nest)
 
     def __call__(self, lines: list[str]) -> list[str]:
         if not lines:
@@ -303,6 +311,28 @@ class Mutator:
         lines[i:i] = textwrap.indent(textwrap.dedent("".join(piece)), _indentation(lines[i])).splitlines(keepends=True)
         return lines
 
+    def lengthen(self, lines: list[str]) -> list[str]:
+        """A statement with one very long expression: a chain of operands, or a deep nesting of calls."""
+        i = self._index(lines)
+        name, operator, count = self.rng.choice(self._names(lines)), self.rng.choice(_OPERATORS), self.rng.choice(_LENGTHS)
+        if operator == "(":
+            chain = "f(" * min(count, 200) + name + ")" * min(count, 200)
+        elif operator in ("[0]", ".a"):
+            chain = name + operator * count
+        else:
+            chain = operator.join([name] * count)
+        lines.insert(i, _indentation(lines[i]) + self.rng.choice(_LONG_FORMS).format(name, chain) + "\n")
+        return lines
+
+    def nest(self, lines: list[str]) -> list[str]:
+        """A line moved under many nested blocks (CPython allows 100 levels of indentation)."""
+        i = self._index(lines)
+        indent = _indentation(lines[i])
+        depth = self.rng.choice((5, 30, 99, 101))
+        headers = [f"{indent}{'    ' * level}{self.rng.choice(('if x:', 'for x in y:', 'def g():', 'with x:'))}\n"
+                   for level in range(depth)]
+        return lines[:i] + headers + [indent + "    " * depth + lines[i].lstrip(" \t")] + lines[i + 1:]
+
     def concatenate(self, lines: list[str]) -> list[str]:
         """Another program after this one: names defined twice, calls between the two."""
         return lines + ["\n"] + self.rng.choice(self.donors).splitlines(keepends=True)
@@ -349,6 +379,13 @@ def mutant(seed: int, number: int, seeds: Sequence[Sequence[tuple[str, str]]]) -
     return f"mutant#{number} of {name}", candidate
 
 
+def mutant_case(seed: int, number: int, seeds: Sequence[Sequence[tuple[str, str]]]
+                ) -> tuple[str, str, Config, list[tuple[str, str]]]:
+    """Mutant `number` with how it is checked: (origin, program, configuration, extra graph-code roots)."""
+    origin, program = mutant(seed, number, seeds)
+    return origin, program, CONFIGS[number % 2], _roots(random.Random(f"{seed}:{number}:roots"), program)
+
+
 def _roots(rng: random.Random, program: str) -> list[tuple[str, str]]:
     """Sometimes, functions of the program marked as graph code by another file (the project pass)."""
     names = sorted({m.group(2) for m in re.finditer(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", program, re.M)})
@@ -386,9 +423,8 @@ def run(budget: Budget, seed: int = SEED, stats: Stats | None = None,
             problems += check_program(as_graph_code(program), f"{kind}-as-graph#{i}", config, stats=stats)
     seeds = seed_programs()
     for number in range(budget.first_mutant, budget.first_mutant + budget.mutants):
-        origin, program = mutant(seed, number, seeds)
-        rng = random.Random(f"{seed}:{number}:roots")
-        problems += check_program(program, origin, CONFIGS[number % 2], _roots(rng, program), stats)
+        origin, program, config, roots = mutant_case(seed, number, seeds)
+        problems += check_program(program, origin, config, roots, stats)
         if progress is not None and number % 1000 == 999:
             progress(stats)
     return problems
@@ -399,15 +435,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="programs to check (about)")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the mutants")
     parser.add_argument("--only", type=int, help="print mutant number ONLY of the seed and check it alone")
+    parser.add_argument("--verbose", action="store_true",
+                        help="name each program before checking it (to find the one that kills the process)")
     args = parser.parse_args(argv)
     if args.only is not None:
-        origin, program = mutant(args.seed, args.only, seed_programs())
+        origin, program, config, roots = mutant_case(args.seed, args.only, seed_programs())
         print(f"# {origin}\n{program}")
-        problems = check_program(program, origin, CONFIGS[args.only % 2],
-                                 _roots(random.Random(f"{args.seed}:{args.only}:roots"), program))
+        problems = check_program(program, origin, config, roots)
     else:
         started = time.perf_counter()
-        stats = Stats()
+        stats = Stats(verbose=args.verbose)
         problems = run(Budget.for_count(args.count), args.seed, stats,
                        lambda s: print(f"... {s.total} programs", file=sys.stderr, flush=True))
         _report(stats, problems, time.perf_counter() - started)
