@@ -87,14 +87,20 @@ def _on_parser_stack(parse: Callable[[str], _T], code: str) -> _T:
         except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
             outcome.append((False, exc))
 
+    thread = threading.Thread(target=run, name="tfcheck-libcst-parser", daemon=True)
     with _STACK_SIZE_LOCK:  # the stack size is process-wide: set it for this thread only
         previous = threading.stack_size(_PARSER_STACK_BYTES)
         try:
-            thread = threading.Thread(target=run, name="tfcheck-libcst-parser", daemon=True)
             thread.start()
+            started = True
+        except RuntimeError:  # no room for such a stack (a tight `ulimit -v`): parse here, as before
+            started = False
         finally:
             threading.stack_size(previous)
-    thread.join()
+    if started:
+        thread.join()
+    else:
+        run()
     succeeded, value = outcome[0]
     if succeeded:
         return value  # type: ignore[return-value]

@@ -6,6 +6,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -230,3 +231,11 @@ def test_libcst_is_never_given_more_than_max_parse_chars() -> None:
     assert ast.parse(text) and not parses(text)
     with pytest.raises(ValueError):
         call_code("f", "x" * (MAX_PARSE_CHARS + 1))
+
+
+def test_fixes_still_parse_where_no_thread_with_a_large_stack_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert parses("x = 1\n") and not parses("x = (\n")
