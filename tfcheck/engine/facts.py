@@ -97,6 +97,7 @@ class FileFacts:
         self._by_node = table.by_node
         self._class_by_node = {cls.node: cls for cls in self.classes}
         self._init_scope_cache: dict[FunctionInfo, frozenset[ast.AST]] = {}
+        self._loads_cache: dict[ast.AST, dict[str, list[ast.Name]]] = {}
         self.graph = _find_graph_code(self, extra_roots or {})
 
     # -- tree navigation -------------------------------------------------------------------------
@@ -131,6 +132,22 @@ class FileFacts:
                 yield node, info
 
     # -- names ------------------------------------------------------------------------------------
+    def loads_under(self, function: FunctionInfo | None) -> Mapping[str, list[ast.Name]]:
+        """The names read anywhere in a function's tree (its decorators, defaults and nested functions
+        included), or in the whole module for None, by identifier, in `ast.walk` order.
+
+        Built on first use with one walk of that tree: a rule looking for the uses of names would
+        otherwise walk the module once per module-level function, quadratic in the file's size.
+        """
+        node = function.node if function is not None else self.source.tree
+        found = self._loads_cache.get(node)
+        if found is None:
+            found = self._loads_cache[node] = {}
+            for child in ast.walk(node):
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                    found.setdefault(child.id, []).append(child)
+        return found
+
     def scope_of_name(self, name: ast.Name) -> Scope | None:
         return self._name_scopes.get(name)
 
