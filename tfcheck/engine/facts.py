@@ -137,16 +137,18 @@ class FileFacts:
     # -- names ------------------------------------------------------------------------------------
     def loads_under(self, function: FunctionInfo | None) -> Mapping[str, list[ast.Name]]:
         """The names read anywhere in a function's tree (its decorators, defaults and nested functions
-        included), or in the whole module for None, by identifier, in `ast.walk` order.
+        included), or in the whole module for None, by identifier (in no particular order).
 
-        Built on first use with one walk of that tree: a rule looking for the uses of names would
-        otherwise walk the module once per module-level function, quadratic in the file's size.
+        Built on first use, once per function: a rule looking for the uses of names would otherwise
+        walk the module once per module-level function, quadratic in the file's size. The module's
+        names were all seen by the scope walk, so its index needs no walk of its own.
         """
         node = function.node if function is not None else self.source.tree
         found = self._loads_cache.get(node)
         if found is None:
             found = self._loads_cache[node] = {}
-            for child in ast.walk(node):
+            names = self._name_scopes if function is None else ast.walk(node)
+            for child in names:
                 if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
                     found.setdefault(child.id, []).append(child)
         return found
