@@ -12,14 +12,18 @@ drivers, `tf.data` pipelines, `tf.py_function`, functional control flow, Python 
 code. It has findings of most rules, a few per block, as generated code with a template bug would.
 
 Each size is linted in a fresh process (`python -m tfcheck check --no-cache -j 1 --format json`), as a
-pre-commit hook would, and also in-process through `tfcheck.runner.lint_paths` (no interpreter start,
-no rule imports, no output). Lines per second must not fall as the file grows.
+pre-commit hook would (bytecode cached, as for an installed package), and also in-process through
+`tfcheck.runner.lint_paths` (no interpreter start, no rule imports, no output). Lines per second must
+not fall as the file grows. To measure other code (an older commit), put a copy of its `tfcheck`
+package, with `rules/` inside it as `tfcheck/rules`, first on PYTHONPATH.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,10 +43,11 @@ tf.config.run_functions_eagerly(True)
 
 
 def _step(i: int) -> str:
+    previous = f"step_{i - 1}(x)" if i else "x"  # a model exported block by block: a chain of tf.functions
     return f'''
 @tf.function
 def step_{i}(x, training=False):
-    y = helper_{i}(x) + tf.reduce_sum(x)
+    y = helper_{i}(x) + tf.reduce_sum({previous})
     for row in tf.range(3):
         y += tf.cast(row, y.dtype)
     for factor in np.arange({i % 3 + 1}):
@@ -75,6 +80,15 @@ class Model{i}(tf.keras.Model):
 
     def describe(self):
         return f"model {i}"
+
+
+@tf.function
+def run_model_{i}(model, x):
+    return model(x)
+
+
+model_{i} = Model{i}()
+run_model_{i}(model_{i}, tf.ones([1, 4]))
 '''
 
 
@@ -155,6 +169,10 @@ class Counter{i}(tf.Module):
     def __init__(self):
         self.scale = 1.0
         self.offset = 0.0
+        self._reset()
+
+    def _reset(self):
+        self.offset = 0.0
 
 
 @tf.function
@@ -186,10 +204,31 @@ def countdown_{i}(n):
 '''
 
 
+def _arguments(i: int) -> str:
+    """tf.functions called with Python lists, iterators and new plain objects."""
+    return f'''
+class Options{i}:
+    def __init__(self):
+        self.depth = {i % 4}
+
+
+@tf.function
+def consume_{i}(batches, lines, options):
+    total = 0.0
+    for b in batches:
+        total += b
+    return total + next(lines) + options.depth
+
+
+consume_{i}([1.0, 2.0], iter([3.0]), Options{i}())
+consume_{i}([4.0, 5.0], iter([6.0]), Options{i}())
+'''
+
+
 BLOCKS: tuple[tuple[Callable[[int], str], int], ...] = (
     # (template, functions it defines: defs, methods, nested defs and lambdas)
-    (_helper, 1), (_step, 1), (_model, 3), (_loops, 0), (_state, 2), (_factory, 3), (_pipeline, 7),
-    (_driver, 3),
+    (_helper, 1), (_step, 1), (_model, 4), (_loops, 0), (_state, 2), (_factory, 3), (_pipeline, 7),
+    (_driver, 4), (_arguments, 2),
 )
 FUNCTIONS_PER_CYCLE = sum(count for _, count in BLOCKS)
 
@@ -207,22 +246,33 @@ def generate(functions: int) -> str:
 class Row:
     functions: int
     lines: int
-    cli_seconds: float
-    in_process_seconds: float
     findings: int
+    cli_seconds: float
+    cli_cpu_seconds: float  # user + system time of the process: what the run costs on an idle core
+    in_process_seconds: float
 
     def rate(self, seconds: float) -> str:
         return f"{self.lines / seconds:,.0f}"
 
 
-def time_cli(path: Path) -> tuple[float, int]:
-    """Wall seconds of one `tfcheck check` process, and its number of findings."""
+def cli_environment(pycache: Path) -> dict[str, str]:
+    """Bytecode cached in `pycache`, as for an installed package (a checkout may set PYTHONDONTWRITEBYTECODE)."""
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    environment["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return environment
+
+
+def time_cli(path: Path, environment: dict[str, str]) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one `tfcheck check` process, and its number of findings."""
     command = [sys.executable, "-m", "tfcheck", "check", "--no-cache", "-j", "1", "--format", "json",
                "--exit-zero", str(path)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=path.parent)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=path.parent, env=environment)
     seconds = time.perf_counter() - started
-    return seconds, len(json.loads(done.stdout))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu, len(json.loads(done.stdout))
 
 
 def time_in_process(path: Path) -> float:
@@ -236,20 +286,21 @@ def time_in_process(path: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(functions: int, folder: Path) -> Row:
+def measure(functions: int, folder: Path, environment: dict[str, str]) -> Row:
     path = folder / f"generated_{functions}.py"
     text = generate(functions)
     path.write_text(text)
-    cli_seconds, findings = time_cli(path)
-    return Row(functions, text.count("\n"), cli_seconds, time_in_process(path), findings)
+    seconds, cpu, findings = time_cli(path, environment)
+    return Row(functions, text.count("\n"), findings, seconds, cpu, time_in_process(path))
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| functions | lines | findings | CLI s | CLI lines/s | in-process s | in-process lines/s |",
-             "|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| functions | lines | findings | CLI s | CLI CPU s | CLI lines/s | in-process s | in-process lines/s |",
+             "|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for row in rows:
         lines.append(f"| {row.functions:,} | {row.lines:,} | {row.findings:,} | {row.cli_seconds:.2f} | "
-                     f"{row.rate(row.cli_seconds)} | {row.in_process_seconds:.2f} | {row.rate(row.in_process_seconds)} |")
+                     f"{row.cli_cpu_seconds:.2f} | {row.rate(row.cli_seconds)} | {row.in_process_seconds:.2f} | "
+                     f"{row.rate(row.in_process_seconds)} |")
     return "\n".join(lines)
 
 
@@ -261,16 +312,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temporary:
         folder = args.write or Path(temporary)
         folder.mkdir(parents=True, exist_ok=True)
-        time_in_process(_warm_up(folder))
+        environment = cli_environment(Path(temporary) / "pycache")
+        warm_up = _warm_up(folder)
+        time_cli(warm_up, environment)  # writes the bytecode the timed processes load
+        time_in_process(warm_up)
         rows = []
         for functions in args.functions:
-            rows.append(measure(functions, folder))
+            rows.append(measure(functions, folder, environment))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     print(table(rows))
 
 
 def _warm_up(folder: Path) -> Path:
-    """A small file linted once first, so the in-process figures do not include importing the rules."""
+    """A small file linted once first: bytecode written, rules imported, before anything is timed."""
     path = folder / "warm_up.py"
     path.write_text(generate(FUNCTIONS_PER_CYCLE))
     return path
