@@ -164,6 +164,7 @@ class _AttributeWrites:
 
     def __init__(self, facts: FileFacts) -> None:
         self.facts = facts
+        self._called_from_setup: dict[tuple[str, int], bool] = {}
 
     @cached_property
     def external(self) -> dict[tuple[ClassInfo, str], list[ast.stmt]]:
@@ -197,12 +198,12 @@ class _AttributeWrites:
         return found
 
     @cached_property
-    def _self_method_callers(self) -> dict[str, list[FunctionInfo | None]]:
+    def _self_method_callers(self) -> dict[str, set[FunctionInfo | None]]:
         """The functions that call `self.<name>(...)`, by name."""
-        found: dict[str, list[FunctionInfo | None]] = {}
+        found: dict[str, set[FunctionInfo | None]] = {}
         for call, caller in self.facts.calls:
             if isinstance(call.func, ast.Attribute) and self.facts.is_self_attribute(call.func):
-                found.setdefault(call.func.attr, []).append(caller)
+                found.setdefault(call.func.attr, set()).add(caller)
         return found
 
     def reassignment(self, read: ast.Attribute, info: FunctionInfo) -> ast.stmt | None:
@@ -248,9 +249,16 @@ class _AttributeWrites:
             return True
         if depth > 3 or method.cls is None:
             return False
-        callers = self._self_method_callers.get(method.name, [])
-        return bool(callers) and all(caller is not None and caller is not method and self._is_setup(caller, depth + 1)
-                                     for caller in callers)
+        callers = self._self_method_callers.get(method.name, set())
+        return bool(callers) and method not in callers and self._only_called_from_setup(method.name, depth)
+
+    def _only_called_from_setup(self, name: str, depth: int) -> bool:
+        """Every `self.<name>(...)` is in a set-up method; once per name, as classes share method names."""
+        key = (name, depth)
+        if key not in self._called_from_setup:
+            self._called_from_setup[key] = all(caller is not None and self._is_setup(caller, depth + 1)
+                                               for caller in self._self_method_callers[name])
+        return self._called_from_setup[key]
 
 
 def _is_none(value: ast.expr | None) -> bool:

@@ -86,6 +86,13 @@ PATTERNS = {
     # TFC012: tf.functions called with new plain objects; "called with one before?" must not rescan all calls.
     "new objects": ("import tensorflow as tf\nclass Options:\n    pass\n",
                     "@tf.function\ndef f_{i}(x, o):\n    return x\nf_{i}(1, Options())\nf_{i}(2, Options())\n"),
+    # TFC016: classes sharing method and attribute names; "is `_reset` only called from set-up code?"
+    # must be answered once per name, not by rescanning every class's `self._reset()` calls per read.
+    "shared method names": ("import tensorflow as tf\n",
+                            "class Counter{i}(tf.Module):\n    def __init__(self):\n        self.offset = 0.0\n"
+                            "        self._reset()\n    def _reset(self):\n        self.offset = 0.0\n"
+                            "@tf.function\ndef evaluate_{i}(counter, x):\n    return x + counter.offset\n"
+                            "counter_{i} = Counter{i}()\ncounter_{i}.offset += 1.0\n"),
     # TFC003: a closure whose captured local is rebound after a call; its callers must not be rescanned.
     "rebound closure": ("import tensorflow as tf\n",
                         "def outer_{i}():\n    scale = 1\n    @tf.function\n    def inner(x):\n"
