@@ -21,6 +21,7 @@ from click.testing import Result
 import tfcheck
 from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
 from tfcheck.compiler.discover import discover
+from tfcheck.compiler.runtime_bundle import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import read_manifest
@@ -172,6 +173,7 @@ def _manifest(library: Any) -> dict[str, Any]:
         "target": {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64"}, "device": "cpu",
         "cpu_features": [], "versions": {"tvm": importlib.metadata.version("apache-tvm")},
         "library": library, "library_sha256": hashlib.sha256(LIBRARY).hexdigest(), "entry": "main",
+        "runtime": runtime_record("cpu"),
     }
 
 
@@ -181,7 +183,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     paths: list[Path] = []
 
     class Recorder:
-        def __init__(self, library: Path, entry: str, device: str) -> None:
+        def __init__(self, library: Path, entry: str, device: str, runtime: object) -> None:
             paths.append(Path(library))
 
     monkeypatch.setattr(runtime_library, "Executable", Recorder)
@@ -312,7 +314,7 @@ def test_build_with_a_path_for_a_name_leaves_the_folder_beside_out_alone(
     report = {record["function"]: record for record in json.loads(result.stdout)["functions"]}
     assert result.exit_code == 1
     assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
-    assert sorted(p.name for p in (folder / "deploy").iterdir()) == ["fine"]
+    assert sorted(p.name for p in (folder / "deploy").iterdir()) == ["fine", "tvm-runtime"]
     assert report["models.fine"]["status"] == "built"
     for function in ("literal", "computed"):  # found before tracing / after tracing
         assert report[f"models.{function}"]["status"] == "failed"
