@@ -138,10 +138,18 @@ def _print_table(records: list[Any], console: Console) -> None:
     for record in records:
         if record.tuning:
             console.print(f"• {escape(record.function)}: {_tuning_text(record.tuning)}", highlight=False)
+        for fallback in record.budget_fallbacks:
+            console.print(f"• {escape(record.function)}: {escape(_fallback_text(fallback))}", highlight=False)
     for record in records:
         if record.message:
             mark = "[red]✗[/]" if record.status == "failed" else "•"
             console.print(f"{mark} {escape(record.message)}", highlight=False)
+
+
+def _fallback_text(fallback: dict[str, Any]) -> str:
+    """One line on a kernel whose schedule was over the code-size budget (the manifest's `budget_fallbacks`)."""
+    return (f"kernel {fallback['kernel']} took the {fallback['schedule']} schedule: "
+            f"{', '.join(fallback['refused'])} estimated TIR nodes after unrolling was over the budget")
 
 
 def _tuning_text(tuning: dict[str, Any]) -> str:
