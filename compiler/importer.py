@@ -105,17 +105,34 @@ def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
     code = converter.get_op_code_str(op)
     outputs = [tensor.tensor.Name().decode("utf-8", "replace") for tensor in converter.get_output_tensors(op)]
     nodes = sorted({node for name in outputs for node in name.split(";") if node})
-    runtime_inputs = [str(index) for index, tensor in enumerate(converter.get_input_tensors(op))
-                      if index > 0 and tensor.buffer is not None and not tensor.buffer.DataLength()]
-    hint = (f" Input {' and '.join(runtime_inputs)} of the operator {'is' if len(runtime_inputs) == 1 else 'are'} "
-            "computed at run time, where TVM's converter may need a constant." if runtime_inputs else "")
-    node_text = ", ".join(f"'{node}'" for node in nodes) or "(unnamed)"
+    node_text = ", ".join(f"'{node}'" for node in nodes[:3]) + (", ..." if len(nodes) > 3 else "") or "(unnamed)"
     return ImporterError(
         f"TVM cannot import TFLite operator {code} from TensorFlow node {node_text}: "
-        f"{type(error).__name__}: {error}.{hint} Rewrite that computation (docs/importer-fixes.md lists "
-        f"the forms tfcheck works around), or leave this function to TensorFlow (remove @tfcheck.aot).",
+        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)} Rewrite that computation "
+        f"(docs/importer-fixes.md lists the forms tfcheck works around), or leave this function to TensorFlow "
+        f"(remove @tfcheck.aot).",
         op=nodes[0] if nodes else code,
     )
+
+
+def _runtime_input_hint(converter: Any, op: Any, error: Exception) -> str:
+    """When the converter failed reading an input as a constant (TVM's most common failure: a
+    ``TypeError`` from ``get_tensor_value`` on an empty buffer), which inputs are computed at run time."""
+    frames = []
+    trace = error.__traceback__
+    while trace is not None:
+        frames.append(trace.tb_frame.f_code.co_name)
+        trace = trace.tb_next
+    if "get_tensor_value" not in frames:
+        return ""
+    runtime = [str(index) for index, tensor in enumerate(converter.get_input_tensors(op))
+               if index > 0 and _constant(converter, tensor) is None]
+    if not runtime:
+        return ""
+    if len(runtime) == 1:
+        return f" TVM's converter needs input {runtime[0]} of the operator to be a constant; it is computed at run time."
+    return (f" TVM's converter needs inputs {' and '.join(runtime)} of the operator to be constants; they are "
+            "computed at run time.")
 
 
 def _constant(converter: Any, tensor: Any) -> np.ndarray | None:
