@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import tvm
 from tvm import relax, s_tir, tirx
@@ -36,7 +36,7 @@ class RuleChoice:
 
     schedule: s_tir.Schedule | None  # None: no rule fits, the function stays as legalised
     rule: str | None
-    over_budget: tuple[str, ...] = ()  # "rule (estimate > budget)" for each rule refused for its size
+    over_budget: tuple[tuple[str, int], ...] = ()  # (rule, estimated code size) of each rule refused for its size
 
 
 def choose_schedule(name: str, func: tirx.PrimFunc, target: Target) -> RuleChoice:
@@ -46,7 +46,7 @@ def choose_schedule(name: str, func: tirx.PrimFunc, target: Target) -> RuleChoic
     build; a schedule over the budget is logged and the next rule tried, so one pathological
     kernel never takes LLVM (and the build) minutes and gigabytes.
     """
-    refused: list[str] = []
+    refused: list[tuple[str, int]] = []
     lanes = cpu.vector_lanes(target, 32)
     for rule in RULES:
         try:
@@ -61,7 +61,7 @@ def choose_schedule(name: str, func: tirx.PrimFunc, target: Target) -> RuleChoic
             return RuleChoice(sch, rule.__name__, tuple(refused))
         logger.warning("schedule rule %s gives %s about %d TIR nodes after unrolling (budget %d): trying the next rule",
                        rule.__name__, name, size, CODE_SIZE_BUDGET)
-        refused.append(f"{rule.__name__} ({size:,} > {CODE_SIZE_BUDGET:,})")
+        refused.append((rule.__name__, size))
     return RuleChoice(None, None, tuple(refused))
 
 
@@ -78,22 +78,23 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
     """The scheduled version of one PrimFunc (or the legalised one, marked, when every rule was over
     the budget), or None to keep it as it is."""
     choice = choose_schedule(name, func, target)
-    attrs = {OVER_BUDGET_ATTR: list(choice.over_budget)} if choice.over_budget else {}
+    attrs = {OVER_BUDGET_ATTR: dict(choice.over_budget)} if choice.over_budget else {}
     if choice.schedule is None:
         return func.with_attrs(attrs) if attrs else None
     return choice.schedule.mod["main"].with_attrs({**attrs, "tirx.is_scheduled": True, RULE_ATTR: choice.rule})
 
 
-def budget_fallbacks(mod: tvm.IRModule) -> list[dict[str, str | list[str]]]:
-    """The kernels of a scheduled module whose first-choice schedule was over the code-size
-    budget: for the build report, which names them so a slow kernel can be traced to its operator."""
+def budget_fallbacks(mod: tvm.IRModule) -> list[dict[str, Any]]:
+    """The kernels of a scheduled module whose first-choice schedule was over the code-size budget,
+    for the build report, which names them: ``{"kernel", "schedule" (the one used, or
+    "unscheduled"), "refused": [{"rule", "code_size"}], "budget"}``."""
     found = []
     for gvar, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc) and func.attrs and OVER_BUDGET_ATTR in func.attrs:
-            used = str(func.attrs[RULE_ATTR]) if RULE_ATTR in func.attrs else "unscheduled"
-            found.append({"kernel": gvar.name_hint, "refused": [str(r) for r in func.attrs[OVER_BUDGET_ATTR]],
-                          "schedule": used})
-    return sorted(found, key=lambda entry: str(entry["kernel"]))
+            refused = [{"rule": str(rule), "code_size": int(size)} for rule, size in func.attrs[OVER_BUDGET_ATTR].items()]
+            found.append({"kernel": gvar.name_hint, "schedule": str(func.attrs.get(RULE_ATTR, "unscheduled")),
+                          "refused": sorted(refused, key=lambda entry: entry["rule"]), "budget": CODE_SIZE_BUDGET})
+    return sorted(found, key=lambda entry: entry["kernel"])
 
 
 def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pass]) -> tvm.IRModule:

@@ -148,8 +148,9 @@ def _print_table(records: list[Any], console: Console) -> None:
 
 def _fallback_text(fallback: dict[str, Any]) -> str:
     """One line on a kernel whose schedule was over the code-size budget (the manifest's `budget_fallbacks`)."""
-    return (f"kernel {fallback['kernel']} took the {fallback['schedule']} schedule: "
-            f"{', '.join(fallback['refused'])} estimated TIR nodes after unrolling was over the budget")
+    refused = ", ".join(f"{entry['rule']} ({entry['code_size']:,})" for entry in fallback["refused"])
+    return (f"kernel {fallback['kernel']} built with {fallback['schedule']}: the schedule of {refused} was over "
+            f"the code-size budget of {fallback['budget']:,} TIR nodes after unrolling")
 
 
 def _tuning_text(tuning: dict[str, Any]) -> str:
