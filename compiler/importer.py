@@ -51,12 +51,18 @@ def import_tflite(path: Path) -> Any:
     """Parse the flatbuffer and import it as a Relax IRModule whose `main` takes the inputs in
     signature order and returns the outputs in the concrete function's order.
 
-    Raises `ImporterError` naming the operator and TensorFlow node when a conversion fails.
+    Raises `ImporterError` naming the operator and TensorFlow node when a conversion fails, and
+    an `ImporterError` saying so when the importer fails outside any operator.
     """
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
 
-    return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+    try:
+        return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+    except ImporterError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
+        raise _named_error(None, None, error) from error
 
 
 @functools.cache
@@ -98,19 +104,22 @@ def _tracked(converter: Any, convert: Any) -> Any:
     return run
 
 
+_LEAVE_IT = "leave this function to TensorFlow (remove @tfcheck.aot)"
+_WHAT_TO_DO = f"Rewrite that computation (docs/importer-fixes.md lists the forms tfcheck works around), or {_LEAVE_IT}."
+
+
 def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
     """An error naming the TFLite operator, its TensorFlow node and what the user can do."""
     if op is None:
-        return ImporterError(f"TVM's TFLite importer failed before any operator: {type(error).__name__}: {error}")
+        return ImporterError(f"TVM's TFLite importer failed outside any operator: {type(error).__name__}: {error}. "
+                             f"Please report it (with the function), and {_LEAVE_IT}.")
     code = converter.get_op_code_str(op)
     outputs = [tensor.tensor.Name().decode("utf-8", "replace") for tensor in converter.get_output_tensors(op)]
     nodes = sorted({node for name in outputs for node in name.split(";") if node})
     node_text = ", ".join(f"'{node}'" for node in nodes[:3]) + (", ..." if len(nodes) > 3 else "") or "(unnamed)"
     return ImporterError(
         f"TVM cannot import TFLite operator {code} from TensorFlow node {node_text}: "
-        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)} Rewrite that computation "
-        f"(docs/importer-fixes.md lists the forms tfcheck works around), or leave this function to TensorFlow "
-        f"(remove @tfcheck.aot).",
+        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)} {_WHAT_TO_DO}",
         op=nodes[0] if nodes else code,
     )
 
@@ -208,7 +217,7 @@ def _convert_slice(converter: Any, upstream: Any, op: Any) -> Any:
         return upstream(op=op)
     output = converter.get_output_tensors(op)[0].tensor_idx
     consumers = _consumers(converter, output)
-    if consumers and all(converter.get_op_code_str(c) == "CONCATENATION" and _tensor_list_write(converter, c)
+    if consumers and output not in converter.subgraph.OutputsAsNumpy() and all(converter.get_op_code_str(c) == "CONCATENATION" and _tensor_list_write(converter, c)
                          for c in consumers):
         return converter.get_tensor_expr(data)
     raise tvm.error.OpNotImplemented(
