@@ -79,6 +79,7 @@ class BuildRecord:
     message: str | None = None
     op: str | None = None
     tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
+    budget_fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the manifest's, if any
 
 
 class Reporter(Protocol):
@@ -274,6 +275,7 @@ def _finish(record: BuildRecord, manifest: dict[str, Any], folder: Path, options
     """Fill in what the artifact says, and export it when --out was given."""
     _fill_verify(record, manifest["verify"])
     record.tuning = manifest.get("tuning")
+    record.budget_fallbacks = manifest.get("budget_fallbacks", [])
     record.artifact = str(folder.resolve())
     record.size = (folder / manifest["library"]).stat().st_size
     if options.out_dir is not None:
@@ -315,7 +317,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
               variant: dict[str, Any], name: str, key: str, build_versions: dict[str, str],
               result: dict[str, Any], library: Path) -> dict[str, Any]:
     """The manifest of docs/artifact-format.md, plus `operators`, `compile_options`,
-    `compile_seconds`, for CUDA `device_code` and for tuned builds `tuning`."""
+    `compile_seconds`, for CUDA `device_code`, for tuned builds `tuning`, and `budget_fallbacks`
+    when a kernel's schedule was over the code-size budget."""
     manifest = {
         "format_version": FORMAT_VERSION,
         "key": key,
@@ -343,7 +346,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: dict[s
         "compile_seconds": result["compile_seconds"],
         "created": now_utc(),
     }
-    for optional in ("cpu_features", "device_code", "tuning"):
+    for optional in ("cpu_features", "device_code", "tuning", "budget_fallbacks"):
         if optional in result:
             manifest[optional] = result[optional]
     return manifest
