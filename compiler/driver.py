@@ -75,6 +75,7 @@ class BuildRecord:
     message: str | None = None
     op: str | None = None
     tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
+    budget_fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the manifest's, if any
 
 
 class Reporter(Protocol):
@@ -266,6 +267,7 @@ def _finish(record: BuildRecord, manifest: Manifest, folder: Path, options: Buil
     """Fill in what the artifact says, and export it when --out was given."""
     _fill_verify(record, manifest.verify)
     record.tuning = manifest.tuning
+    record.budget_fallbacks = list(manifest.budget_fallbacks or ())
     record.artifact = str(folder.resolve())
     record.size = (folder / manifest.library).stat().st_size
     if options.out_dir is not None:
@@ -304,7 +306,8 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, trace
 def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
               variant: TracedVariant, result: CompileResult, library: Path) -> Manifest:
     """The manifest of docs/artifact-format.md, with `operators`, `compile_options`,
-    `compile_seconds`, for CUDA `device_code` and for tuned builds `tuning`."""
+    `compile_seconds`, for CUDA `device_code`, for tuned builds `tuning`, and `budget_fallbacks`
+    when a kernel's schedule was over the code-size budget."""
     return Manifest(
         key=variant.key,
         function=traced.name,
@@ -331,6 +334,7 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         compile_seconds=result.compile_seconds,
         device_code=result.device_code,
         tuning=result.tuning,
+        budget_fallbacks=tuple(result.budget_fallbacks) if result.budget_fallbacks else None,
         created=now_utc(),
     )
 

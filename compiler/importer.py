@@ -3,6 +3,15 @@
 The coverage report reads the frontend's own converter table, so it is exact for the installed
 TVM and says, before anything is compiled, which operators (and so which TensorFlow nodes) would
 stop the import.
+
+The import itself runs TVM's converter through a subclass (`_converter_class`) that
+
+- replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
+  begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
+  `return_sequences=True`), and GATHER with `batch_dims`;
+- turns any exception raised while converting one operator into an `ImporterError` that names
+  the TFLite operator, the TensorFlow node it came from (TFLite tensor names are the TensorFlow
+  node names) and what the user can do about it.
 """
 
 from __future__ import annotations
@@ -10,6 +19,14 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from tfcheck.compiler.child import StepError
+
+
+class ImporterError(StepError):
+    """TVM could not import one TFLite operator; the message names it and its TensorFlow node."""
 
 
 @functools.cache
@@ -32,8 +49,243 @@ def unimportable(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def import_tflite(path: Path) -> Any:
     """Parse the flatbuffer and import it as a Relax IRModule whose `main` takes the inputs in
-    signature order and returns the outputs in the concrete function's order."""
+    signature order and returns the outputs in the concrete function's order.
+
+    Raises `ImporterError` naming the operator and TensorFlow node when a conversion fails, and
+    an `ImporterError` saying so when the importer fails outside any operator.
+    """
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
 
-    return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0))
+    try:
+        return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+    except ImporterError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
+        raise _named_error(None, None, error) from error
+
+
+@functools.cache
+def _converter_class() -> type:
+    """TVM's `OperatorConverter` with tfcheck's fixes and error reports (made on first use, so
+    that importing this module does not import TVM). Subgraphs (WHILE bodies) are converted by
+    `type(self)`, so they get the same."""
+    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+
+    class Converter(OperatorConverter):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.convert_map["SLICE"] = functools.partial(_convert_slice, self, super().convert_slice)
+            self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
+            self.convert_map["CONCATENATION"] = functools.partial(
+                _convert_concatenation, self, super().convert_concatenation)
+            self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
+            self.current_op: Any = None
+
+        def convert_op_to_relax(self) -> None:
+            try:
+                super().convert_op_to_relax()
+            except ImporterError:
+                raise  # already named, in the subgraph where it happened
+            except Exception as error:  # noqa: BLE001 - any converter failure is reported the same way
+                raise _named_error(self, self.current_op, error) from error
+
+    return Converter
+
+
+def _tracked(converter: Any, convert: Any) -> Any:
+    """``convert`` that records which operator is being converted, for the error report (the
+    failure may come from the converter or from normalising its result afterwards)."""
+
+    def run(op: Any) -> Any:
+        converter.current_op = op
+        return convert(op=op)
+
+    return run
+
+
+_LEAVE_IT = "leave this function to TensorFlow (remove @tfcheck.aot)"
+_WHAT_TO_DO = f"Rewrite that computation (docs/importer-fixes.md lists the forms tfcheck works around), or {_LEAVE_IT}."
+
+
+def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
+    """An error naming the TFLite operator, its TensorFlow node and what the user can do."""
+    if op is None:
+        return ImporterError(f"TVM's TFLite importer failed outside any operator: {type(error).__name__}: {error}. "
+                             f"Please report it (with the function), and {_LEAVE_IT}.")
+    code = converter.get_op_code_str(op)
+    outputs = [tensor.tensor.Name().decode("utf-8", "replace") for tensor in converter.get_output_tensors(op)]
+    nodes = sorted({node for name in outputs for node in name.split(";") if node})
+    node_text = ", ".join(f"'{node}'" for node in nodes[:3]) + (", ..." if len(nodes) > 3 else "") or "(unnamed)"
+    return ImporterError(
+        f"TVM cannot import TFLite operator {code} from TensorFlow node {node_text}: "
+        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)} {_WHAT_TO_DO}",
+        op=nodes[0] if nodes else code,
+    )
+
+
+def _runtime_input_hint(converter: Any, op: Any, error: Exception) -> str:
+    """When the converter failed reading an input as a constant (TVM's most common failure: a
+    ``TypeError`` from ``get_tensor_value`` on an empty buffer), which inputs are computed at run time."""
+    frames = []
+    trace = error.__traceback__
+    while trace is not None:
+        frames.append(trace.tb_frame.f_code.co_name)
+        trace = trace.tb_next
+    if "get_tensor_value" not in frames:
+        return ""
+    runtime = [str(index) for index, tensor in enumerate(converter.get_input_tensors(op))
+               if index > 0 and _constant(converter, tensor) is None]
+    if not runtime:
+        return ""
+    if len(runtime) == 1:
+        return f" TVM's converter needs input {runtime[0]} of the operator to be a constant; it is computed at run time."
+    return (f" TVM's converter needs inputs {' and '.join(runtime)} of the operator to be constants; they are "
+            "computed at run time.")
+
+
+def _constant(converter: Any, tensor: Any) -> np.ndarray | None:
+    """The value of a constant input tensor, or None when it is computed at run time."""
+    if converter.has_expr(tensor.tensor_idx) or tensor.buffer is None or not tensor.buffer.DataLength():
+        return None
+    return converter.get_tensor_value(tensor)
+
+
+def _producer(converter: Any, tensor_idx: int, code: str) -> Any:
+    """The operator of ``converter``'s subgraph that writes tensor ``tensor_idx``, if it is a ``code``."""
+    subgraph = converter.subgraph
+    for index in range(subgraph.OperatorsLength()):
+        op = subgraph.Operators(index)
+        if tensor_idx in op.OutputsAsNumpy():
+            return op if converter.get_op_code_str(op) == code else None
+    return None
+
+
+def _consumers(converter: Any, tensor_idx: int) -> list[Any]:
+    """The operators of ``converter``'s subgraph that read tensor ``tensor_idx``."""
+    subgraph = converter.subgraph
+    ops = (subgraph.Operators(index) for index in range(subgraph.OperatorsLength()))
+    return [op for op in ops if tensor_idx in op.InputsAsNumpy()]
+
+
+def _tensor_list_write(converter: Any, op: Any) -> tuple[Any, Any, Any] | None:
+    """(list, index, item) when CONCATENATION ``op`` is how TensorFlow's converter writes a
+    TensorList item, ``concat([L[:i], item, L[i + 1:]], axis=0)``; None otherwise.
+
+    The first slice starts at zero with size ``[i, -1, ...]`` and the second runs to the end
+    (size all -1) from a begin computed at run time; the concatenation's static shape equals the
+    list's, which leaves ``i + 1`` as the only begin TensorFlow could have run.
+    """
+    from tflite.ConcatenationOptions import ConcatenationOptions
+
+    options = ConcatenationOptions()
+    options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    inputs = converter.get_input_tensors(op)
+    if len(inputs) != 3 or options.Axis() != 0:
+        return None
+    before, item, after = inputs
+    head, tail = _producer(converter, before.tensor_idx, "SLICE"), _producer(converter, after.tensor_idx, "SLICE")
+    if head is None or tail is None:
+        return None
+    (source, head_begin, head_size), (tail_source, _, tail_size) = (converter.get_input_tensors(head),
+                                                                    converter.get_input_tensors(tail))
+    begin, rest = _constant(converter, head_begin), _constant(converter, tail_size)
+    shape = list(source.tensor.ShapeAsNumpy())
+    output = converter.get_output_tensors(op)[0]
+    if (tail_source.tensor_idx != source.tensor_idx or begin is None or begin.any() or rest is None
+            or (rest != -1).any() or list(output.tensor.ShapeAsNumpy()) != shape
+            or list(item.tensor.ShapeAsNumpy()) != [1, *shape[1:]]):
+        return None
+    return source, head_size, item
+
+
+def _convert_slice(converter: Any, upstream: Any, op: Any) -> Any:
+    """SLICE whose begin or size is computed at run time, when it is half of a TensorList write.
+
+    TVM's converter reads begin and size as constants and fails with ``TypeError: a bytes-like
+    object is required, not 'int'`` otherwise. TensorFlow writes a TensorList item
+    (``TensorListSetItem``: every RNN layer with ``return_sequences=True``) as two such slices
+    around the index and a concatenation; `_convert_concatenation` converts the three together,
+    so the slices only stand in for the list here (their value is never read). Other dynamic
+    slices would have shapes known only at run time, which the build cannot compile: they are
+    refused here, where the error can name the TensorFlow node.
+    """
+    import tvm
+
+    data, begin, size = converter.get_input_tensors(op)
+    if _constant(converter, begin) is not None and _constant(converter, size) is not None:
+        return upstream(op=op)
+    output = converter.get_output_tensors(op)[0].tensor_idx
+    consumers = _consumers(converter, output)
+    if consumers and output not in converter.subgraph.OutputsAsNumpy() and all(converter.get_op_code_str(c) == "CONCATENATION" and _tensor_list_write(converter, c)
+                         for c in consumers):
+        return converter.get_tensor_expr(data)
+    raise tvm.error.OpNotImplemented(
+        "SLICE with a begin or size computed at run time gives a tensor whose shape is known only at run "
+        "time; tfcheck supports it only as part of a TensorList write (tf.TensorArray.write, RNN outputs)")
+
+
+def _convert_concatenation(converter: Any, upstream: Any, op: Any) -> Any:
+    """A TensorList write as ``where(position == i, item, list)``: the list keeps its static shape."""
+    from tvm import relax
+
+    write = _tensor_list_write(converter, op)
+    if write is None:
+        return upstream(op=op)
+    source, size, item = write
+    shape = [int(d) for d in source.tensor.ShapeAsNumpy()]
+    positions = np.arange(shape[0], dtype="int32").reshape([shape[0]] + [1] * (len(shape) - 1))
+    index = relax.op.reshape(relax.op.strided_slice(relax.op.astype(converter.get_tensor_expr(size), "int32"),
+                                                    axes=[0], begin=[0], end=[1]), [1] * len(shape))
+    chosen = relax.op.equal(relax.const(positions, "int32"), index)
+    return relax.op.where(chosen, converter.get_tensor_expr(item), converter.get_tensor_expr(source))
+
+
+def _convert_gather(converter: Any, upstream: Any, op: Any) -> Any:
+    """GATHER with ``batch_dims > 0``, which TVM's converter ignores (it takes along ``axis`` for
+    every batch: ``tf.gather(p[8, 10], i[8], batch_dims=1)`` came out ``[8, 8]`` instead of ``[8]``).
+
+    Batched gather along ``axis`` is a plain gather on the flattened batch: index
+    ``b * axis_extent + i`` into ``[batch * axis_extent, ...]``, with the axes between the batch
+    axes and ``axis`` moved after it first.
+    """
+    from tflite.GatherOptions import GatherOptions
+
+    options = GatherOptions()
+    options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    batch_dims = options.BatchDims()
+    if batch_dims == 0:
+        return upstream(op=op)
+    data, indices = converter.get_input_tensors(op)
+    data_shape = [int(d) for d in data.tensor.ShapeAsNumpy()]
+    indices_shape = [int(d) for d in indices.tensor.ShapeAsNumpy()]
+    axis = options.Axis() % len(data_shape)
+    batch_dims += len(indices_shape) if batch_dims < 0 else 0
+    return _batched_take(converter.get_tensor_expr(data), converter.get_tensor_expr(indices),
+                         data_shape, indices_shape, axis, batch_dims)
+
+
+def _batched_take(data: Any, indices: Any, data_shape: list[int], indices_shape: list[int], axis: int,
+                  batch_dims: int) -> Any:
+    """``out[b..., m..., i..., p...] = data[b..., m..., indices[b..., i...], p...]`` (TensorFlow's
+    gather with ``batch_dims``), from reshapes, one transpose and a `take` on axis 0."""
+    from tvm import relax
+
+    batch = int(np.prod(data_shape[:batch_dims], dtype=np.int64))
+    middle = data_shape[batch_dims:axis]
+    extent = data_shape[axis]
+    post = data_shape[axis + 1:]
+    rest = indices_shape[batch_dims:]
+    # [b, m..., n, p...] -> [b, n, m..., p...] -> [b * n, m..., p...]
+    order = [0, 1 + len(middle), *range(1, 1 + len(middle)), *range(2 + len(middle), 2 + len(middle) + len(post))]
+    flat = relax.op.reshape(relax.op.permute_dims(relax.op.reshape(data, [batch, *middle, extent, *post]), order),
+                            [batch * extent, *middle, *post])
+    offsets = np.arange(batch, dtype="int64").reshape([batch] + [1] * len(rest)) * extent
+    flat_indices = relax.op.add(relax.op.reshape(relax.op.astype(indices, "int64"), [batch, *rest]),
+                                relax.const(offsets, "int64"))
+    taken = relax.op.take(flat, flat_indices, axis=0)  # [b, i..., m..., p...]
+    # -> [b, m..., i..., p...]
+    moved = [0, *range(1 + len(rest), 1 + len(rest) + len(middle)), *range(1, 1 + len(rest)),
+             *range(1 + len(rest) + len(middle), 1 + len(rest) + len(middle) + len(post))]
+    out_shape = [*data_shape[:batch_dims], *middle, *rest, *post]
+    return relax.op.reshape(relax.op.permute_dims(taken, moved), out_shape)

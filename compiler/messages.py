@@ -147,6 +147,7 @@ class CompileResult:
     cpu_features: list[str] | None = None  # CPU targets
     device_code: dict[str, Any] | None = None  # CUDA targets
     tuning: dict[str, Any] | None = None  # tuned builds
+    budget_fallbacks: list[dict[str, Any]] | None = None  # kernels over the code-size budget
 
 
 # --- benchmarking: compiler/bench.py --------------------------------------------------------------

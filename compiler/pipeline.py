@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.messages import CompileRequest, CompileResult
@@ -34,11 +34,14 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     target_json = request.target
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    executable, tuning = compile_module(import_tflite(variant / "model.tflite"), target, device, request.tuning)
+    compiled = compile_module(import_tflite(variant / "model.tflite"), target, device, request.tuning)
+    executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
-    if tuning is not None:
-        result["tuning"] = tuning
+    if compiled.tuning is not None:
+        result["tuning"] = compiled.tuning
+    if compiled.budget_fallbacks:
+        result["budget_fallbacks"] = compiled.budget_fallbacks
     if device == "cuda":
         from tfcheck.compiler.cuda import export_cuda_library
 
@@ -52,8 +55,17 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     return CompileResult(**result)
 
 
-def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
-    """Schedule and compile the imported module; also return what tuning did, when it ran.
+class Compiled(NamedTuple):
+    """A compiled module and what the build report says about how it was scheduled."""
+
+    executable: Any
+    tuning: dict[str, Any] | None  # what tuning did, when it ran
+    # kernels whose first-choice default schedule was over the code-size budget (schedules/budget.py)
+    budget_fallbacks: list[dict[str, Any]]
+
+
+def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> Compiled:
+    """Schedule and compile the imported module.
 
     GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
     default schedules, or the faster, as a whole model, of them and MetaSchedule's tuning.
@@ -61,13 +73,14 @@ def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | 
     import tvm
 
     if device == "cuda":
-        return tvm.compile(_gpu_schedules(mod, target), target=target), None
-    from tfcheck.compiler.schedules import apply_default_schedules
+        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), None, [])
+    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
 
     default = apply_default_schedules(mod, target)
+    fallbacks = budget_fallbacks(default)
     if not tuning:
-        return tvm.compile(default, target=target), None
-    return _tune(mod, default, target, tuning)
+        return Compiled(tvm.compile(default, target=target), None, fallbacks)
+    return Compiled(*_tune(mod, default, target, tuning), fallbacks)
 
 
 def _gpu_schedules(mod: Any, target: Any) -> Any:

@@ -156,8 +156,8 @@ def _called_before(facts: FileFacts, info: FunctionInfo, binding: Binding, scope
     only if the traced function was already called: earlier in the same block, or in the same loop.
     """
     rebinding = _enclosing_statement(facts, binding.node)
-    for call, caller in facts.calls:
-        if caller is None or caller.scope is not scope or info not in facts.function_target(call.func):
+    for call, caller in facts.call_sites(info):
+        if caller is None or caller.scope is not scope:
             continue
         if _share_loop(facts, call, binding.node, scope) or _earlier_in_block(facts, call, rebinding):
             return True

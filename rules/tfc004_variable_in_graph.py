@@ -194,8 +194,8 @@ def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth
         return True
     if not facts.graph_functions.get(function, "").startswith("called from ") or depth >= _MAX_CALL_DEPTH:
         return False
-    callers = [(call, caller) for call, caller in facts.graph_nodes(ast.Call)
-               if function in facts.function_target(call.func)]  # type: ignore[attr-defined]
+    callers = [(call, caller) for call, caller in facts.call_sites(function)
+               if caller is not None and facts.in_graph_code(call)]
     # Called from graph code in another file (or in a way not resolved here): the guard is not visible.
     return not callers or all(_guarded_path(facts, call, caller, depth + 1) for call, caller in callers)
 
@@ -278,7 +278,7 @@ def _is_built(facts: FileFacts, name: ast.Name) -> bool:
     bindings = facts.bindings_of(name)
     if any(_built_when_created(facts, b.value) for b in bindings if b.value is not None):
         return True
-    for call, _ in facts.calls:
+    for call in facts.calls_on(name.id):
         func = call.func
         receiver = func.value if isinstance(func, ast.Attribute) and func.attr in _BUILDING_METHODS else func
         if isinstance(receiver, ast.Name) and receiver.id == name.id \

@@ -126,9 +126,9 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
     scope = facts.binding_scope(iterable)
     if scope is None or scope.node is not function.node:
         return None
-    for tf_call in facts.tf_function_calls:
+    for tf_call in facts.tf_function_calls_of(function):
         argument = tf_call.arguments.get(iterable.id)
-        if tf_call.function is not function or argument is None:
+        if argument is None:
             continue
         listed = is_number_data(argument) and looks_like_data(argument)
         what = python_data(facts, argument) or ("a Python list" if listed else None)

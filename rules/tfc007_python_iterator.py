@@ -134,8 +134,8 @@ def _outer_python_iterator(facts: FileFacts, expr: ast.expr, function: FunctionI
 
 
 def _iterator_argument(facts: FileFacts, parameter: str, function: FunctionInfo) -> str | None:
-    for tf_call in facts.tf_function_calls:
+    for tf_call in facts.tf_function_calls_of(function):
         argument = tf_call.arguments.get(parameter)
-        if tf_call.function is function and argument is not None and is_python_iterator(facts, argument):
+        if argument is not None and is_python_iterator(facts, argument):
             return f"`{parameter}`, a Python iterator ({facts.line_name(tf_call.call.lineno)} passes one)"
     return None

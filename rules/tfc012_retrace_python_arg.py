@@ -148,11 +148,12 @@ class RetracePythonArg(Rule):
         calls = [c for c in facts.tf_function_calls
                  if not c.has_signature and not facts.is_graph_function(c.caller)]
         tf_alias = facts.tensorflow_alias
+        object_lines = _first_object_lines(facts, calls)
         for tf_call in calls:
             for parameter, argument in tf_call.arguments.items():
                 counter = None if _indexes_python(facts, tf_call.function, parameter) \
                     else _loop_counter(facts, argument, tf_call.call)
-                reason = counter or _new_plain_object(facts, argument, tf_call, calls)
+                reason = counter or _new_plain_object(facts, argument, tf_call, object_lines)
                 if reason is not None:
                     fix = _to_tensor_fix(facts, argument, tf_alias) if counter is not None else None
                     yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
@@ -278,7 +279,7 @@ def _few_iterations(range_call: ast.Call) -> bool:
 
 
 def _new_plain_object(facts: FileFacts, argument: ast.expr, tf_call: TfFunctionCall,
-                      calls: list[TfFunctionCall]) -> str | None:
+                      object_lines: dict[int, int]) -> str | None:
     """`f(Config())` repeated (in a loop, or at a second call site) with a plain Python class."""
     if not isinstance(argument, ast.Call):
         return None
@@ -286,11 +287,19 @@ def _new_plain_object(facts: FileFacts, argument: ast.expr, tf_call: TfFunctionC
     if cls is None or not _plain_class(facts, cls, 0):
         return None
     in_loop = any(isinstance(a, _LOOPS) for a in facts.ancestors(tf_call.call))
-    earlier = any(other.identity is tf_call.identity and other.call.lineno < tf_call.call.lineno
-                  and any(facts.called_class(a) is not None for a in other.arguments.values()
-                          if isinstance(a, ast.Call))
-                  for other in calls)
+    earlier = object_lines.get(id(tf_call.identity), tf_call.call.lineno) < tf_call.call.lineno
     return f"new `{cls.name}` instance (compared by identity)" if in_loop or earlier else None
+
+
+def _first_object_lines(facts: FileFacts, calls: list[TfFunctionCall]) -> dict[int, int]:
+    """For each tf.function object (by identity), the first line that calls it with a new instance of a
+    class of this file: found once, not by scanning every call again for each argument."""
+    lines: dict[int, int] = {}
+    for call in calls:
+        if any(facts.called_class(a) is not None for a in call.arguments.values() if isinstance(a, ast.Call)):
+            key = id(call.identity)
+            lines[key] = min(lines.get(key, call.call.lineno), call.call.lineno)
+    return lines
 
 
 def _plain_class(facts: FileFacts, cls: ClassInfo, depth: int) -> bool:
@@ -303,7 +312,7 @@ def _plain_class(facts: FileFacts, cls: ClassInfo, depth: int) -> bool:
         if isinstance(base, ast.Name) and base.id == "object":
             continue
         local = [b for b in facts.bindings_of(base) if b.kind == "class"] if isinstance(base, ast.Name) else []
-        base_info = next((c for c in facts.classes if local and c.node is local[0].node), None)
+        base_info = facts.class_info(local[0].node) if local else None
         if base_info is None or not _plain_class(facts, base_info, depth + 1):
             return False
     return True

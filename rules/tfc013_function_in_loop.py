@@ -175,11 +175,8 @@ def _uses(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) ->
     name = _bound_name(facts, creation)
     if name is None:
         return None
-    scope_node = function.node if function is not None else facts.source.tree
     calls: list[ast.AST] = []
-    for node in ast.walk(scope_node):
-        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
-            continue
+    for node in facts.loads_under(function).get(name, ()):
         call = facts.parent(node)
         if not (isinstance(call, ast.Call) and call.func is node) or facts.function_of(node) is not function:
             return None

@@ -164,6 +164,7 @@ class _AttributeWrites:
 
     def __init__(self, facts: FileFacts) -> None:
         self.facts = facts
+        self._called_from_setup: dict[tuple[str, int], bool] = {}
 
     @cached_property
     def external(self) -> dict[tuple[ClassInfo, str], list[ast.stmt]]:
@@ -179,17 +180,42 @@ class _AttributeWrites:
                             found.setdefault((cls, target.attr), []).append(node)
         return found
 
+    @cached_property
+    def _external_by_base(self) -> dict[tuple[ClassInfo, str], list[ast.stmt]]:
+        """`external`, each write also listed under every local base class of the instance's class."""
+        found: dict[tuple[ClassInfo, str], list[ast.stmt]] = {}
+        for (owner, attr), stmts in self.external.items():
+            for cls in self.facts.class_chain(owner):
+                found.setdefault((cls, attr), []).extend(stmts)
+        return found
+
+    @cached_property
+    def _external_classes(self) -> dict[str, list[ClassInfo]]:
+        """The classes in `external` by attribute name."""
+        found: dict[str, list[ClassInfo]] = {}
+        for cls, attr in self.external:
+            found.setdefault(attr, []).append(cls)
+        return found
+
+    @cached_property
+    def _self_method_callers(self) -> dict[str, set[FunctionInfo | None]]:
+        """The functions that call `self.<name>(...)`, by name."""
+        found: dict[str, set[FunctionInfo | None]] = {}
+        for call, caller in self.facts.calls:
+            if isinstance(call.func, ast.Attribute) and self.facts.is_self_attribute(call.func):
+                found.setdefault(call.func.attr, set()).add(caller)
+        return found
+
     def reassignment(self, read: ast.Attribute, info: FunctionInfo) -> ast.stmt | None:
         """A statement that gives `read`'s attribute a new plain value after set-up, if any."""
         if self.facts.is_self_attribute(read):
             cls = self.facts.class_of_self(read)
             return self._for_class(cls, read.attr, info) if cls is not None else None
         if self._is_parameter(read.value, info) and self.facts.decorated_tf_function(info) is not None:
-            for cls, attr in self.external:
-                if attr == read.attr:
-                    found = self._for_class(cls, attr, info)
-                    if found is not None:
-                        return found
+            for cls in self._external_classes.get(read.attr, []):
+                found = self._for_class(cls, read.attr, info)
+                if found is not None:
+                    return found
         return None
 
     def _is_parameter(self, name: ast.expr, info: FunctionInfo) -> bool:
@@ -197,8 +223,7 @@ class _AttributeWrites:
 
     def _for_class(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> ast.stmt | None:
         inside = self.facts.self_attribute_values(cls, attr)
-        outside = [stmt for (owner, name), stmts in self.external.items() if name == attr
-                   and self._inherits(owner, cls) for stmt in stmts]
+        outside = self._external_by_base.get((cls, attr), [])
         kinds: set[str] = set()
         for _, value in inside:
             kinds |= _value_kinds(self.facts, value)
@@ -224,15 +249,16 @@ class _AttributeWrites:
             return True
         if depth > 3 or method.cls is None:
             return False
-        callers = [caller for call, caller in self.facts.calls
-                   if isinstance(call.func, ast.Attribute) and call.func.attr == method.name
-                   and self.facts.is_self_attribute(call.func)]
-        return bool(callers) and all(caller is not None and caller is not method and self._is_setup(caller, depth + 1)
-                                     for caller in callers)
+        callers = self._self_method_callers.get(method.name, set())
+        return bool(callers) and method not in callers and self._only_called_from_setup(method.name, depth)
 
-    def _inherits(self, cls: ClassInfo, base: ClassInfo) -> bool:
-        """Whether `cls` is `base` or derives from it through classes of this file."""
-        return any(c is base for c in self.facts.class_chain(cls))
+    def _only_called_from_setup(self, name: str, depth: int) -> bool:
+        """Every `self.<name>(...)` is in a set-up method; once per name, as classes share method names."""
+        key = (name, depth)
+        if key not in self._called_from_setup:
+            self._called_from_setup[key] = all(caller is not None and self._is_setup(caller, depth + 1)
+                                               for caller in self._self_method_callers[name])
+        return self._called_from_setup[key]
 
 
 def _is_none(value: ast.expr | None) -> bool:

@@ -93,9 +93,12 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except click.ClickException as error:
+        except click.UsageError as error:  # click prints the usage line with it
             error.exit_code = EXIT_ERROR  # click's default is 1, which tfcheck keeps for findings
             raise
+        except click.ClickException as error:  # worded like every other command's errors
+            click.echo(f"tfcheck: error: {error.format_message()}", err=True)
+            sys.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:

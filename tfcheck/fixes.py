@@ -24,12 +24,13 @@ import difflib
 import io
 import re
 import textwrap
+import threading
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tfcheck.engine.source import ParseFailure
 from tfcheck.findings import Edit, Finding, Fix
@@ -44,6 +45,15 @@ if TYPE_CHECKING:
 
 MAX_ROUNDS = 10
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+# libcst's native parser recurses once per operand of `and`/`or`: on the main thread's 8 MiB stack a
+# chain of 6,000-12,000 operands overflows it, which is a segfault that ends the whole run, not an
+# exception (found by tests/fuzz). So libcst parses on a thread with a 512 MiB stack (reserved, not
+# committed: only the pages a parse touches use memory), where 400,000 operands parse, and is never
+# given more than MAX_PARSE_CHARS (at 5+ characters an operand, fewer than 200,000 operands).
+_PARSER_STACK_BYTES = 512 * 1024 * 1024
+MAX_PARSE_CHARS = 1_000_000
+_STACK_SIZE_LOCK = threading.Lock()
+_T = TypeVar("_T")
 
 
 # -- building replacement code (for rules) ---------------------------------------------------------
@@ -63,11 +73,49 @@ def _tight_equal() -> libcst.AssignEqual:
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
+def _on_parser_stack(parse: Callable[[str], _T], code: str) -> _T:
+    """`parse(code)` (a libcst parser) on a thread with a stack deep enough for it (see _PARSER_STACK_BYTES).
+
+    Raises libcst's ParserSyntaxError as `parse` does, and ValueError for code too large or too deep
+    to parse safely.
+    """
+    if len(code) > MAX_PARSE_CHARS:
+        raise ValueError(f"{len(code)} characters: too large to parse for a fix")
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, parse(code)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="tfcheck-libcst-parser", daemon=True)
+    with _STACK_SIZE_LOCK:  # the stack size is process-wide: set it for this thread only
+        previous = threading.stack_size(_PARSER_STACK_BYTES)
+        try:
+            thread.start()
+            started = True
+        except RuntimeError:  # no room for such a stack (a tight `ulimit -v`): parse here, as before
+            started = False
+        finally:
+            threading.stack_size(previous)
+    if started:
+        thread.join()
+    else:
+        run()
+    succeeded, value = outcome[0]
+    if succeeded:
+        return value  # type: ignore[return-value]
+    if isinstance(value, (RecursionError, MemoryError)):
+        raise ValueError("too deeply nested to parse for a fix") from None
+    raise value  # type: ignore[misc]
+
+
 def parses(text: str) -> bool:
     """Whether `text` is a module libcst (and so Python) accepts."""
     libcst = _libcst()
     try:
-        libcst.parse_module(text)
+        _on_parser_stack(libcst.parse_module, text)
     except (libcst.ParserSyntaxError, RecursionError, ValueError):
         return False
     return True
@@ -86,7 +134,8 @@ def expression_code(facts: FileFacts, node: ast.expr) -> str:
 def call_code(func: str, *args: str, **keywords: str) -> str:
     """`func(arg, ..., key=value)` built with libcst from pieces of expression code.
 
-    Raises ValueError when a piece is not an expression, so a rule never emits a broken fix.
+    Raises ValueError when a piece is not an expression (or too large or deep for libcst), so a rule
+    never emits a broken fix.
     """
     libcst = _libcst()
     call = libcst.Call(
@@ -95,7 +144,10 @@ def call_code(func: str, *args: str, **keywords: str) -> str:
         + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key), equal=_tight_equal())
            for key, value in keywords.items()],
     )
-    return libcst.Module(body=[]).code_for_node(call)
+    try:
+        return libcst.Module(body=[]).code_for_node(call)
+    except RecursionError:  # libcst prints its tree recursively, a Python frame per nesting level
+        raise ValueError("too deeply nested to print for a fix") from None
 
 
 def replace_node(facts: FileFacts, node: ast.AST, code: str) -> Edit:
@@ -114,7 +166,7 @@ def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
     libcst = _libcst()
     line, column, end_line, end_column = facts.span(stmt)
     try:
-        libcst.parse_module(textwrap.dedent(" " * (column - 1) + code.strip("\n")) + "\n")
+        _on_parser_stack(libcst.parse_module, textwrap.dedent(" " * (column - 1) + code.strip("\n")) + "\n")
     except libcst.ParserSyntaxError as exc:
         raise ValueError(f"not a statement: {code!r}: {exc.message}") from None
     return Edit(line, column, end_line, end_column, code.strip("\n"))
@@ -123,10 +175,10 @@ def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
 def _parse_expression(code: str) -> libcst.BaseExpression:
     libcst = _libcst()
     try:
-        return libcst.parse_expression(code)
+        return _on_parser_stack(libcst.parse_expression, code)
     except libcst.ParserSyntaxError:
         try:
-            return libcst.parse_expression(f"({code})")
+            return _on_parser_stack(libcst.parse_expression, f"({code})")
         except libcst.ParserSyntaxError as exc:
             raise ValueError(f"not an expression: {code!r}: {exc.message}") from None
 
@@ -134,8 +186,8 @@ def _parse_expression(code: str) -> libcst.BaseExpression:
 def _is_expression(code: str) -> bool:
     libcst = _libcst()
     try:
-        libcst.parse_expression(code)
-    except libcst.ParserSyntaxError:
+        _on_parser_stack(libcst.parse_expression, code)
+    except (libcst.ParserSyntaxError, ValueError):
         return False
     return True
 

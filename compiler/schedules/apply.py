@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import tvm
 from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
+from . import target as cpu
+from .budget import CODE_SIZE_BUDGET, code_size
 from .contraction import schedule_contraction
 from .fallback import schedule_fallback
 from .fast_math import fast_math_legalization
@@ -20,35 +23,78 @@ Rule = Callable[[tirx.PrimFunc, Target], "s_tir.Schedule | None"]
 
 # The PrimFunc attribute naming the rule that scheduled it (for tests, debugging and reports).
 RULE_ATTR = "tfcheck.schedule_rule"
+# The PrimFunc attribute listing the rules whose schedule exceeded the code-size budget (budget.py).
+OVER_BUDGET_ATTR = "tfcheck.over_budget"
 
 # First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
 RULES: tuple[Rule, ...] = (schedule_contraction, schedule_fallback)
 
 
-def default_schedule(name: str, func: tirx.PrimFunc, target: Target) -> tuple[s_tir.Schedule, str] | None:
-    """The schedule the first fitting rule gives one PrimFunc, and that rule's name; None if none fits.
+@dataclass(frozen=True)
+class RuleChoice:
+    """The schedule the rules give one PrimFunc: the first that fits it within the budget."""
 
-    The schedule's trace is what tuning replays when it compares the default with tuned schedules.
-    A rule that fails on a function is logged and skipped, so one odd operator never stops the build.
+    schedule: s_tir.Schedule | None  # None: no rule fits, the function stays as legalised
+    rule: str | None
+    over_budget: tuple[tuple[str, int], ...] = ()  # (rule, estimated code size) of each rule refused for its size
+
+
+def choose_schedule(name: str, func: tirx.PrimFunc, target: Target) -> RuleChoice:
+    """Try the rules in order; keep the first schedule whose estimated code size is within budget.
+
+    A rule that fails on a function is logged and skipped, so one odd operator never stops the
+    build; a schedule over the budget is logged and the next rule tried, so one pathological
+    kernel never takes LLVM (and the build) minutes and gigabytes.
     """
+    refused: list[tuple[str, int]] = []
+    lanes = cpu.vector_lanes(target, 32)
     for rule in RULES:
         try:
             sch = rule(func, target)
         except Exception as error:  # noqa: BLE001 - TVM raises many kinds; any of them means "rule does not fit"
             logger.info("schedule rule %s failed on %s: %s", rule.__name__, name, error)
             continue
-        if sch is not None:
-            return sch, rule.__name__
-    return None
+        if sch is None:
+            continue
+        size = code_size(sch.mod["main"], lanes)
+        if size <= CODE_SIZE_BUDGET:
+            return RuleChoice(sch, rule.__name__, tuple(refused))
+        logger.warning("schedule rule %s gives %s about %d TIR nodes after unrolling (budget %d): trying the next rule",
+                       rule.__name__, name, size, CODE_SIZE_BUDGET)
+        refused.append((rule.__name__, size))
+    return RuleChoice(None, None, tuple(refused))
+
+
+def default_schedule(name: str, func: tirx.PrimFunc, target: Target) -> tuple[s_tir.Schedule, str] | None:
+    """The schedule the first fitting rule gives one PrimFunc, and that rule's name; None if none fits.
+
+    The schedule's trace is what tuning replays when it compares the default with tuned schedules.
+    """
+    choice = choose_schedule(name, func, target)
+    return None if choice.schedule is None else (choice.schedule, choice.rule)
 
 
 def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc | None:
-    """The scheduled version of one PrimFunc, or None to keep it unscheduled."""
-    found = default_schedule(name, func, target)
-    if found is None:
-        return None
-    sch, rule = found
-    return sch.mod["main"].with_attrs({"tirx.is_scheduled": True, RULE_ATTR: rule})
+    """The scheduled version of one PrimFunc (or the legalised one, marked, when every rule was over
+    the budget), or None to keep it as it is."""
+    choice = choose_schedule(name, func, target)
+    attrs = {OVER_BUDGET_ATTR: dict(choice.over_budget)} if choice.over_budget else {}
+    if choice.schedule is None:
+        return func.with_attrs(attrs) if attrs else None
+    return choice.schedule.mod["main"].with_attrs({**attrs, "tirx.is_scheduled": True, RULE_ATTR: choice.rule})
+
+
+def budget_fallbacks(mod: tvm.IRModule) -> list[dict[str, Any]]:
+    """The kernels of a scheduled module whose first-choice schedule was over the code-size budget,
+    for the build report, which names them: ``{"kernel", "schedule" (the one used, or
+    "unscheduled"), "refused": [{"rule", "code_size"}], "budget"}``."""
+    found = []
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc) and func.attrs and OVER_BUDGET_ATTR in func.attrs:
+            refused = [{"rule": str(rule), "code_size": int(size)} for rule, size in func.attrs[OVER_BUDGET_ATTR].items()]
+            found.append({"kernel": gvar.name_hint, "schedule": str(func.attrs.get(RULE_ATTR, "unscheduled")),
+                          "refused": sorted(refused, key=lambda entry: entry["rule"]), "budget": CODE_SIZE_BUDGET})
+    return sorted(found, key=lambda entry: entry["kernel"])
 
 
 def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pass]) -> tvm.IRModule:

@@ -58,17 +58,35 @@ def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
     return None
 
 
-def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV) -> SBlockRV | None:
+def _same_shape(sch: s_tir.Schedule, block: SBlockRV, main: SBlockRV) -> bool:
+    """Whether ``block`` writes a buffer of the shape ``main`` writes: an elementwise epilogue."""
+    shape = [int(dim) for dim in sch.get(main).writes[0].source.shape]
+    writes = sch.get(block).writes
+    return len(writes) == 1 and [int(dim) for dim in writes[0].source.shape] == shape
+
+
+def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> SBlockRV | None:
     """Inline the elementwise chain after ``main`` into its last block and return that block.
 
+    Only consumers of ``main``'s own shape join the epilogue. A consumer that broadcasts the
+    result over a larger tensor (squeeze-and-excitation: a 1x1 convolution of the pooled
+    ``[1, 1, 1, C]`` tensor, a sigmoid, then a multiply with the ``[1, H, W, C]`` feature map)
+    would be computed under every register tile with all its loops unrolled: ``H x W x C / lanes``
+    copies of the sigmoid, which took LLVM minutes and gigabytes on EfficientNetB0 (see
+    docs/schedules.md). Those consumers get the elementwise schedule after the kernel instead.
     Raises ScheduleError when a consumer is not inlinable, which makes the rule give up.
     """
     after = blocks.child_blocks(sch)
     names = [sch.get(b).name_hint for b in after]
     tail = after[names.index(sch.get(main).name_hint) + 1 :]
-    for block in tail[:-1]:
+    epilogue = 0
+    while epilogue < len(tail) and _same_shape(sch, tail[epilogue], main):
+        epilogue += 1
+    for block in tail[epilogue:]:
+        fallback.schedule_block(sch, block, target)
+    for block in tail[: epilogue - 1]:
         sch.compute_inline(block)
-    return tail[-1] if tail else None
+    return tail[epilogue - 1] if epilogue else None
 
 
 def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV]:
@@ -113,7 +131,7 @@ def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None
 
 def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, target: Target) -> None:
     """Compute the epilogue (or a plain write-back) per tile, vectorised along its last axis."""
-    epilogue = _consumers_to_epilogue(sch, main)
+    epilogue = _consumers_to_epilogue(sch, main, target)
     if epilogue is None:
         epilogue = sch.cache_write(main, 0, "global")
     # A "local" accumulator becomes a stack array (registers after LLVM's SROA); a "global" one over

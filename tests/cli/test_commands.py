@@ -58,6 +58,7 @@ def test_config_error_exits_2(project, run_cli, name: str) -> None:
     root = project({"a.py": GOOD}, config="[tool.tfcheck]\nselekt = ['TFC001']\n")
     result = run_cli(root, name)
     assert result.exit_code == 2
+    assert result.stderr.startswith("tfcheck: error: ")  # one wording for every command
     assert "unknown key [tool.tfcheck].selekt" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -99,7 +100,7 @@ def test_a_command_error_never_exits_1(project, run_cli, monkeypatch, name: str)
 def test_run_on_a_folder_without_artifacts_exits_2(project, run_cli) -> None:
     root = project({"empty/readme.txt": "nothing here\n"})
     result = run_cli(root, "run", "empty")
-    assert result.exit_code == 2 and "Error:" in result.stderr
+    assert result.exit_code == 2 and result.stderr.startswith("tfcheck: error: ")
 
 
 def test_interrupt_exits_130(project, run_cli, monkeypatch) -> None:

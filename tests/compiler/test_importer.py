@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tfcheck.compiler.importer import supported_tflite_ops, unimportable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfcheck.compiler.importer import ImporterError, import_tflite, supported_tflite_ops, unimportable
 
 
 def test_common_builtins_are_importable_and_custom_ops_are_not() -> None:
@@ -11,3 +16,48 @@ def test_common_builtins_are_importable_and_custom_ops_are_not() -> None:
                  {"op": "CUSTOM:MyOp", "count": 1, "example": "model/my_op"},
                  {"op": "SKIP_GRAM", "count": 1, "example": "skip"}]
     assert [entry["op"] for entry in unimportable(operators)] == ["CUSTOM:MyOp", "SKIP_GRAM"]
+
+
+def test_an_importer_failure_outside_any_operator_is_reported_as_such(tmp_path: Path) -> None:
+    """Failures while converting an operator name it (tests/compiler/test_importer_fixes.py); any
+    other failure of the importer is still an `ImporterError` that says what to do."""
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"not a flatbuffer, only some text")
+    with pytest.raises(ImporterError, match="importer failed outside any operator: .*remove @tfcheck.aot"):
+        import_tflite(path)
+
+
+def _tensorflow_gather(data: np.ndarray, indices: np.ndarray, axis: int, batch_dims: int) -> np.ndarray:
+    """``tf.gather(data, indices, axis, batch_dims)`` in NumPy, batch by batch."""
+    batch = data.shape[:batch_dims]
+    flat_data = data.reshape(-1, *data.shape[batch_dims:])
+    flat_indices = indices.reshape(-1, *indices.shape[batch_dims:])
+    taken = [np.take(d, i, axis=axis - batch_dims) for d, i in zip(flat_data, flat_indices)]
+    return np.stack(taken).reshape(*batch, *taken[0].shape)
+
+
+@pytest.mark.parametrize(("data_shape", "indices_shape", "axis", "batch_dims"), [
+    ((8, 10), (8,), 1, 1),  # one element per row (the shape TVM got wrong: [8, 8])
+    ((4, 3, 10, 5), (4, 6, 2), 2, 1),  # an axis between batch and gathered axis, 2-D indices, trailing axis
+    ((2, 3, 7, 5), (2, 3, 4), 2, 2),  # two batch axes
+])
+def test_gather_with_batch_dims_matches_tensorflow_semantics(data_shape, indices_shape, axis, batch_dims) -> None:
+    import tvm
+    from tvm import relax
+
+    from tfcheck.compiler.importer import _batched_take
+    from tfcheck.compiler.targets import host_cpu_target
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(data_shape).astype("float32")
+    indices = rng.integers(0, data_shape[axis], indices_shape).astype("int32")
+    bb = relax.BlockBuilder()
+    params = [relax.Var("data", relax.TensorType(data_shape, "float32")),
+              relax.Var("indices", relax.TensorType(indices_shape, "int32"))]
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(_batched_take(*params, list(data_shape), list(indices_shape), axis, batch_dims))
+        bb.emit_func_output(out)
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), target=tvm.target.Target(host_cpu_target())), tvm.cpu())
+    actual = vm["main"](tvm.runtime.tensor(data), tvm.runtime.tensor(indices)).numpy()
+    np.testing.assert_array_equal(actual, _tensorflow_gather(data, indices, axis, batch_dims))

@@ -65,3 +65,9 @@ def test_mobilenet_v2_builds_and_matches_tensorflow(tmp_path: Path) -> None:
 def test_resnet50_builds_and_matches_tensorflow(tmp_path: Path) -> None:
     records = build(tmp_path, "resnet50.py")
     assert_matches_tensorflow(records["resnet50.resnet50"])
+
+
+def test_efficientnet_b0_builds_and_matches_tensorflow(tmp_path: Path) -> None:
+    """Its squeeze-and-excitation kernels once kept LLVM busy past the build's timeout."""
+    records = build(tmp_path, "efficientnet_b0.py")
+    assert_matches_tensorflow(records["efficientnet_b0.efficientnet_b0"])

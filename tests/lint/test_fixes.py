@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +15,9 @@ import pytest
 
 from tfcheck.engine import analyze_source
 from tfcheck.findings import Edit, Finding, Fix, Severity
-from tfcheck.fixes import apply_fixes, call_code, expression_code, fix_files, fix_text, parses, replace_statement
+from tfcheck.fixes import (
+    MAX_PARSE_CHARS, apply_fixes, call_code, expression_code, fix_files, fix_text, parses, replace_statement,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 
@@ -202,3 +207,35 @@ def test_code_building_helpers_make_valid_python() -> None:
         call_code("f", "x +")
     with pytest.raises(ValueError):
         replace_statement(facts, stmt, "def (")
+
+
+@pytest.mark.slow
+def test_code_too_deep_for_libcst_on_the_main_thread_gets_no_fix_and_no_crash(tmp_path: Path) -> None:
+    """A 12,000-operand `and` overflowed libcst's native parser on the 8 MiB main-thread stack: a segfault
+    that ended `tfcheck check` (building the TFC008 fix) and `--diff` (checking the TFC001 fix). Found by
+    tests/fuzz. Run in a child process, so that a regression fails this test instead of killing pytest."""
+    chain = " and ".join(["x"] * 12_000)
+    path = tmp_path / "deep.py"
+    path.write_text("import tensorflow as tf\n\n@tf.function\ndef f(x):\n    print(x)\n"
+                    f"    assert tf.reduce_all(x), ({chain})\n    return x\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "tfcheck", "check", "--diff", "--unsafe-fixes", str(path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "+    tf.print(x)\n" in run.stdout and "tf.debugging" not in run.stdout  # the assert has no fix
+    assert "would fix 1 finding in 1 file" in run.stderr and "internal error" not in run.stderr
+
+
+def test_libcst_is_never_given_more_than_max_parse_chars() -> None:
+    """Beyond the 512 MiB stack's reach, the fix is refused rather than risking the process."""
+    text = "x = 1\n" + "#" * MAX_PARSE_CHARS + "\n"
+    assert ast.parse(text) and not parses(text)
+    with pytest.raises(ValueError):
+        call_code("f", "x" * (MAX_PARSE_CHARS + 1))
+
+
+def test_fixes_still_parse_where_no_thread_with_a_large_stack_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert parses("x = 1\n") and not parses("x = (\n")

@@ -209,7 +209,7 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)  # wins per operator, loses as a model
 
-    executable, tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
+    executable, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
     assert (tuning["tasks_kept_default"], tuning["whole_model"]["kept"]) == (0, "default")
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
     x = np.random.default_rng(0).random((64, 256), dtype=np.float32)
@@ -219,7 +219,7 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
 
 def test_without_a_tuned_schedule_there_is_no_race(tmp_path: Path) -> None:
     mod, _ = _dense_relu_with_constant_weight(8, 16, 8)
-    _, tuning = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path))
+    _, tuning, _ = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path))
     assert tuning["tasks_tuned"] == 0 and tuning["whole_model"] == {"kept": "default"}
 
 
@@ -340,7 +340,7 @@ def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device:
     mod, _ = _dense_relu_with_constant_weight(64, 256, 256)
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)
-    _, tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
+    _, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
     assert tuning["whole_model"]["kept"] == "default"
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
 

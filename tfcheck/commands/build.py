@@ -151,6 +151,8 @@ def _print_table(records: list[BuildRecord], console: Console) -> None:
     for record in records:
         if record.tuning:
             console.print(f"• {escape(record.function)}: {_tuning_text(record.tuning)}", highlight=False)
+        for fallback in record.budget_fallbacks:
+            console.print(f"• {escape(record.function)}: {escape(_fallback_text(fallback))}", highlight=False)
     for record in records:
         if record.message:
             mark = "[red]✗[/]" if record.status == "failed" else "•"
@@ -176,6 +178,13 @@ def summary_lines(records: list[BuildRecord]) -> list[str]:
         names = ", ".join(path.name for path in exported if path.parent == folder)
         lines.append(f"exported to {display_path(folder)}{os.sep}: {names}")
     return lines
+
+
+def _fallback_text(fallback: dict[str, Any]) -> str:
+    """One line on a kernel whose schedule was over the code-size budget (the manifest's `budget_fallbacks`)."""
+    refused = ", ".join(f"{entry['rule']} ({entry['code_size']:,})" for entry in fallback["refused"])
+    return (f"kernel {fallback['kernel']} built with {fallback['schedule']}: the schedule of {refused} was over "
+            f"the code-size budget of {fallback['budget']:,} TIR nodes after unrolling")
 
 
 def _tuning_text(tuning: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from tfcheck.engine import tfcalls, values
 from tfcheck.engine.names import BUILTIN_NAMES, TF_FUNCTION, canonical
 from tfcheck.engine.scopes import Binding, ClassInfo, FunctionInfo, Scope, collect_scopes
 from tfcheck.engine.source import SourceFile
-from tfcheck.engine.state import OuterMutation, find_outer_mutations
+from tfcheck.engine.state import OuterMutation, find_explicit_traces, find_outer_mutations
 
 _MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
@@ -97,6 +97,7 @@ class FileFacts:
         self._by_node = table.by_node
         self._class_by_node = {cls.node: cls for cls in self.classes}
         self._init_scope_cache: dict[FunctionInfo, frozenset[ast.AST]] = {}
+        self._loads_cache: dict[ast.AST, dict[str, list[ast.Name]]] = {}
         self.graph = _find_graph_code(self, extra_roots or {})
 
     # -- tree navigation -------------------------------------------------------------------------
@@ -122,6 +123,9 @@ class FileFacts:
     def function_info(self, node: ast.AST) -> FunctionInfo | None:
         return self._by_node.get(node)
 
+    def class_info(self, node: ast.AST) -> ClassInfo | None:
+        return self._class_by_node.get(node)
+
     def all_nodes(self) -> Iterator[tuple[ast.AST, FunctionInfo | None]]:
         """Every node with the function it belongs to (None at module level)."""
         for node in self._module_nodes:
@@ -131,6 +135,24 @@ class FileFacts:
                 yield node, info
 
     # -- names ------------------------------------------------------------------------------------
+    def loads_under(self, function: FunctionInfo | None) -> Mapping[str, list[ast.Name]]:
+        """The names read anywhere in a function's tree (its decorators, defaults and nested functions
+        included), or in the whole module for None, by identifier (in no particular order).
+
+        Built on first use, once per function: a rule looking for the uses of names would otherwise
+        walk the module once per module-level function, quadratic in the file's size. The module's
+        names were all seen by the scope walk, so its index needs no walk of its own.
+        """
+        node = function.node if function is not None else self.source.tree
+        found = self._loads_cache.get(node)
+        if found is None:
+            found = self._loads_cache[node] = {}
+            names = self._name_scopes if function is None else ast.walk(node)
+            for child in names:
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                    found.setdefault(child.id, []).append(child)
+        return found
+
     def scope_of_name(self, name: ast.Name) -> Scope | None:
         return self._name_scopes.get(name)
 
@@ -418,6 +440,41 @@ class FileFacts:
         return [(node, info) for node, info in self.all_nodes() if isinstance(node, ast.Call)]
 
     @cached_property
+    def _call_sites(self) -> dict[FunctionInfo, list[tuple[ast.Call, FunctionInfo | None]]]:
+        sites: dict[FunctionInfo, list[tuple[ast.Call, FunctionInfo | None]]] = {}
+        for call, caller in self.calls:
+            for target in dict.fromkeys(self.function_target(call.func)):
+                sites.setdefault(target, []).append((call, caller))
+        return sites
+
+    def call_sites(self, info: FunctionInfo) -> list[tuple[ast.Call, FunctionInfo | None]]:
+        """The calls that can call `info` (`function_target` of the callee), with the function each is in.
+
+        Indexed once per file on first use: scanning every call of the file for the callers of one
+        function made rules quadratic in the number of functions.
+        """
+        return self._call_sites.get(info, [])
+
+    @cached_property
+    def _calls_by_receiver(self) -> dict[str, list[ast.Call]]:
+        calls: dict[str, list[ast.Call]] = {}
+        for call, _ in self.calls:
+            func = call.func
+            receiver = func.value if isinstance(func, ast.Attribute) else func
+            if isinstance(receiver, ast.Name):
+                calls.setdefault(receiver.id, []).append(call)
+        return calls
+
+    def calls_on(self, name: str) -> list[ast.Call]:
+        """The calls `name(...)` and `name.method(...)` of the file, whatever `name` is bound to there."""
+        return self._calls_by_receiver.get(name, [])
+
+    @cached_property
+    def explicit_traces(self) -> frozenset[tuple[FunctionInfo, FunctionInfo]]:
+        """(function, traced) for each `traced.get_concrete_function(...)` in `function` (engine/state.py)."""
+        return find_explicit_traces(self)
+
+    @cached_property
     def outer_mutations(self) -> list[OuterMutation]:
         """Writes in graph code to Python state that outlives the call (tfcheck.engine.state)."""
         return find_outer_mutations(self)
@@ -439,6 +496,17 @@ class FileFacts:
     def tf_function_calls(self) -> list[tfcalls.TfFunctionCall]:
         """Calls of this file's tf.functions with arguments bound to parameters (tfcheck.engine.tfcalls)."""
         return tfcalls.find_tf_function_calls(self)
+
+    @cached_property
+    def _tf_function_calls_by_function(self) -> dict[FunctionInfo, list[tfcalls.TfFunctionCall]]:
+        calls: dict[FunctionInfo, list[tfcalls.TfFunctionCall]] = {}
+        for call in self.tf_function_calls:
+            calls.setdefault(call.function, []).append(call)
+        return calls
+
+    def tf_function_calls_of(self, info: FunctionInfo) -> list[tfcalls.TfFunctionCall]:
+        """`tf_function_calls` that call `info`, in source order."""
+        return self._tf_function_calls_by_function.get(info, [])
 
     def is_tensor_param(self, name: ast.Name) -> bool:
         """A parameter of a tf.function with an input_signature: a tensor for sure."""

@@ -154,12 +154,18 @@ def _traced_explicitly(facts: FileFacts, info: FunctionInfo, scope: Scope) -> bo
     Writing to the enclosing function's state is then how the trace reports back (shapes, objects
     made while tracing), not a side effect expected on every call.
     """
+    owner = facts.function_info(scope.node)
+    return owner is not None and (owner, info) in facts.explicit_traces
+
+
+def find_explicit_traces(facts: FileFacts) -> frozenset[tuple[FunctionInfo, FunctionInfo]]:
+    """(function, traced) for every `traced.get_concrete_function(...)` call made in `function`."""
+    found: set[tuple[FunctionInfo, FunctionInfo]] = set()
     for call, caller in facts.calls:
         func = call.func
-        if caller is not None and caller.scope is scope and isinstance(func, ast.Attribute) \
-                and func.attr == "get_concrete_function" and info in facts.function_target(func.value):
-            return True
-    return False
+        if caller is not None and isinstance(func, ast.Attribute) and func.attr == "get_concrete_function":
+            found.update((caller, traced) for traced in facts.function_target(func.value))
+    return frozenset(found)
 
 
 def _is_own_scope(scope: Scope, info: FunctionInfo) -> bool:

@@ -86,6 +86,8 @@ class Manifest:
     compile_seconds: float | None = None
     device_code: dict[str, Any] | None = None  # CUDA only
     tuning: dict[str, Any] | None = None  # --tune only
+    # kernels whose first-choice schedule was over the code-size budget (compiler/schedules/budget.py)
+    budget_fallbacks: tuple[dict[str, Any], ...] | None = None
     created: str = ""
     folder: Path = field(default=Path("."), compare=False)
 
@@ -136,7 +138,7 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "source_fingerprint": str, "captures_fingerprint": str, "graph_fingerprint": str,
     "target": dict, "cpu_features": list, "versions": dict,
     "tuned": bool, "compile_options": dict, "operators": list, "compile_seconds": (int, float),
-    "device_code": dict, "tuning": dict, "created": str,
+    "device_code": dict, "tuning": dict, "budget_fallbacks": list, "created": str,
 }
 
 
@@ -167,7 +169,7 @@ def manifest_from_json(raw: object, folder: Path) -> Manifest:
     values["inputs"] = _specs(path, raw, "inputs")
     values["outputs"] = _specs(path, raw, "outputs")
     values["verify"] = _verification(path, raw.get("verify", {}))
-    for key in ("cpu_features", "operators"):
+    for key in ("cpu_features", "operators", "budget_fallbacks"):
         if key in values:
             values[key] = tuple(values[key])
     return Manifest(**values, folder=folder)

@@ -1,0 +1,77 @@
+"""TensorFlow code that TVM's TFLite frontend imports wrongly or not at all, built and verified.
+
+Each function went through `tfcheck build` and failed before the fix in `compiler/importer.py`
+(see docs/importer-fixes.md): the build verifies every artifact against the tf.function's own
+outputs, so a wrong import fails the build rather than shipping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+pytestmark = pytest.mark.slow
+
+FUNCTIONS = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+GRU = keras.layers.Bidirectional(keras.layers.GRU(16, return_sequences=True))
+PARAMS = tf.random.stateless_normal([4, 3, 10, 5], seed=[1, 2])
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 5, 8], tf.float32)])
+def bidirectional_gru(x):
+    return GRU(x)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([8, 10], tf.float32), tf.TensorSpec([8], tf.int32)])
+def gather_one_per_row(params, index):
+    return tf.gather(params, index % 10, batch_dims=1)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([4, 6, 2], tf.int32)])
+def gather_batch_and_middle_axes(index):
+    # batch_dims=1, axis=2: one axis (3) between the batch axis and the gathered one (10)
+    return tf.gather(PARAMS, index % 10, axis=2, batch_dims=1)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([4, 9], tf.float32), tf.TensorSpec([], tf.int32)])
+def window_at_run_time(x, start):
+    return tf.slice(x, tf.stack([0, start]), [-1, 2], name="window") * 2.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([4, 9], tf.float32), tf.TensorSpec([], tf.int32)])
+def columns_at_run_time(x, start):
+    return x[:, start:start + 2] * 2.0
+'''
+
+
+def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callable[..., Path],
+                                                                  run_cli: Callable[..., Result]) -> None:
+    folder = project({"importer_cases.py": FUNCTIONS})
+    result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json")
+    records = {r["function"].rsplit(".", 1)[-1]: r for r in json.loads(result.stdout)["functions"]}
+    window, columns = records.pop("window_at_run_time"), records.pop("columns_at_run_time")
+    assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_one_per_row"]
+    for name, record in records.items():
+        assert record["status"] == "built", f"{name}: {record['message']}"
+        assert record["verified"] is True and record["max_abs_error"] < 1e-4, record
+    # An operator TVM cannot import is named, with its TensorFlow node and what to do: refused by
+    # tfcheck's own converter (a run-time SLICE) or crashing in TVM's (STRIDED_SLICE, a TypeError).
+    assert window["status"] == columns["status"] == "failed" and result.exit_code == 1
+    assert "TFLite operator SLICE from TensorFlow node 'window'" in window["message"]
+    assert "computed at run time" in window["message"] and "remove @tfcheck.aot" in window["message"]
+    assert "TFLite operator STRIDED_SLICE from TensorFlow node 'strided_slice': TypeError" in columns["message"]
+    assert "needs inputs 1 and 2 of the operator to be constants" in columns["message"]
