@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tfcalls import TfFunctionCall
+from tfcheck.engine.tfcalls import TfFunctionCall, varying_arguments
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -19,7 +19,7 @@ _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
 # Statements and expressions that make creation conditional: the first-call guard
 # (`if self.v is None:`, `self.v = self.v or tf.Variable(...)`, `except KeyError:` of a cache lookup).
 _GUARDS = (ast.If, ast.IfExp, ast.BoolOp, ast.ExceptHandler)
-_STATEFUL_KINDS = {values.OPTIMIZER: "optimizer", values.MODEL: "model", values.LAYER: "layer"}
+_STATEFUL_KINDS = {kinds.OPTIMIZER: "optimizer", kinds.MODEL: "model", kinds.LAYER: "layer"}
 # Calls on a model or layer that create its variables eagerly, before any tf.function sees it.
 _BUILDING_METHODS = frozenset({"build", "fit", "evaluate", "predict", "summary", "train_on_batch",
                                "predict_on_batch", "test_on_batch"})
@@ -194,7 +194,7 @@ def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth
         return True
     if not facts.graph_functions.get(function, "").startswith("called from ") or depth >= _MAX_CALL_DEPTH:
         return False
-    callers = [(call, caller) for call, caller in facts.call_sites(function)
+    callers = [(call, caller) for call, caller in facts.callers(function)
                if caller is not None and facts.in_graph_code(call)]
     # Called from graph code in another file (or in a way not resolved here): the guard is not visible.
     return not callers or all(_guarded_path(facts, call, caller, depth + 1) for call, caller in callers)
@@ -211,16 +211,14 @@ def _guarded_in(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> bool
 
 def _second_stateful_arguments(facts: FileFacts) -> Iterator[tuple[TfFunctionCall, str, str]]:
     """Calls passing a tf.function parameter a different optimizer/unbuilt model than an earlier call."""
-    first: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
-    for tf_call in facts.tf_function_calls:
-        for parameter, argument in tf_call.arguments.items():
-            found = _stateful_objects(facts, argument)
-            if found is None:
-                continue
-            identities, kind = found
-            seen = first.setdefault((id(tf_call.identity), parameter), identities[0])
-            if any(identity != seen for identity in identities):
-                yield tf_call, parameter, kind
+    def identities(tf_call: TfFunctionCall, parameter: str, argument: ast.expr) -> tuple[tuple[ast.AST, ...], ...] | None:
+        found = _stateful_objects(facts, argument)
+        return tuple(found[0]) if found is not None else None
+
+    for tf_call, parameter, argument in varying_arguments(facts.tf_function_calls, identities):
+        found = _stateful_objects(facts, argument)
+        assert found is not None
+        yield tf_call, parameter, found[1]
 
 
 def _stateful_objects(facts: FileFacts, argument: ast.expr) -> tuple[list[tuple[ast.AST, ...]], str] | None:
@@ -232,7 +230,7 @@ def _stateful_objects(facts: FileFacts, argument: ast.expr) -> tuple[list[tuple[
     if isinstance(argument, ast.Attribute) and facts.is_self_attribute(argument):
         cls = facts.class_of_self(argument)
         assigned = facts.self_attribute_values(cls, argument.attr) if cls is not None else []
-        if assigned and facts.kinds(argument) == {values.OPTIMIZER}:
+        if assigned and facts.kinds(argument) == {kinds.OPTIMIZER}:
             return [tuple(node for node, _ in assigned)], "optimizer"
         return None
     if not isinstance(argument, ast.Name):
@@ -249,13 +247,13 @@ def _stateful_objects(facts: FileFacts, argument: ast.expr) -> tuple[list[tuple[
 
 
 def _stateful_kind(facts: FileFacts, name: ast.Name) -> str | None:
-    kinds = facts.kinds(name)
+    found = facts.kinds(name)
     if any((facts.resolve(b.value.func) or "").startswith("keras.optimizers.schedules.")
            for b in facts.bindings_of(name) if isinstance(b.value, ast.Call)):
         return None  # a learning-rate schedule has no variables
     for kind, word in _STATEFUL_KINDS.items():
-        if kinds == {kind}:
-            return word if kind == values.OPTIMIZER or not _is_built(facts, name) else None
+        if found == {kind}:
+            return word if kind == kinds.OPTIMIZER or not _is_built(facts, name) else None
     return None
 
 
