@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.index import LOOPS
 from tfcheck.engine.scopes import Binding, FunctionInfo, Scope
-from tfcheck.engine.state import outer_name_owner
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -120,7 +120,7 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
     """The binding that gives an outer name a new value after `info` is defined, if any."""
     if name.id in info.scope.global_names or name.id in info.scope.nonlocal_names:
         return None  # the function rebinds it itself: TFC002 reports that
-    if outer_name_owner(facts, name, info) is None:
+    if facts.outer_name_owner(name, info) is None:
         return None
     scope = facts.binding_scope(name)
     assert scope is not None
@@ -131,11 +131,11 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
         return None
     if scope is not facts.module_scope and not _is_tf_function(facts, info):
         return None  # a helper closure traced inside the call that defines it (control flow, tf.data)
-    defined_at = _statement_in(facts, info.node, scope).end_lineno or info.node.lineno
+    defined_at = facts.statement_in(info.node, scope.node).end_lineno or info.node.lineno
     for binding in bindings:
         if binding.kind in ("del", "param"):
             continue
-        if _bound_in_other_function(facts, binding, scope):
+        if facts.bound_in_other_function(binding, scope):
             return binding
         later = _in_loop_after(facts, binding, scope, defined_at) or binding.node.lineno > defined_at
         if later and (scope is facts.module_scope or _called_before(facts, info, binding, scope)):
@@ -155,33 +155,13 @@ def _called_before(facts: FileFacts, info: FunctionInfo, binding: Binding, scope
     A closure is created anew on each call of the function around it, so a rebinding there matters
     only if the traced function was already called: earlier in the same block, or in the same loop.
     """
-    rebinding = _enclosing_statement(facts, binding.node)
-    for call, caller in facts.call_sites(info):
+    rebinding = facts.enclosing_statement(binding.node)
+    for call, caller in facts.callers(info):
         if caller is None or caller.scope is not scope:
             continue
-        if _share_loop(facts, call, binding.node, scope) or _earlier_in_block(facts, call, rebinding):
+        if facts.common_loop(binding.node, call, scope.node) is not None or _earlier_in_block(facts, call, rebinding):
             return True
     return False
-
-
-def _enclosing_statement(facts: FileFacts, node: ast.AST) -> ast.AST:
-    current = node
-    while not isinstance(current, ast.stmt):
-        parent = facts.parent(current)
-        if parent is None:
-            return current
-        current = parent
-    return current
-
-
-def _share_loop(facts: FileFacts, first: ast.AST, second: ast.AST, scope: Scope) -> bool:
-    loops = set()
-    for ancestor in facts.ancestors(first):
-        if ancestor is scope.node:
-            break
-        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
-            loops.add(ancestor)
-    return any(ancestor in loops for ancestor in facts.ancestors(second))
 
 
 def _earlier_in_block(facts: FileFacts, call: ast.AST, statement: ast.AST) -> bool:
@@ -199,29 +179,14 @@ def _earlier_in_block(facts: FileFacts, call: ast.AST, statement: ast.AST) -> bo
 
 def _holds_code_or_variable(facts: FileFacts, value: ast.expr) -> bool:
     """A tf.Variable, or an alias of a function, class or module (`CsvDataset = CsvDatasetV2`)."""
-    return values.VARIABLE in facts.kinds(value) or "function" in facts.kinds(value) \
+    return kinds.VARIABLE in facts.kinds(value) or kinds.FUNCTION in facts.kinds(value) \
         or (isinstance(value, (ast.Name, ast.Attribute)) and facts.resolve(value) is not None)
-
-
-def _statement_in(facts: FileFacts, node: ast.AST, scope: Scope) -> ast.AST:
-    """The statement directly in `scope`'s body that contains `node`."""
-    previous = node
-    for ancestor in facts.ancestors(node):
-        if ancestor is scope.node:
-            return previous
-        previous = ancestor
-    return previous
-
-
-def _bound_in_other_function(facts: FileFacts, binding: Binding, scope: Scope) -> bool:
-    owner = facts.function_of(binding.node)
-    return (owner.node if owner is not None else facts.source.tree) is not scope.node
 
 
 def _in_loop_after(facts: FileFacts, binding: Binding, scope: Scope, defined_at: int) -> bool:
     """A binding in a loop whose body runs after the definition (the loop encloses it or follows it)."""
-    statement = _statement_in(facts, binding.node, scope)
-    return isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and (statement.end_lineno or 0) > defined_at
+    statement = facts.statement_in(binding.node, scope.node)
+    return isinstance(statement, LOOPS) and (statement.end_lineno or 0) > defined_at
 
 
 def _message(name: str, rebound_at: str) -> str:

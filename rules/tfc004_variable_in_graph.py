@@ -1,14 +1,12 @@
-"""TFC004: tf.Variable created in graph code on every trace, or a second optimizer/unbuilt model."""
+"""TFC004: tf.Variable (or a Keras optimizer) created in graph code on every trace."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tfcalls import TfFunctionCall
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -19,10 +17,6 @@ _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
 # Statements and expressions that make creation conditional: the first-call guard
 # (`if self.v is None:`, `self.v = self.v or tf.Variable(...)`, `except KeyError:` of a cache lookup).
 _GUARDS = (ast.If, ast.IfExp, ast.BoolOp, ast.ExceptHandler)
-_STATEFUL_KINDS = {values.OPTIMIZER: "optimizer", values.MODEL: "model", values.LAYER: "layer"}
-# Calls on a model or layer that create its variables eagerly, before any tf.function sees it.
-_BUILDING_METHODS = frozenset({"build", "fit", "evaluate", "predict", "summary", "train_on_batch",
-                               "predict_on_batch", "test_on_batch"})
 _MAX_CALL_DEPTH = 6
 
 
@@ -32,17 +26,16 @@ class VariableInGraph(Rule):
     ## What it does
     Finds `tf.Variable(...)` (and `keras.Variable`, `K.variable`) or a Keras optimizer created in
     graph code without a first-call guard (an enclosing `if`, conditional expression, `or`, or
-    `except` in the function or at every graph call site of it), and calls of a tf.function that
-    pass it a second, different Keras optimizer (or a model or layer that has not been built),
-    reported at the call that passes the second one.
+    `except` in the function or at every graph call site of it). (Calls that pass a tf.function a
+    second optimizer or an unbuilt model were part of this rule; they are TFC018
+    second-stateful-argument now.)
 
     ## Why is this bad
     A tf.function may create variables only on its first trace; it traces again to check that no new
     ones appear, so an unguarded `tf.Variable(...)` raises `ValueError: tf.function only supports
-    singleton tf.Variables created on the first call`. Optimizers create their slot variables, and
-    unbuilt models and layers their weights, on first use, so giving the same tf.function a second
-    optimizer or a new unbuilt model triggers the same error on that call. This is an error, not a
-    warning: the function cannot run (or be compiled) at all.
+    singleton tf.Variables created on the first call`. An optimizer made in the function creates its
+    variables (iterations, slots) on first use in every trace, with the same error. This is an
+    error, not a warning: the function cannot run (or be compiled) at all.
 
     ## Example
     ```python
@@ -50,9 +43,6 @@ class VariableInGraph(Rule):
     def f(x):
         v = tf.Variable(1.0)
         return v + x
-
-    train_step(w, x, y, opt1)
-    train_step(w, x, y, opt2)  # a second optimizer: new slot variables
     ```
 
     ## Use instead
@@ -67,9 +57,7 @@ class VariableInGraph(Rule):
                 self.count = tf.Variable(0)
             return self.count.assign_add(1)
     ```
-    Create variables outside the function (or once, behind an `is None` guard). For several
-    optimizers, make one tf.function per optimizer (`tf.function(train_step)` for each), and call
-    `model.build(input_shape)` before passing a new model.
+    Create variables and optimizers outside the function (or once, behind an `is None` guard).
     """
 
     code = "TFC004"
@@ -95,40 +83,12 @@ class VariableInGraph(Rule):
         "from tensorflow.keras import backend as K\nimport tensorflow as tf\n@tf.function\n"
         "def weighted_log_loss(y_true, y_pred):\n    weights = K.variable([1.0, 2.0])\n"
         "    return y_pred * weights\n",
-        # Reference: multiple Keras optimizers.
-        "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam(learning_rate = 1e-2)\n"
-        "opt2 = tf.keras.optimizers.Adam(learning_rate = 1e-3)\n@tf.function\n"
-        "def train_step(w, x, y, optimizer):\n   with tf.GradientTape() as tape:\n"
-        "       L = tf.reduce_sum(tf.square(w*x - y))\n   gradients = tape.gradient(L, [w])\n"
-        "   optimizer.apply_gradients(zip(gradients, [w]))\nw = tf.Variable(2.)\n"
-        "x = tf.constant([-1.])\ny = tf.constant([2.])\ntrain_step(w, x, y, opt1)\ntrain_step(w, x, y, opt2)\n",
-        # Optimizers chosen in a loop.
-        "import keras\nimport tensorflow as tf\nsgd = keras.optimizers.SGD()\nadam = keras.optimizers.Adam()\n"
-        "@tf.function\ndef step(opt, x):\n    opt.apply_gradients([])\n"
-        "for opt in (sgd, adam):\n    step(opt, 1.0)\n",
-        # Two optimizers kept on the instance, passed to one tf.function method.
-        "import tensorflow as tf\nclass Gan:\n    def __init__(self):\n"
-        "        self.gen_opt = tf.keras.optimizers.Adam(1e-4)\n        self.disc_opt = tf.keras.optimizers.Adam(1e-4)\n"
-        "    @tf.function\n    def step(self, opt, grads, variables):\n"
-        "        opt.apply_gradients(zip(grads, variables))\n    def fit(self, g, gv, d, dv):\n"
-        "        self.step(self.gen_opt, g, gv)\n        self.step(self.disc_opt, d, dv)\n",
-        # Two unbuilt subclassed models.
-        "import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n        return x\n"
-        "@tf.function\ndef run(model, x):\n    return model(x)\na = Net()\nb = Net()\nrun(a, 1.0)\nrun(b, 1.0)\n",
     )
     must_not_flag = (
         # Reference: the None guard.
         "import tensorflow as tf\nclass Count(tf.Module):\n  def __init__(self):\n    self.count = None\n\n"
         "  @tf.function\n  def __call__(self):\n    if self.count is None:\n      self.count = tf.Variable(0)\n"
         "    return self.count.assign_add(1)\n",
-        # Reference: one tf.function per optimizer, through concrete functions.
-        "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam(learning_rate = 1e-2)\n"
-        "opt2 = tf.keras.optimizers.Adam(learning_rate = 1e-3)\ndef train_step(w, x, y, optimizer):\n"
-        "   optimizer.apply_gradients(zip([x], [w]))\nw = tf.Variable(2.)\nx = tf.constant([-1.])\n"
-        "y = tf.constant([2.])\n"
-        "train_step_1 = tf.function(train_step).get_concrete_function(w, x, y, opt1)\n"
-        "train_step_2 = tf.function(train_step).get_concrete_function(w, x, y, opt2)\n"
-        "for i in range(10):\n  if i % 2 == 0:\n    train_step_1(w, x, y)\n  else:\n    train_step_2(w, x, y)\n",
         # Variables outside graph code, and under tf.init_scope.
         "import tensorflow as tf\nv = tf.Variable(1.0)\n@tf.function\ndef f(x):\n    return v.assign_add(x)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    with tf.init_scope():\n        v = tf.Variable(1.0)\n"
@@ -139,26 +99,12 @@ class VariableInGraph(Rule):
         "        if self.v is None:\n            self.v = self.make()\n        return self.v + x\n",
         "import tensorflow as tf\nclass C:\n    @tf.function\n    def f(self, x):\n"
         "        self.v = self.v if self.v is not None else tf.Variable(x)\n        return self.v\n",
-        # The same optimizer twice; a second model that was built first.
-        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam()\n@tf.function\ndef step(o, x):\n"
-        "    o.apply_gradients([])\nstep(opt, 1.0)\nstep(opt, 2.0)\n",
-        "import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n        return x\n"
-        "@tf.function\ndef run(model, x):\n    return model(x)\na = Net()\nb = Net()\nb.build((None, 3))\n"
-        "run(a, 1.0)\nrun(b, 1.0)\n",
         # A learning-rate schedule is not an optimizer; an optimizer made once, behind a guard.
         "import tensorflow as tf\n@tf.function\ndef f(step):\n"
         "    return tf.keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.9)(step)\n",
         "import tensorflow as tf\nclass T:\n    opt = None\n    @tf.function\n    def step(self, grads, vs):\n"
         "        if self.opt is None:\n            self.opt = tf.keras.optimizers.SGD()\n"
         "        self.opt.apply_gradients(zip(grads, vs))\n",
-        # The same optimizer attribute every time.
-        "import tensorflow as tf\nclass T:\n    def __init__(self):\n        self.opt = tf.keras.optimizers.Adam()\n"
-        "    @tf.function\n    def step(self, opt, g, v):\n        opt.apply_gradients(zip(g, v))\n"
-        "    def fit(self, g, v):\n        self.step(self.opt, g, v)\n        self.step(self.opt, g, v)\n",
-        # Two different tf.function objects, one optimizer each.
-        "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam()\nopt2 = tf.keras.optimizers.SGD()\n"
-        "def step(o):\n    o.apply_gradients([])\nstep1 = tf.function(step)\nstep2 = tf.function(step)\n"
-        "step1(opt1)\nstep2(opt2)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -174,12 +120,6 @@ class VariableInGraph(Rule):
                     facts, call, "optimizer created in graph code makes its variables (iterations, slots) on "
                     "first use in every trace, which raises; create it once outside the function",
                     function=function)
-        for tf_call, parameter, kind in _second_stateful_arguments(facts):
-            yield self.finding(
-                facts, tf_call.call,
-                f"`{tf_call.function.name}` is called with a second {kind} for `{parameter}`, which creates its "
-                f"variables inside the already-traced function and raises; use one tf.function per {kind}"
-                + (" (or call model.build(input_shape) first)" if kind != "optimizer" else ""))
 
 
 def _creates_optimizer(facts: FileFacts, call: ast.Call) -> bool:
@@ -194,7 +134,7 @@ def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth
         return True
     if not facts.graph_functions.get(function, "").startswith("called from ") or depth >= _MAX_CALL_DEPTH:
         return False
-    callers = [(call, caller) for call, caller in facts.call_sites(function)
+    callers = [(call, caller) for call, caller in facts.callers(function)
                if caller is not None and facts.in_graph_code(call)]
     # Called from graph code in another file (or in a way not resolved here): the guard is not visible.
     return not callers or all(_guarded_path(facts, call, caller, depth + 1) for call, caller in callers)
@@ -207,94 +147,3 @@ def _guarded_in(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> bool
         if isinstance(ancestor, _GUARDS):
             return True
     return False
-
-
-def _second_stateful_arguments(facts: FileFacts) -> Iterator[tuple[TfFunctionCall, str, str]]:
-    """Calls passing a tf.function parameter a different optimizer/unbuilt model than an earlier call."""
-    first: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
-    for tf_call in facts.tf_function_calls:
-        for parameter, argument in tf_call.arguments.items():
-            found = _stateful_objects(facts, argument)
-            if found is None:
-                continue
-            identities, kind = found
-            seen = first.setdefault((id(tf_call.identity), parameter), identities[0])
-            if any(identity != seen for identity in identities):
-                yield tf_call, parameter, kind
-
-
-def _stateful_objects(facts: FileFacts, argument: ast.expr) -> tuple[list[tuple[ast.AST, ...]], str] | None:
-    """The identities (binding nodes) of the optimizers/unbuilt models an argument can be, with their kind.
-
-    A name (or each name a `for opt in (a, b):` loop variable takes), or `self.opt`: an optimizer kept
-    on the instance, identified by the statements that assign it.
-    """
-    if isinstance(argument, ast.Attribute) and facts.is_self_attribute(argument):
-        cls = facts.class_of_self(argument)
-        assigned = facts.self_attribute_values(cls, argument.attr) if cls is not None else []
-        if assigned and facts.kinds(argument) == {values.OPTIMIZER}:
-            return [tuple(node for node, _ in assigned)], "optimizer"
-        return None
-    if not isinstance(argument, ast.Name):
-        return None
-    identities: list[tuple[ast.AST, ...]] = []
-    kind = None
-    for name in _loop_alternatives(facts, argument) or [argument]:
-        found = _stateful_kind(facts, name)
-        if found is None:
-            return None
-        kind = kind or found
-        identities.append(tuple(b.node for b in facts.bindings_of(name)))
-    return (identities, kind) if kind is not None else None
-
-
-def _stateful_kind(facts: FileFacts, name: ast.Name) -> str | None:
-    kinds = facts.kinds(name)
-    if any((facts.resolve(b.value.func) or "").startswith("keras.optimizers.schedules.")
-           for b in facts.bindings_of(name) if isinstance(b.value, ast.Call)):
-        return None  # a learning-rate schedule has no variables
-    for kind, word in _STATEFUL_KINDS.items():
-        if kinds == {kind}:
-            return word if kind == values.OPTIMIZER or not _is_built(facts, name) else None
-    return None
-
-
-def _loop_alternatives(facts: FileFacts, name: ast.Name) -> list[ast.Name]:
-    """`for opt in (a, b): f(opt)`: the names the loop variable takes, when it is such a loop."""
-    bindings = facts.bindings_of(name)
-    if len(bindings) != 1 or bindings[0].kind != "for":
-        return []
-    loop = facts.parent(bindings[0].node)
-    if not (isinstance(loop, ast.For) and loop.target is bindings[0].node
-            and isinstance(loop.iter, (ast.Tuple, ast.List))):
-        return []
-    elements = loop.iter.elts
-    names = [e for e in elements if isinstance(e, ast.Name)]
-    return names if elements and len(names) == len(elements) else []
-
-
-def _is_built(facts: FileFacts, name: ast.Name) -> bool:
-    """A model or layer whose weights exist before the tf.function sees it."""
-    bindings = facts.bindings_of(name)
-    if any(_built_when_created(facts, b.value) for b in bindings if b.value is not None):
-        return True
-    for call in facts.calls_on(name.id):
-        func = call.func
-        receiver = func.value if isinstance(func, ast.Attribute) and func.attr in _BUILDING_METHODS else func
-        if isinstance(receiver, ast.Name) and receiver.id == name.id \
-                and facts.bindings_of(receiver) == bindings and call.lineno < name.lineno:
-            return True
-    return False
-
-
-def _built_when_created(facts: FileFacts, value: ast.expr) -> bool:
-    """Functional models, pretrained applications and models given an input shape are built at once."""
-    if not isinstance(value, ast.Call):
-        return False
-    qualified = facts.resolve(value.func) or ""
-    if qualified.startswith("keras.applications.") or (qualified in ("keras.Model", "keras.models.Model")
-                                                        and (value.args or value.keywords)):
-        return True
-    return any((isinstance(n, ast.keyword) and n.arg in ("input_shape", "batch_input_shape"))
-               or (isinstance(n, ast.Call) and (facts.resolve(n.func) or "").endswith(("Input", "InputLayer")))
-               for n in ast.walk(value))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.loops import may_be_graph_loop
 from tfcheck.engine.pydata import LARGE_RANGE, is_number_data, looks_like_data, module_constant, python_data
 from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.tfcalls import arguments_for
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -102,14 +104,9 @@ class PythonDataLoop(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
-            if facts.is_graph_loop(loop):
-                continue
-            what = _unrolled_data(facts, loop, function)
+            what = None if may_be_graph_loop(facts, loop) else _unrolled_data(facts, loop, function)
             if what is not None:
-                yield self.finding(
-                    facts, loop, f"loop over {what} runs while tracing and unrolls into the graph, one copy of "
-                    "its body per element; wrap the data in a tf.data.Dataset or loop over tf.range",
-                    function=function)
+                yield self.finding(facts, loop, _message(what), function=function)
 
 
 def _unrolled_data(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> str | None:
@@ -126,10 +123,7 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
     scope = facts.binding_scope(iterable)
     if scope is None or scope.node is not function.node:
         return None
-    for tf_call in facts.tf_function_calls_of(function):
-        argument = tf_call.arguments.get(iterable.id)
-        if argument is None:
-            continue
+    for tf_call, argument in arguments_for(facts.tf_function_calls_of(function), iterable.id):
         listed = is_number_data(argument) and looks_like_data(argument)
         what = python_data(facts, argument) or ("a Python list" if listed else None)
         if what is not None:
@@ -147,5 +141,9 @@ def _counted_while(facts: FileFacts, test: ast.expr) -> str | None:
         bound = module_constant(facts, bound) or bound
     if not (isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value >= LARGE_RANGE):
         return None
-    kinds = facts.kinds(test.left)
-    return f"a Python counter up to {bound.value}" if kinds == {values.NUMBER} else None
+    return f"a Python counter up to {bound.value}" if facts.kinds(test.left) == {kinds.NUMBER} else None
+
+
+def _message(what: str) -> str:
+    return (f"loop over {what} runs while tracing and unrolls into the graph, one copy of its body per element; "
+            "wrap the data in a tf.data.Dataset or loop over tf.range")

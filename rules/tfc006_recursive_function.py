@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tfcheck.engine.callgraph import recursive_calls
 from tfcheck.engine.facts import FileFacts
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -95,7 +94,7 @@ class RecursiveFunction(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        for found in recursive_calls(facts):
+        for found in facts.recursive_calls:
             chain = " -> ".join(info.name for info in found.path + (found.function,))
             yield self.finding(
                 facts, found.call,

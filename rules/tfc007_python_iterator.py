@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.pydata import is_python_iterator
+from tfcheck.engine.tfcalls import arguments_for
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -103,8 +104,7 @@ class PythonIterator(Rule):
                         facts, call, f"next() on {where} advances it only while tracing: every call reuses the "
                         "traced value; use a tf.data iterator (iter(dataset)) or pass tensors", function=function)
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, *_COMPREHENSIONS):
-            is_loop = isinstance(loop, (ast.For, ast.AsyncFor))
-            iterable = loop.iter if is_loop else loop.generators[0].iter  # type: ignore[attr-defined]
+            iterable = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else loop.generators[0].iter  # type: ignore[attr-defined]
             where = _outer_python_iterator(facts, iterable, function)
             if where is not None:
                 yield self.finding(
@@ -134,8 +134,7 @@ def _outer_python_iterator(facts: FileFacts, expr: ast.expr, function: FunctionI
 
 
 def _iterator_argument(facts: FileFacts, parameter: str, function: FunctionInfo) -> str | None:
-    for tf_call in facts.tf_function_calls_of(function):
-        argument = tf_call.arguments.get(parameter)
-        if argument is not None and is_python_iterator(facts, argument):
+    for tf_call, argument in arguments_for(facts.tf_function_calls_of(function), parameter):
+        if is_python_iterator(facts, argument):
             return f"`{parameter}`, a Python iterator ({facts.line_name(tf_call.call.lineno)} passes one)"
     return None

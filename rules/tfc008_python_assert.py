@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.tensors import is_tensor_value
+from tfcheck.engine.tensors import surely_tensor
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.fixes import call_code, expression_code, replace_statement
 from tfcheck.rule import Rule
@@ -95,7 +95,7 @@ class PythonAssert(Rule):
         tf_alias = facts.tensorflow_alias
         for node, function in facts.graph_nodes(ast.Assert):
             assert isinstance(node, ast.Assert)
-            if not is_tensor_value(facts, node.test):
+            if not surely_tensor(facts, node.test):
                 continue
             fix = _fix(facts, node, tf_alias) if tf_alias is not None else None
             yield self.finding(facts, node, "Python `assert` on a tensor value raises while tracing; use "

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.state import OuterMutation, is_tensor_value, owner_phrase as _owner
+from tfcheck.engine.state import OuterMutation, owner_phrase as _owner
+from tfcheck.engine.tensors import may_hold_tensor
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -91,7 +92,7 @@ class TensorLeak(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for mutation in facts.outer_mutations:
-            if is_tensor_value(facts, mutation.value, mutation.function):
+            if may_hold_tensor(facts, mutation.value, mutation.function):
                 yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
 
 

@@ -6,7 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.flow import reaches_graph
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -143,17 +142,16 @@ def _frozen(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> bool:
     """The value reaches the graph; for an in-place shuffle, the shuffled sequence does."""
     name = facts.resolve(call.func) or ""
     if name.endswith(".shuffle") and call.args:
-        return reaches_graph(facts, call.args[0], function) or any(
-            reaches_graph(facts, use, function) for use in _later_uses(facts, call.args[0], function))
-    return reaches_graph(facts, call, function)
+        return facts.reaches_graph(call.args[0], function) or any(
+            facts.reaches_graph(use, function) for use in _later_uses(facts, call.args[0], function))
+    return facts.reaches_graph(call, function)
 
 
 def _later_uses(facts: FileFacts, sequence: ast.expr, function: FunctionInfo) -> list[ast.Name]:
     """Loads of the shuffled local name in the function."""
     if not isinstance(sequence, ast.Name):
         return []
-    return [node for node in ast.walk(function.node) if isinstance(node, ast.Name) and node.id == sequence.id
-            and isinstance(node.ctx, ast.Load) and node is not sequence]
+    return [use for use in facts.loads_under(function).get(sequence.id, ()) if use is not sequence]
 
 
 def _trace_time_source(facts: FileFacts, call: ast.Call) -> str | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tensors import eager_guarded, is_tensor_value
+from tfcheck.engine.tensors import eager_guarded, surely_tensor
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -16,8 +16,8 @@ from tfcheck.rule import Rule
 _NON_CONVERTING = frozenset({"numpy.isscalar", "numpy.dtype", "numpy.issubdtype", "numpy.iinfo", "numpy.finfo",
                              "numpy.result_type", "numpy.ndim", "numpy.shape"})
 # Values `.numpy()` is a plain method of, not the eager-only tensor method.
-_NUMPY_METHOD_OWNERS = frozenset({values.NDARRAY, values.LIST, values.DICT, values.SET, values.TUPLE,
-                                  values.STRING, values.NUMBER, values.DATASET, values.OBJECT})
+_NUMPY_METHOD_OWNERS = frozenset({kinds.NDARRAY, kinds.LIST, kinds.DICT, kinds.SET, kinds.TUPLE,
+                                  kinds.STRING, kinds.NUMBER, kinds.DATASET, kinds.OBJECT})
 
 
 class EagerOnlyCall(Rule):
@@ -125,7 +125,7 @@ def _eager_only(facts: FileFacts, call: ast.Call) -> str | None:
     name = facts.resolve(func)
     if name is None or not name.startswith("numpy.") or name.startswith("numpy.random.") or name in _NON_CONVERTING:
         return None
-    tensor = next((arg for arg in _arguments(call) if is_tensor_value(facts, arg)), None)
+    tensor = next((arg for arg in _arguments(call) if surely_tensor(facts, arg)), None)
     if tensor is None:
         return None
     return (f"`{facts.text(func)}()` converts the tensor `{facts.text(tensor)}` to a NumPy array, which raises "

@@ -5,15 +5,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.tfcalls import TfFunctionCall
+from tfcheck.engine.tfcalls import TfFunctionCall, ValueOf, varying_arguments
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.fixes import call_code, expression_code, replace_node
 from tfcheck.rule import Rule
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Methods that give a class its own trace identity, so new instances need not retrace.
 _TRACE_IDENTITY_METHODS = frozenset({"__tf_tracing_type__", "__eq__", "__hash__"})
 _COUNTER_SOURCES = frozenset({"builtins.range", "builtins.enumerate"})
@@ -159,7 +158,7 @@ class RetracePythonArg(Rule):
                     yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
                                        f"{reason} passed as `{parameter}`; pass a tensor (tf.constant) or give "
                                        "the tf.function an input_signature", fix)
-        for tf_call, parameter, argument in _varying_numbers(facts, calls):
+        for tf_call, parameter, argument in varying_arguments(calls, _number_for(facts)):
             yield self.finding(facts, argument, f"`{tf_call.function.name}` is called with different Python numbers "
                                f"for `{parameter}`, which it only uses as a tensor: each value is a new trace; "
                                "pass tf.constant(...) instead", _to_tensor_fix(facts, argument, tf_alias))
@@ -175,15 +174,15 @@ def _to_tensor_fix(facts: FileFacts, argument: ast.expr, tf_alias: str | None) -
 
 
 def _parameter_uses(facts: FileFacts, function: FunctionInfo, parameter: str) -> list[ast.Name]:
-    return [node for node in function.nodes if isinstance(node, ast.Name) and node.id == parameter
-            and facts.binding_scope(node) is function.scope]
+    """The reads of a parameter in the function's own code (a nested function's use is its own business)."""
+    return [use for use in facts.uses_of(parameter, function) if facts.function_of(use) is function]
 
 
 def _indexes_python(facts: FileFacts, function: FunctionInfo, parameter: str) -> bool:
     """`self.blocks[i]`: the function needs the Python value, one trace per index is its design."""
     for use in _parameter_uses(facts, function, parameter):
         parent = facts.parent(use)
-        if isinstance(parent, ast.Subscript) and parent.slice is use and values.TENSOR not in facts.kinds(parent.value):
+        if isinstance(parent, ast.Subscript) and parent.slice is use and kinds.TENSOR not in facts.kinds(parent.value):
             return True
     return False
 
@@ -203,10 +202,10 @@ def _loop_counter(facts: FileFacts, argument: ast.expr, call: ast.Call) -> str |
 
 def _changing_name(facts: FileFacts, name: ast.Name, call: ast.Call, derived: bool) -> str | None:
     for binding in facts.bindings_of(name):
-        loop = _enclosing_loop_binding(facts, binding.node, call)
+        loop = facts.common_loop(binding.node, call)
         if loop is None:
             continue
-        if binding.kind == "augassign" and facts.kinds(name) == {values.NUMBER} or _counts(facts, loop, binding.node):
+        if binding.kind == "augassign" and facts.kinds(name) == {kinds.NUMBER} or _counts(facts, loop, binding.node):
             return f"value of the loop counter `{name.id}` ({facts.line_name(loop.lineno)})"
         if _walks_numbers(facts, loop, binding.node):
             return f"value of the loop variable `{name.id}` ({facts.line_name(loop.lineno)})"
@@ -235,7 +234,7 @@ def _walks_numbers(facts: FileFacts, loop: ast.AST, target: ast.AST) -> bool:
 
 def _is_arithmetic(facts: FileFacts, expr: ast.expr) -> bool:
     """Numbers, names, items and + - * / ** on them, int()/float(), and no tensor: still a Python number."""
-    return not facts.kinds(expr) & {values.TENSOR, values.VARIABLE} and all(
+    return not facts.kinds(expr) & {kinds.TENSOR, kinds.VARIABLE} and all(
         isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Subscript, ast.Load, ast.operator,
                        ast.unaryop))
         or (isinstance(n, ast.Call) and facts.resolve(n.func) in _NUMBER_CONVERSIONS)
@@ -251,12 +250,6 @@ def _number_names(facts: FileFacts, argument: ast.expr) -> list[ast.Name]:
     if isinstance(argument, ast.BinOp):
         return _number_names(facts, argument.left) + _number_names(facts, argument.right)
     return []
-
-
-def _enclosing_loop_binding(facts: FileFacts, bound: ast.AST, call: ast.Call) -> ast.AST | None:
-    """The innermost loop that both binds (or increments) the name and contains the call."""
-    call_loops = {id(a) for a in facts.ancestors(call) if isinstance(a, _LOOPS)}
-    return next((a for a in facts.ancestors(bound) if isinstance(a, _LOOPS) and id(a) in call_loops), None)
 
 
 def _counts(facts: FileFacts, loop: ast.AST, target: ast.AST) -> bool:
@@ -286,7 +279,7 @@ def _new_plain_object(facts: FileFacts, argument: ast.expr, tf_call: TfFunctionC
     cls = facts.called_class(argument)
     if cls is None or not _plain_class(facts, cls, 0):
         return None
-    in_loop = any(isinstance(a, _LOOPS) for a in facts.ancestors(tf_call.call))
+    in_loop = bool(facts.loops_around(tf_call.call))
     earlier = object_lines.get(id(tf_call.identity), tf_call.call.lineno) < tf_call.call.lineno
     return f"new `{cls.name}` instance (compared by identity)" if in_loop or earlier else None
 
@@ -304,7 +297,7 @@ def _first_object_lines(facts: FileFacts, calls: list[TfFunctionCall]) -> dict[i
 
 def _plain_class(facts: FileFacts, cls: ClassInfo, depth: int) -> bool:
     """A class of this file with no trace type: not Keras/tf.Module, no decorators, no __eq__/__hash__."""
-    if depth > 8 or cls.node.decorator_list or cls.node.keywords or facts.class_kind(cls) != values.OBJECT:
+    if depth > 8 or cls.node.decorator_list or cls.node.keywords or facts.class_kind(cls) != kinds.OBJECT:
         return False
     if any(name in cls.methods for name in _TRACE_IDENTITY_METHODS):
         return False
@@ -318,17 +311,14 @@ def _plain_class(facts: FileFacts, cls: ClassInfo, depth: int) -> bool:
     return True
 
 
-def _varying_numbers(facts: FileFacts, calls: list[TfFunctionCall]) -> Iterator[tuple[TfFunctionCall, str, ast.expr]]:
-    """Calls passing a parameter a Python number different from an earlier call's, when a tensor would do."""
-    first: dict[tuple[int, str], object] = {}
-    for tf_call in calls:
-        for parameter, argument in tf_call.arguments.items():
-            number = _number_literal(argument)
-            if number is None or not _only_tensor_uses(facts, tf_call.function, parameter):
-                continue
-            seen = first.setdefault((id(tf_call.identity), parameter), number)
-            if seen != number:
-                yield tf_call, parameter, argument
+def _number_for(facts: FileFacts) -> ValueOf:
+    """The Python number an argument is, for a parameter the function only uses as a tensor (else None)."""
+    def number(tf_call: TfFunctionCall, parameter: str, argument: ast.expr) -> tuple[object] | None:
+        value = _number_literal(argument)
+        if value is None or not _only_tensor_uses(facts, tf_call.function, parameter):
+            return None
+        return (value,)
+    return number
 
 
 def _number_literal(expr: ast.expr) -> object | None:
@@ -351,7 +341,7 @@ def _only_tensor_uses(facts: FileFacts, function: FunctionInfo, parameter: str) 
             parent = facts.parent(parent)
         if isinstance(parent, ast.Call) and use is not parent.func:
             qualified = facts.resolve(parent.func) or ""
-            if qualified == "tensorflow.print" or values.TENSOR in facts.kinds(parent):
+            if qualified == "tensorflow.print" or kinds.TENSOR in facts.kinds(parent):
                 tensor_use = tensor_use or qualified != "tensorflow.print"
                 continue
             if qualified != "builtins.print":

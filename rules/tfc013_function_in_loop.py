@@ -11,7 +11,6 @@ from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Functions that run once per process, object or test (or compile on purpose): creating a tf.function in
 # them and calling it is fine. Matched against the name without leading underscores.
 _RUN_ONCE = ("test", "main", "setUp", "setup", "init", "build", "shutdown", "compile")
@@ -128,17 +127,17 @@ def _creations(facts: FileFacts) -> Iterator[tuple[ast.AST, FunctionInfo | None]
 
 def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) -> str | None:
     """Why this creation makes a new tf.function per use, or None when it is made once or escapes."""
-    loop = _enclosing_loop(facts, creation, function)
+    loop = facts.enclosing_loop(creation)
     uses = _uses(facts, creation, function)
     if uses is None or not uses:
         return None
     if loop is not None:
-        if any(_inside(facts, use, loop) for use in uses):
+        if any(facts.is_inside(use, loop) for use in uses):
             return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
                     "create it once, before the loop")
         return None
     if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) or _is_callback(function) \
-            or any(_enclosing_loop(facts, use, function) is not None for use in uses):
+            or any(facts.enclosing_loop(use) is not None for use in uses):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")
@@ -148,23 +147,6 @@ def _is_callback(function: FunctionInfo) -> bool:
     """A function nested in another function: typically a step passed to `strategy.run` or a loop
     helper that runs inside a tf.function, where creating a tf.function happens once, while tracing."""
     return function.parent is not None and function.cls is None
-
-
-def _enclosing_loop(facts: FileFacts, node: ast.AST, function: FunctionInfo | None) -> ast.AST | None:
-    """The innermost loop around `node` whose body contains it, within `function` (or the module)."""
-    previous = node
-    stop = function.node if function is not None else None
-    for ancestor in facts.ancestors(node):
-        if ancestor is stop or isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return None
-        if isinstance(ancestor, _LOOPS) and previous in ancestor.body:
-            return ancestor
-        previous = ancestor
-    return None
-
-
-def _inside(facts: FileFacts, node: ast.AST, container: ast.AST) -> bool:
-    return any(ancestor is container for ancestor in facts.ancestors(node))
 
 
 def _uses(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) -> list[ast.AST] | None:

@@ -6,9 +6,10 @@ import ast
 from collections.abc import Iterator
 from functools import cached_property
 
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.state import PLAIN_KINDS, TF_OBJECT_KINDS, instance_class, is_setup_method
+from tfcheck.engine.state import is_setup_method
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -175,7 +176,7 @@ class _AttributeWrites:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     if isinstance(target, ast.Attribute) and not self.facts.is_self_attribute(target):
-                        cls = instance_class(self.facts, target.value)
+                        cls = self.facts.instance_class(target.value)
                         if cls is not None:
                             found.setdefault((cls, target.attr), []).append(node)
         return found
@@ -224,12 +225,12 @@ class _AttributeWrites:
     def _for_class(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> ast.stmt | None:
         inside = self.facts.self_attribute_values(cls, attr)
         outside = self._external_by_base.get((cls, attr), [])
-        kinds: set[str] = set()
+        found: set[str] = set()
         for _, value in inside:
-            kinds |= _value_kinds(self.facts, value)
+            found |= _value_kinds(self.facts, value)
         for stmt in outside:
-            kinds |= _value_kinds(self.facts, stmt.value)
-        if kinds & TF_OBJECT_KINDS or not kinds & PLAIN_KINDS:
+            found |= _value_kinds(self.facts, stmt.value)
+        if found & kinds.TF_OBJECT_KINDS or not found & kinds.PLAIN_KINDS:
             return None
         later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
         later += outside
@@ -269,8 +270,8 @@ def _new_plain_value(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) ->
     """A known plain value other than None: a lazily set attribute (`None`, then an object) is not stale."""
     if isinstance(stmt, ast.AugAssign):
         return True
-    kinds = _value_kinds(facts, value)
-    return bool(kinds) and kinds <= PLAIN_KINDS and kinds != {"none"}
+    found = _value_kinds(facts, value)
+    return bool(found) and found <= kinds.PLAIN_KINDS and found != {kinds.NONE}
 
 
 def _value_kinds(facts: FileFacts, value: ast.expr | None) -> set[str]:

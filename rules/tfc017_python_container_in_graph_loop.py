@@ -5,15 +5,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.loops import surely_graph_loop
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
-_GROWING_METHODS = {values.LIST: frozenset({"append", "extend", "insert"}),
-                    values.DICT: frozenset({"update", "setdefault"})}
+_GROWING_METHODS = {kinds.LIST: frozenset({"append", "extend", "insert"}),
+                    kinds.DICT: frozenset({"update", "setdefault"})}
 _EMPTY_CONSTRUCTORS = frozenset({"builtins.list", "builtins.dict", "collections.defaultdict",
                                  "collections.OrderedDict"})
 
@@ -124,15 +124,15 @@ class PythonContainerInGraphLoop(Rule):
 def _container_growth(facts: FileFacts, loop: ast.AST,
                       function: FunctionInfo) -> Iterator[tuple[ast.AST, ast.expr, str]]:
     """Appends/updates on Python lists and dicts, and subscript assignments with new keys, in the loop body."""
-    body = [n for n in function.nodes if n is not loop and _inside(facts, n, loop)]
+    body = [n for n in function.nodes if n is not loop and facts.in_loop_body(n, loop)]
     for node in body:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             kind = _container_kind(facts, node.func.value, loop)
             if kind is not None and node.func.attr in _GROWING_METHODS[kind]:
                 yield node, node.func.value, kind
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
-                and _container_kind(facts, node.target, loop) == values.LIST:
-            yield node, node.target, values.LIST  # `outputs += [y]`
+                and _container_kind(facts, node.target, loop) == kinds.LIST:
+            yield node, node.target, kinds.LIST  # `outputs += [y]`
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and _new_key(facts, target, loop):
@@ -141,24 +141,14 @@ def _container_growth(facts: FileFacts, loop: ast.AST,
                         yield node, target.value, kind
 
 
-def _inside(facts: FileFacts, node: ast.AST, loop: ast.AST) -> bool:
-    """In the loop's body (not its iterable or test)."""
-    previous = node
-    for ancestor in facts.ancestors(node):
-        if ancestor is loop:
-            return previous in loop.body  # type: ignore[attr-defined]
-        previous = ancestor
-    return False
-
-
 def _container_kind(facts: FileFacts, expr: ast.expr, loop: ast.AST) -> str | None:
     """`list` or `dict` when every value the expression can hold is that kind of container, and the
     container lives across iterations (one made afresh inside the loop body is that iteration's own)."""
-    if isinstance(expr, ast.Name) and all(_inside(facts, b.node, loop) for b in facts.bindings_of(expr)):
+    if isinstance(expr, ast.Name) and all(facts.in_loop_body(b.node, loop) for b in facts.bindings_of(expr)):
         return None
-    kinds = facts.kinds(expr)
-    for kind in (values.LIST, values.DICT):
-        if kinds == {kind}:
+    found = facts.kinds(expr)
+    for kind in (kinds.LIST, kinds.DICT):
+        if found == {kind}:
             return kind
     return None
 

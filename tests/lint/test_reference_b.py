@@ -75,7 +75,7 @@ train_step(w, x, y, opt1)
 print("Calling `train_step` with different optimizer...")
 with assert_raises(ValueError):
   train_step(w, x, y, opt2)
-""", {"TFC004"}),
+""", {"TFC018"}),
     "multiple-optimizers-fix": ("""
 opt1 = tf.keras.optimizers.Adam(learning_rate = 1e-2)
 opt2 = tf.keras.optimizers.Adam(learning_rate = 1e-3)

@@ -1,6 +1,7 @@
 """The analysis engine: parse a file once and compute the facts every rule reads.
 
-`files -> parse (source.py) -> scopes (scopes.py) -> FileFacts (facts.py) -> project (project.py)`.
+`files -> parse (source.py) -> scopes (scopes.py) -> FileIndex (index.py) -> analyses -> FileFacts (facts.py)`,
+then the project pass (tfcheck/runner.py).
 """
 
 from __future__ import annotations

@@ -1,90 +1,71 @@
-"""Calls between the functions of one file, and the cycles that run through a tf.function.
+"""The call graph of one file: who calls a function (callers), what it calls (callees), and its cycles.
 
-A tf.function that calls itself, directly or through helpers, traces itself again from inside its own
-trace: with a tensor argument the recursion never ends (AutoGraph stages both branches of the base
-case), with Python arguments it traces once per level. Only calls that go through the tf.function
-object count: plain Python recursion in a helper (walking a nested structure) ends during tracing and
-is how graph code handles Python data.
+One graph serves the engine and the rules: graph-code discovery follows the calls a graph function
+makes, rules ask for the callers of a function (is every call guarded? is it called before a
+rebinding?), and recursion through a tf.function is a cycle of it. Edges are resolved once per
+function on first use; the callers of all functions are indexed once per file, so no question
+scans every call of the file again (linear in the size of a file).
 """
 
 from __future__ import annotations
 
 import ast
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import cached_property
 
-from tfcheck.engine.tfcalls import tf_function_object
-
-if TYPE_CHECKING:
-    from tfcheck.engine.facts import FileFacts
-    from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.index import FileIndex
+from tfcheck.engine.scopes import FunctionInfo
 
 
-@dataclass(frozen=True, eq=False)
-class RecursiveCall:
-    """A call of the tf.function `function` from `caller`, which `function` itself reaches via `path`."""
+class CallGraph:
+    """Calls between the functions of one file (calls plus nested definitions)."""
 
-    call: ast.Call
-    caller: FunctionInfo
-    function: FunctionInfo
-    path: tuple[FunctionInfo, ...]  # function, ..., caller
-
-
-def callees(facts: FileFacts, info: FunctionInfo, nested: dict[FunctionInfo, list[FunctionInfo]]) -> list[FunctionInfo]:
-    """The functions `info` calls, plus the functions defined inside it (`nested`: run when it runs them)."""
-    found = list(nested.get(info, ()))
-    for node in info.nodes:
-        if isinstance(node, ast.Call):
-            found.extend(facts.function_target(node.func))
-    return found
-
-
-def recursive_calls(facts: FileFacts) -> list[RecursiveCall]:
-    """Calls in graph code of a tf.function of this file that the same tf.function (transitively) makes.
-
-    A call from `caller` of `function` closes a cycle when both are in one strongly connected component
-    of the call graph; the components are found once per file (linear), and the shortest path is then
-    searched inside the component only, so a long chain of tf.functions calling each other costs its
-    length, not its length squared (one search over the whole reachable graph per call).
-    """
-    found: list[RecursiveCall] = []
-    graph = _CallGraph(facts)
-    for call, caller in facts.calls:
-        if caller is None or not facts.in_graph_code(call):
-            continue
-        target = tf_function_object(facts, call.func)
-        if target is None:
-            continue
-        function, identity = target[0], target[1]
-        path = graph.cycle_path(function, caller)
-        maker = facts.function_of(identity)
-        # A tf.function made inside a function of the cycle is a new object at every level, not a
-        # recursion of one function (TensorFlow Probability's minimize.py: a jit_compile flag wraps
-        # the same routine once, the inner call takes the other branch).
-        if path is not None and (maker is None or not graph.reaches(function, maker)):
-            found.append(RecursiveCall(call, caller, function, path))
-    return found
-
-
-class _CallGraph:
-    """The call graph of one file (calls plus nested definitions), its edges resolved once per function."""
-
-    def __init__(self, facts: FileFacts) -> None:
-        self.facts = facts
+    def __init__(self, index: FileIndex) -> None:
+        self.index = index
         self.nested: dict[FunctionInfo, list[FunctionInfo]] = {}
-        for info in facts.functions:
+        for info in index.functions:
             if info.parent is not None:
                 self.nested.setdefault(info.parent, []).append(info)
+        self._calls_from: dict[FunctionInfo, list[tuple[ast.Call, list[FunctionInfo]]]] = {}
         self._edges: dict[FunctionInfo, list[FunctionInfo]] = {}
         self._component: dict[FunctionInfo, int] = {}
         self._paths: dict[FunctionInfo, dict[FunctionInfo, tuple[FunctionInfo, ...]]] = {}
 
-    def edges(self, info: FunctionInfo) -> list[FunctionInfo]:
+    def calls_from(self, info: FunctionInfo) -> list[tuple[ast.Call, list[FunctionInfo]]]:
+        """The calls `info` makes itself (not its nested functions), each with the functions of this file
+        it can call (`FileIndex.function_target` of the callee; empty when none of this file)."""
+        found = self._calls_from.get(info)
+        if found is None:
+            found = self._calls_from[info] = [(node, self.index.function_target(node.func))
+                                              for node in info.nodes if isinstance(node, ast.Call)]
+        return found
+
+    def callees(self, info: FunctionInfo) -> list[FunctionInfo]:
+        """The functions `info` calls, plus the functions defined inside it (run when it runs them)."""
         found = self._edges.get(info)
         if found is None:
-            found = self._edges[info] = callees(self.facts, info, self.nested)
+            found = list(self.nested.get(info, ()))
+            for _, targets in self.calls_from(info):
+                found.extend(targets)
+            self._edges[info] = found
         return found
+
+    @cached_property
+    def _callers(self) -> dict[FunctionInfo, list[tuple[ast.Call, FunctionInfo | None]]]:
+        """Every call of the file by the functions it can call (module level first, as `FileIndex.calls`),
+        with the edges `calls_from` resolved, so each call is resolved once for both directions."""
+        sites: dict[FunctionInfo, list[tuple[ast.Call, FunctionInfo | None]]] = {}
+        module_calls = [(call, self.index.function_target(call.func)) for call, caller in self.index.calls
+                        if caller is None]
+        for caller, calls in [(None, module_calls), *((info, self.calls_from(info)) for info in self.index.functions)]:
+            for call, targets in calls:
+                for target in dict.fromkeys(targets):
+                    sites.setdefault(target, []).append((call, caller))
+        return sites
+
+    def callers(self, info: FunctionInfo) -> list[tuple[ast.Call, FunctionInfo | None]]:
+        """The calls that can call `info`, with the function each is in (None at module level)."""
+        return self._callers.get(info, [])
 
     def cycle_path(self, start: FunctionInfo, end: FunctionInfo) -> tuple[FunctionInfo, ...] | None:
         """The shortest call path start, ..., end when `start` reaches `end` and `end` calls `start`."""
@@ -102,7 +83,7 @@ class _CallGraph:
             info = stack.pop()
             if info is end:
                 return True
-            for callee in self.edges(info):
+            for callee in self.callees(info):
                 if callee not in seen:
                     seen.add(callee)
                     stack.append(callee)
@@ -115,7 +96,7 @@ class _CallGraph:
         queue = deque([start])
         while queue:
             info = queue.popleft()
-            for callee in self.edges(info):
+            for callee in self.callees(info):
                 if callee not in paths and self._component.get(callee) == component:
                     paths[callee] = paths[info] + (callee,)
                     queue.append(callee)
@@ -132,7 +113,7 @@ class _CallGraph:
         low: dict[FunctionInfo, int] = {}
         stack: list[FunctionInfo] = []
         on_stack: set[FunctionInfo] = set()
-        work = [(root, iter(self.edges(root)))]
+        work = [(root, iter(self.callees(root)))]
         index[root] = low[root] = 0
         stack.append(root)
         on_stack.add(root)
@@ -146,7 +127,7 @@ class _CallGraph:
                     index[callee] = low[callee] = len(index)
                     stack.append(callee)
                     on_stack.add(callee)
-                    work.append((callee, iter(self.edges(callee))))
+                    work.append((callee, iter(self.callees(callee))))
                     advanced = True
                     break
                 if callee in on_stack:

@@ -11,11 +11,10 @@ names, and answers True only when it meets such a use; anything it cannot follow
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tfcheck.engine.facts import FileFacts
-    from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.graphcode import GraphCode
+from tfcheck.engine.index import FileIndex
+from tfcheck.engine.scopes import FunctionInfo
 
 # Keyword arguments that only name things: a trace-time value there is a unique name, not data. (Also
 # `seed=` of a stateful random op: the op still draws new numbers on every call.)
@@ -34,11 +33,11 @@ _CARRIERS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast
 _MAX_NAME_HOPS = 4
 
 
-def reaches_graph(facts: FileFacts, expr: ast.AST, function: FunctionInfo, hops: int = 0) -> bool:
+def reaches_graph(index: FileIndex, graph: GraphCode, expr: ast.AST, function: FunctionInfo, hops: int = 0) -> bool:
     """Whether the value of `expr`, evaluated in `function` while tracing, ends up in (or shapes) the graph."""
     node = expr
     while True:
-        parent = facts.parent(node)
+        parent = index.parent(node)
         if parent is None:
             return False
         if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)) or isinstance(parent, ast.Lambda):
@@ -48,27 +47,27 @@ def reaches_graph(facts: FileFacts, expr: ast.AST, function: FunctionInfo, hops:
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and node is parent.iter:
             return True
         if isinstance(parent, ast.keyword):
-            call = facts.parent(parent)
-            if parent.arg in _NAME_KEYWORDS or (parent.arg == "seed" and "stateless" not in facts.text(call.func)):
+            call = index.parent(parent)
+            if parent.arg in _NAME_KEYWORDS or (parent.arg == "seed" and "stateless" not in index.text(call.func)):
                 return False
             node, parent = parent, call
         if isinstance(parent, ast.Call) and node is not parent.func:
-            verdict = _call_verdict(facts, parent)
+            verdict = _call_verdict(index, graph, parent)
             if verdict is not None:
                 return verdict
             node = parent
         elif isinstance(parent, _CARRIERS) or (isinstance(parent, ast.Call) and node is parent.func):
             node = parent
         elif isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-            return hops < _MAX_NAME_HOPS and any(reaches_graph(facts, use, function, hops + 1)
-                                                 for use in _uses_of_targets(facts, parent, function))
+            return hops < _MAX_NAME_HOPS and any(reaches_graph(index, graph, use, function, hops + 1)
+                                                 for use in _uses_of_targets(index, parent, function))
         else:
             return False
 
 
-def _call_verdict(facts: FileFacts, call: ast.Call) -> bool | None:
+def _call_verdict(index: FileIndex, graph: GraphCode, call: ast.Call) -> bool | None:
     """True: an argument of this call is graph data; False: it is not; None: follow the call's result."""
-    name = facts.resolve(call.func)
+    name = index.resolve(call.func)
     if name is not None:
         if name.startswith("tensorflow.python."):  # TensorFlow's own modules: only its ops build the graph
             return name.startswith(_INTERNAL_GRAPH_MODULES)
@@ -76,15 +75,13 @@ def _call_verdict(facts: FileFacts, call: ast.Call) -> bool | None:
             return True
         if name in _TRANSPARENT_CALLS or name.startswith(_TRANSPARENT_PREFIXES):
             return None
-    if any(facts.is_graph_function(target) for target in facts.function_target(call.func)):
+    if any(graph.is_graph_function(target) for target in index.function_target(call.func)):
         return True
     return False
 
 
-def _uses_of_targets(facts: FileFacts, assignment: ast.AST, function: FunctionInfo) -> list[ast.Name]:
+def _uses_of_targets(index: FileIndex, assignment: ast.AST, function: FunctionInfo) -> list[ast.Name]:
     """Loads, in `function` and the functions nested in it, of the local names an assignment binds."""
     targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]  # type: ignore[attr-defined]
-    names = {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
-    return [node for node in ast.walk(function.node)
-            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
-            and facts.binding_scope(node) is function.scope]
+    names = dict.fromkeys(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
+    return [use for name in names for use in index.uses_of(name, function)]

@@ -1,12 +1,16 @@
-"""Which expressions surely hold tensors, and which code only runs when execution is eager.
+"""Which expressions hold tensors (surely, or maybe), and which code only runs when execution is eager.
 
-Two rules need to know whether an expression is a *tensor value* rather than static information about
+Two questions, two names. `surely_tensor`: two rules need to know whether an expression is a *tensor value* rather than static information about
 one: a Python `assert` on it raises while tracing (TFC008) and a NumPy function applied to it raises
 NotImplementedError (TFC011). The answer is deliberately narrow, because a false alarm is worse than a
 miss: the result of a TensorFlow operation, a `tf.Variable`, a parameter of a tf.function with an
 `input_signature`, and expressions built from those. Static facts about a tensor (`x.shape`,
 `x.dtype`, `len(x.shape)`, `x is None`, `isinstance(x, ...)`) are never tensor values, and neither is
 a parameter whose type the file does not pin down (it may be a Python number).
+
+`may_hold_tensor` is the broad answer, for rules about values graph code stores (TFC002 outer-mutation
+leaves tensors to TFC009 tensor-leak): in a graph function, arithmetic on its parameters and the
+outputs of layers and models count too, since there its parameters are (symbolic) tensors.
 
 Code behind a check of `tf.executing_eagerly()` (or `hasattr(x, "numpy")`, an `EagerTensor` test, ...)
 runs only in eager mode even inside graph code; `eager_guarded` finds functions that make such a check.
@@ -15,13 +19,10 @@ runs only in eager mode even inside graph code; `eager_guarded` finds functions 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
-from tfcheck.engine import values
-
-if TYPE_CHECKING:
-    from tfcheck.engine.facts import FileFacts
-    from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine import kinds, values
+from tfcheck.engine.index import FileIndex
+from tfcheck.engine.scopes import FunctionInfo
 
 # Attributes of a tensor that are Python values known while tracing.
 STATIC_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "rank", "name", "device", "graph", "op",
@@ -36,58 +37,109 @@ _STATIC_CALLS = frozenset({
 _INTERNAL_OP_MODULES = ("tensorflow.python.ops.math_ops.", "tensorflow.python.ops.array_ops.",
                         "tensorflow.python.ops.gen_math_ops.", "tensorflow.python.ops.gen_array_ops.")
 _IDENTITY_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
-_TENSOR_KINDS = frozenset({values.TENSOR, values.VARIABLE})
+_TENSOR_KINDS = frozenset({kinds.TENSOR, kinds.VARIABLE})
 # Calls that ask whether execution is eager (or whether a value is an eager tensor), or switch to it.
 _EAGER_CHECK_CALLS = frozenset({"executing_eagerly", "executing_eagerly_outside_functions", "inside_function",
                                 "is_symbolic_tensor", "functions_run_eagerly", "eager_mode"})
 
 
-def is_tensor_value(facts: FileFacts, expr: ast.AST | None, depth: int = 0) -> bool:
+def surely_tensor(index: FileIndex, expr: ast.AST | None, depth: int = 0) -> bool:
     """Whether `expr` surely evaluates to a tensor (or a tf.Variable) while tracing."""
     if expr is None or depth > 6:
         return False
     if isinstance(expr, ast.Compare):
         if all(isinstance(op, _IDENTITY_OPS) for op in expr.ops):
             return False
-        return any(is_tensor_value(facts, side, depth + 1) for side in [expr.left, *expr.comparators])
+        return any(surely_tensor(index, side, depth + 1) for side in [expr.left, *expr.comparators])
     if isinstance(expr, ast.BoolOp):
-        return any(is_tensor_value(facts, value, depth + 1) for value in expr.values)
+        return any(surely_tensor(index, value, depth + 1) for value in expr.values)
     if isinstance(expr, ast.BinOp):
-        return is_tensor_value(facts, expr.left, depth + 1) or is_tensor_value(facts, expr.right, depth + 1)
+        return surely_tensor(index, expr.left, depth + 1) or surely_tensor(index, expr.right, depth + 1)
     if isinstance(expr, ast.UnaryOp):
-        return is_tensor_value(facts, expr.operand, depth + 1)
+        return surely_tensor(index, expr.operand, depth + 1)
     if isinstance(expr, ast.Subscript):
-        return is_tensor_value(facts, expr.value, depth + 1)
+        return surely_tensor(index, expr.value, depth + 1)
     if isinstance(expr, ast.Call):
-        return _is_tensor_call(facts, expr)
+        return _is_tensor_call(index, expr)
     if isinstance(expr, ast.Name):
-        return _is_tensor_name(facts, expr, depth)
-    if isinstance(expr, ast.Attribute) and expr.attr not in STATIC_ATTRIBUTES and facts.is_self_attribute(expr):
-        return values.VARIABLE in facts.kinds(expr)
+        return _is_tensor_name(index, expr, depth)
+    if isinstance(expr, ast.Attribute) and expr.attr not in STATIC_ATTRIBUTES and index.is_self_attribute(expr):
+        return kinds.VARIABLE in values.expr_kinds(index, expr)
     return False
 
 
-def _is_tensor_call(facts: FileFacts, call: ast.Call) -> bool:
-    name = facts.resolve(call.func)
+def _is_tensor_call(index: FileIndex, call: ast.Call) -> bool:
+    name = index.resolve(call.func)
     if name is None or name in _STATIC_CALLS:
         return False
     if name.startswith("tensorflow.python."):
         return name.startswith(_INTERNAL_OP_MODULES) and not name.rsplit(".", 1)[-1].startswith("_")
-    return name.startswith("tensorflow.") and bool(facts.kinds(call) & _TENSOR_KINDS)
+    return name.startswith("tensorflow.") and bool(values.expr_kinds(index, call) & _TENSOR_KINDS)
 
 
-def _is_tensor_name(facts: FileFacts, name: ast.Name, depth: int) -> bool:
+def _is_tensor_name(index: FileIndex, name: ast.Name, depth: int) -> bool:
     """A name whose every binding is a tensor value, or a parameter typed by an input_signature."""
-    bindings = facts.bindings_of(name)
+    bindings = index.bindings_of(name)
     if not bindings:
         return False
     if all(b.kind == "param" for b in bindings):
-        return facts.is_tensor_param(name)
-    return all(b.value is not None and b.value is not name and is_tensor_value(facts, b.value, depth + 1)
+        return index.is_tensor_param(name)
+    return all(b.value is not None and b.value is not name and surely_tensor(index, b.value, depth + 1)
                for b in bindings)
 
 
-def eager_guarded(facts: FileFacts, info: FunctionInfo) -> bool:
+def may_hold_tensor(index: FileIndex, expr: ast.expr | None, info: FunctionInfo, depth: int = 0) -> bool:
+    """Whether `expr` may hold a tensor computed in the graph function `info` (a broad answer: see
+    `surely_tensor` for the narrow one).
+
+    Beyond what the value kinds say (`tf.*` results), arithmetic on the function's parameters and the
+    outputs of layers and models count: in graph code their parameters are (symbolic) tensors. A bare
+    parameter does not: it may be a Python value passed in, and storing it is a plain side effect.
+    """
+    if expr is None or depth > 6:
+        return False
+    found = values.expr_kinds(index, expr)
+    if kinds.TENSOR in found:
+        return True
+    if isinstance(expr, ast.BinOp):
+        sides = (expr.left, expr.right)
+        if any(kinds.STRING in values.expr_kinds(index, side) for side in sides):
+            return False
+        return any(_tensor_operand(index, side, info, depth) for side in sides)
+    if isinstance(expr, ast.UnaryOp):
+        return _tensor_operand(index, expr.operand, info, depth)
+    if isinstance(expr, ast.Name) and _local_tensor(index, expr, info, depth):
+        return True
+    if found & kinds.TF_OBJECT_KINDS or found & kinds.PLAIN_KINDS:
+        return False
+    if isinstance(expr, ast.Call):
+        return bool(values.expr_kinds(index, expr.func) & {kinds.LAYER, kinds.MODEL, kinds.TF_FUNCTION})
+    return False
+
+
+def _tensor_operand(index: FileIndex, expr: ast.expr, info: FunctionInfo, depth: int) -> bool:
+    if isinstance(expr, ast.Name) and _traced_parameter(index, expr, info):
+        return True
+    return may_hold_tensor(index, expr, info, depth + 1)
+
+
+def _traced_parameter(index: FileIndex, name: ast.Name, info: FunctionInfo) -> bool:
+    """A parameter of the graph function, other than `self`/`cls` of a method."""
+    if name.id not in info.params or index.binding_scope(name) is not info.scope:
+        return False
+    return not (info.cls is not None and info.params and info.params[0] == name.id)
+
+
+def _local_tensor(index: FileIndex, name: ast.Name, info: FunctionInfo, depth: int) -> bool:
+    """A local of `info` whose every assignment is a tensor."""
+    if index.binding_scope(name) is not info.scope:
+        return False
+    bindings = index.bindings_of(name)
+    return bool(bindings) and all(b.kind == "assign" and b.value is not None and b.value is not name
+                                  and may_hold_tensor(index, b.value, info, depth + 1) for b in bindings)
+
+
+def eager_guarded(index: FileIndex, info: FunctionInfo) -> bool:
     """Whether a function tests for eager execution (or eager tensors) anywhere in its own code.
 
     Such functions are written to run both ways (`if tf.executing_eagerly(): x.numpy()`, or an early
@@ -96,18 +148,18 @@ def eager_guarded(facts: FileFacts, info: FunctionInfo) -> bool:
     rnn.py computes `in_graph_mode = not context.executing_eagerly()` and tests it in a nested function.
     """
     while info is not None:  # a nested function often reads a flag its outer function computed
-        if any(isinstance(node, ast.Call) and _is_eager_check(facts, node) for node in info.nodes):
+        if any(isinstance(node, ast.Call) and _is_eager_check(index, node) for node in info.nodes):
             return True
         info = info.parent
     return False
 
 
-def _is_eager_check(facts: FileFacts, call: ast.Call) -> bool:
+def _is_eager_check(index: FileIndex, call: ast.Call) -> bool:
     """`tf.executing_eagerly()`, `hasattr(x, "numpy")`, `isinstance(x, EagerTensor)` and the like."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     if name in _EAGER_CHECK_CALLS:
         return True
     if name in ("hasattr", "isinstance") and len(call.args) == 2:
-        return any(marker in facts.text(call.args[1]) for marker in ("'numpy'", '"numpy"', "EagerTensor"))
+        return any(marker in index.text(call.args[1]) for marker in ("'numpy'", '"numpy"', "EagerTensor"))
     return False

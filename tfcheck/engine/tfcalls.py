@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
-if TYPE_CHECKING:
-    from tfcheck.engine.facts import FileFacts
-    from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.index import FileIndex
+from tfcheck.engine.scopes import FunctionInfo
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,24 +33,63 @@ class TfFunctionCall:
     caller: FunctionInfo | None
 
 
-def find_tf_function_calls(facts: FileFacts) -> list[TfFunctionCall]:
+def find_explicit_traces(index: FileIndex) -> frozenset[tuple[FunctionInfo, FunctionInfo]]:
+    """(function, traced) for every `traced.get_concrete_function(...)` call made in `function`."""
+    found: set[tuple[FunctionInfo, FunctionInfo]] = set()
+    for call, caller in index.calls:
+        func = call.func
+        if caller is not None and isinstance(func, ast.Attribute) and func.attr == "get_concrete_function":
+            found.update((caller, traced) for traced in index.function_target(func.value))
+    return frozenset(found)
+
+
+def arguments_for(calls: Iterable[TfFunctionCall], parameter: str) -> Iterator[tuple[TfFunctionCall, ast.expr]]:
+    """The argument each call gives `parameter` (calls that leave it to its default are skipped)."""
+    for call in calls:
+        argument = call.arguments.get(parameter)
+        if argument is not None:
+            yield call, argument
+
+
+ValueOf = Callable[[TfFunctionCall, str, ast.expr], "tuple[Hashable, ...] | None"]
+
+
+def varying_arguments(calls: Iterable[TfFunctionCall], value_of: ValueOf) -> Iterator[tuple[TfFunctionCall, str, ast.expr]]:
+    """Calls that give a parameter of a tf.function object a value other than its first call did.
+
+    `value_of(call, parameter, argument)` says what an argument is (None: not a value this question is
+    about), as the values it can be: a loop variable may stand for several. The first value seen for (tf.function object,
+    parameter) is the one its trace was made for; a later argument that can be another one is yielded.
+    """
+    first: dict[tuple[int, str], Hashable] = {}
+    for tf_call in calls:
+        for parameter, argument in tf_call.arguments.items():
+            found = value_of(tf_call, parameter, argument)
+            if found is None:
+                continue
+            seen = first.setdefault((id(tf_call.identity), parameter), found[0])
+            if any(value != seen for value in found):
+                yield tf_call, parameter, argument
+
+
+def find_tf_function_calls(index: FileIndex) -> list[TfFunctionCall]:
     """Every call of a tf.function of this file, in source order, including through forwarding helpers."""
     found: list[TfFunctionCall] = []
-    for call, caller in facts.calls:
-        direct = _direct_call(facts, call, caller)
+    for call, caller in index.calls:
+        direct = _direct_call(index, call, caller)
         if direct is not None:
             found.append(direct)
         else:
-            found.extend(_forwarded_call(facts, call, caller))
+            found.extend(_forwarded_call(index, call, caller))
     found.sort(key=lambda c: (c.call.lineno, c.call.col_offset))
     return found
 
 
-def _direct_call(facts: FileFacts, call: ast.Call, caller: FunctionInfo | None) -> TfFunctionCall | None:
+def _direct_call(index: FileIndex, call: ast.Call, caller: FunctionInfo | None) -> TfFunctionCall | None:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "get_concrete_function":
         func = func.value
-    target = tf_function_object(facts, func)
+    target = tf_function_object(index, func)
     if target is None:
         return None
     function, identity, has_signature = target
@@ -60,45 +98,45 @@ def _direct_call(facts: FileFacts, call: ast.Call, caller: FunctionInfo | None) 
                           bind_arguments(function, call.args, call.keywords, skip_self), caller)
 
 
-def tf_function_object(facts: FileFacts, expr: ast.expr) -> tuple[FunctionInfo, ast.AST, bool] | None:
+def tf_function_object(index: FileIndex, expr: ast.expr) -> tuple[FunctionInfo, ast.AST, bool] | None:
     """What a callable expression is when it is a tf.function of this file: (function, identity, signed).
 
     A name bound to a decorated def, `self.method` of a decorated method, or a name bound (once) to
     `tf.function(g, ...)`. A plain def is not a tf.function even if some other call wraps it.
     """
-    if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
-        targets = facts.function_target(expr)
-        return _decorated(facts, targets[0]) if len(targets) == 1 else None
+    if isinstance(expr, ast.Attribute) and index.is_self_attribute(expr):
+        targets = index.function_target(expr)
+        return _decorated(index, targets[0]) if len(targets) == 1 else None
     if not isinstance(expr, ast.Name):
         return None
-    bindings = facts.bindings_of(expr)
-    wrapped = [b for b in bindings if b.kind == "assign" and _wraps_in_tf_function(facts, b.value)]
+    bindings = index.bindings_of(expr)
+    wrapped = [b for b in bindings if b.kind == "assign" and _wraps_in_tf_function(index, b.value)]
     if len(wrapped) == 1 and all(b is wrapped[0] or b.kind == "def" for b in bindings):
         bindings = wrapped  # `def step(...): ...` then `step = tf.function(step)`
     if len(bindings) != 1:
         return None
     binding = bindings[0]
     if binding.kind == "def":
-        info = facts.function_info(binding.node)
-        return _decorated(facts, info) if info is not None else None
+        info = index.function_info(binding.node)
+        return _decorated(index, info) if info is not None else None
     value = binding.value
-    if binding.kind == "assign" and _wraps_in_tf_function(facts, value):
+    if binding.kind == "assign" and _wraps_in_tf_function(index, value):
         assert isinstance(value, ast.Call)
-        targets = facts.function_target(value.args[0])
+        targets = index.function_target(value.args[0])
         if len(targets) == 1:
             return targets[0], value, any(k.arg == "input_signature" for k in value.keywords)
     return None
 
 
-def _wraps_in_tf_function(facts: FileFacts, value: ast.expr | None) -> bool:
-    return isinstance(value, ast.Call) and bool(value.args) and facts.resolve(value.func) in facts.tf_function_names
+def _wraps_in_tf_function(index: FileIndex, value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Call) and bool(value.args) and index.resolve(value.func) in index.tf_function_names
 
 
-def _decorated(facts: FileFacts, info: FunctionInfo) -> tuple[FunctionInfo, ast.AST, bool] | None:
-    decorator = facts.decorated_tf_function(info)
+def _decorated(index: FileIndex, info: FunctionInfo) -> tuple[FunctionInfo, ast.AST, bool] | None:
+    decorator = index.decorated_tf_function(info)
     if decorator is None:
         return None
-    return info, info.node, facts.has_input_signature(decorator)
+    return info, info.node, index.has_input_signature(decorator)
 
 
 def bind_arguments(function: FunctionInfo, args: list[ast.expr], keywords: list[ast.keyword],
@@ -119,19 +157,19 @@ def bind_arguments(function: FunctionInfo, args: list[ast.expr], keywords: list[
     return bound
 
 
-def _forwarded_call(facts: FileFacts, call: ast.Call, caller: FunctionInfo | None) -> list[TfFunctionCall]:
+def _forwarded_call(index: FileIndex, call: ast.Call, caller: FunctionInfo | None) -> list[TfFunctionCall]:
     """`helper(f, a, b)` where `helper(fn, *args)` calls `fn(*args)` or `fn.get_concrete_function(*args)`."""
-    helper = facts.called_function(call)
+    helper = index.called_function(call)
     if helper is None or isinstance(helper.node, ast.Lambda) or helper.node.args.vararg is None:
         return []
     forwarded = _forwarding_parameter(helper)
     if forwarded is None:
         return []
     positional = [a.arg for a in helper.node.args.posonlyargs + helper.node.args.args]
-    index = positional.index(forwarded)
-    if index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args):
+    position = positional.index(forwarded)
+    if position >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args):
         return []
-    target = tf_function_object(facts, call.args[index])
+    target = tf_function_object(index, call.args[position])
     if target is None:
         return []
     function, identity, has_signature = target

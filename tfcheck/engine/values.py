@@ -1,23 +1,17 @@
 """What kind of value an expression or a name holds, as far as the file says.
 
 Rules need to tell a NumPy array from a tensor, a Python list from a dataset, an iterator from a
-tf.data iterator. The answer is a small set of kinds (a name can be bound to several values).
+tf.data iterator. The answer is a small set of kinds (a name can be bound to several values), named
+in tfcheck.engine.kinds.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tfcheck.engine.facts import FileFacts
-
-LIST, DICT, SET, TUPLE = "list", "dict", "set", "tuple"
-ITERATOR, RANGE = "iterator", "range"
-NDARRAY, TENSOR, VARIABLE, DATASET = "ndarray", "tensor", "variable", "dataset"
-NUMBER, STRING, NONE = "number", "string", "none"
-TF_FUNCTION, OPTIMIZER, MODEL, LAYER, OBJECT = "tf_function", "optimizer", "model", "layer", "object"
-CONTAINERS = frozenset({LIST, DICT, SET})
+from tfcheck.engine.index import FileIndex
+from tfcheck.engine.kinds import (DATASET, DICT, FUNCTION, ITERATOR, LAYER, LIST, MODEL, NDARRAY, NONE, NUMBER,
+                                  OPTIMIZER, RANGE, SET, STRING, TENSOR, TF_FUNCTION, TUPLE, VARIABLE)
 
 _BUILTIN_KINDS = {
     "builtins.list": LIST, "builtins.dict": DICT, "builtins.set": SET, "builtins.tuple": TUPLE,
@@ -50,32 +44,32 @@ _DATASET_METHODS = frozenset({
 })
 
 
-def call_kind(facts: FileFacts, call: ast.Call, depth: int) -> set[str]:
+def call_kind(index: FileIndex, call: ast.Call, depth: int) -> set[str]:
     """The kinds a call can return."""
-    name = facts.resolve(call.func)
+    name = index.resolve(call.func)
     if name is not None:
-        kind = _named_call_kind(facts, name)
+        kind = _named_call_kind(index, name)
         if kind:
             return {kind}
     func = call.func
     if isinstance(func, ast.Attribute):
-        receiver = expr_kinds(facts, func.value, depth + 1)
+        receiver = expr_kinds(index, func.value, depth + 1)
         if DATASET in receiver and func.attr in _DATASET_METHODS:
             return {DATASET}
         if func.attr == "numpy" and (TENSOR in receiver or VARIABLE in receiver):
             return {NDARRAY}
         if func.attr in ("copy", "reshape", "astype", "T", "transpose") and NDARRAY in receiver:
             return {NDARRAY}
-    target = facts.called_function(call)
+    target = index.called_function(call)
     if target is not None and target.is_generator:
         return {ITERATOR}
-    cls = facts.called_class(call)
+    cls = index.called_class(call)
     if cls is not None:
-        return {facts.class_kind(cls)}
+        return {index.class_kind(cls)}
     return set()
 
 
-def _named_call_kind(facts: FileFacts, name: str) -> str | None:
+def _named_call_kind(index: FileIndex, name: str) -> str | None:
     if name in _BUILTIN_KINDS:
         return _BUILTIN_KINDS[name]
     if name.startswith("numpy."):
@@ -84,7 +78,7 @@ def _named_call_kind(facts: FileFacts, name: str) -> str | None:
         return DATASET
     if name in ("tensorflow.Variable", "keras.Variable"):
         return VARIABLE
-    if name in facts.tf_function_names:
+    if name in index.tf_function_names:
         return TF_FUNCTION
     if name.startswith("keras.optimizers."):
         return OPTIMIZER
@@ -98,7 +92,7 @@ def _named_call_kind(facts: FileFacts, name: str) -> str | None:
     return None
 
 
-def expr_kinds(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> set[str]:
+def expr_kinds(index: FileIndex, expr: ast.expr | None, depth: int = 0) -> set[str]:
     """The kinds `expr` can evaluate to; empty when unknown."""
     if expr is None or depth > 4:
         return set()
@@ -115,23 +109,23 @@ def expr_kinds(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> set[s
     if isinstance(expr, ast.Constant):
         return {_constant_kind(expr.value)}
     if isinstance(expr, ast.Call):
-        return call_kind(facts, expr, depth)
+        return call_kind(index, expr, depth)
     if isinstance(expr, ast.Name):
-        return name_kinds(facts, expr, depth + 1)
+        return name_kinds(index, expr, depth + 1)
     if isinstance(expr, ast.BinOp):
-        both = expr_kinds(facts, expr.left, depth + 1) | expr_kinds(facts, expr.right, depth + 1)
+        both = expr_kinds(index, expr.left, depth + 1) | expr_kinds(index, expr.right, depth + 1)
         return {kind for kind in both if kind in (TENSOR, NDARRAY, NUMBER, LIST, STRING)}
     if isinstance(expr, ast.UnaryOp):
-        return expr_kinds(facts, expr.operand, depth + 1)
+        return expr_kinds(index, expr.operand, depth + 1)
     if isinstance(expr, ast.Subscript):
-        base = expr_kinds(facts, expr.value, depth + 1)
+        base = expr_kinds(index, expr.value, depth + 1)
         return {kind for kind in base if kind in (TENSOR, NDARRAY)}
-    if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
-        cls = facts.class_of_self(expr)
+    if isinstance(expr, ast.Attribute) and index.is_self_attribute(expr):
+        cls = index.class_of_self(expr)
         if cls is not None:
             kinds: set[str] = set()
-            for _, value in facts.self_attribute_values(cls, expr.attr):
-                kinds |= expr_kinds(facts, value, depth + 1)
+            for _, value in index.self_attribute_values(cls, expr.attr):
+                kinds |= expr_kinds(index, value, depth + 1)
             return kinds
     return set()
 
@@ -144,13 +138,13 @@ def _constant_kind(value: object) -> str:
     return NUMBER
 
 
-def name_kinds(facts: FileFacts, name: ast.Name, depth: int) -> set[str]:
+def name_kinds(index: FileIndex, name: ast.Name, depth: int) -> set[str]:
     """Union of the kinds of every value bound to the name `name` refers to."""
-    bindings = facts.bindings_of(name)
+    bindings = index.bindings_of(name)
     kinds: set[str] = set()
     for binding in bindings:
         if binding.value is not None and binding.value is not name:
-            kinds |= expr_kinds(facts, binding.value, depth)
+            kinds |= expr_kinds(index, binding.value, depth)
         elif binding.kind == "def":
-            kinds.add("function")
+            kinds.add(FUNCTION)
     return kinds
