@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tfcheck.engine import tfcalls, values
+from tfcheck.engine import tfcalls, tfobjects, values
 from tfcheck.engine.names import BUILTIN_NAMES, TF_FUNCTION, canonical
 from tfcheck.engine.scopes import Binding, ClassInfo, FunctionInfo, Scope, collect_scopes
 from tfcheck.engine.source import SourceFile
@@ -529,6 +529,16 @@ class FileFacts:
             if self.resolve(func) in self.tf_function_names:
                 return decorator
         return None
+
+    # -- TensorFlow objects (tfcheck.engine.tfobjects) ------------------------------------------------
+    def tensor_array_origins(self, expr: ast.expr) -> list[ast.Call]:
+        return tfobjects.tensor_array_origins(self, expr)
+
+    def is_dataset_iterator(self, expr: ast.expr) -> bool:
+        return tfobjects.is_dataset_iterator(self, expr)
+
+    def is_single_tensor(self, expr: ast.expr) -> bool:
+        return tfobjects.is_single_tensor(self, expr)
 
     # -- positions -----------------------------------------------------------------------------------
     def line_name(self, line: int) -> str:

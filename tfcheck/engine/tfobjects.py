@@ -1,0 +1,169 @@
+"""TensorArrays, tf.data iterators, and single tensors (as opposed to Python sequences of tensors).
+
+Issue 14's pitfalls need three narrow facts the value kinds do not give. Is an expression a
+`tf.TensorArray`, whose `write` returns a new array instead of changing this one? Is it a tf.data
+iterator (`iter(dataset)`), whose `next()` is a graph op that raises OutOfRangeError instead of
+returning a default? Is it one tensor, which Python cannot iterate in graph code, rather than the
+list or tuple of tensors that `tf.unstack` or `tf.cond` return, which it can? As everywhere in the
+engine the answers are deliberately narrow: what the file does not pin down is none of these.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from tfcheck.engine import values
+from tfcheck.engine.tensors import is_tensor_value
+
+if TYPE_CHECKING:
+    from tfcheck.engine.facts import FileFacts
+    from tfcheck.engine.scopes import Binding
+
+# TensorArray methods that return a new TensorArray: the one they are called on is left as it was.
+TENSOR_ARRAY_UPDATES = frozenset({"write", "scatter", "unstack", "split"})
+# Methods that make a distributed dataset, whose iterator behaves like a tf.data iterator.
+_DISTRIBUTE_METHODS = frozenset({"experimental_distribute_dataset", "distribute_datasets_from_function",
+                                 "experimental_distribute_datasets_from_function"})
+# Public ops (and functional control flow) that return a Python list or tuple of tensors, or whatever
+# structure their callback returns: iterating over the result in Python is fine.
+_SEQUENCE_RETURNING = frozenset({
+    "unstack", "split", "dynamic_partition", "gradients", "meshgrid", "unique", "unique_with_counts", "top_k",
+    "eigh", "eig", "svd", "qr", "lu", "moments", "weighted_moments", "shape_n", "identity_n", "Unpack",
+    "cond", "case", "switch_case", "while_loop", "map_fn", "scan", "foldl", "foldr", "vectorized_map",
+    "py_function", "numpy_function", "py_func", "custom_gradient", "recompute_grad", "tuple", "group",
+    "max_pool_with_argmax", "fractional_max_pool", "fractional_avg_pool", "ctc_greedy_decoder",
+    "ctc_beam_search_decoder", "unicode_decode_with_offsets", "broadcast_gradient_args", "batch_gather_nd",
+})
+_MAX_DEPTH = 6
+
+
+def tensor_array_origins(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> list[ast.Call]:
+    """The `tf.TensorArray(...)` calls the array `expr` holds comes from; empty unless it surely is one.
+
+    `expr` is a TensorArray constructor, an update of one (`ta.write(...)`), or a name or `self.x`
+    holding only those. A name rebound by a method of itself (`ta = ta.write(i, x)`, `ta = ta.stack()`)
+    keeps the kind of its other bindings: a tensor has no `write`, so wherever such a name meets
+    `.write(...)` it still holds the array. Where the array was made matters: one made eagerly is
+    changed in place by `write`, even from graph code.
+    """
+    if expr is None or depth > _MAX_DEPTH:
+        return []
+    if isinstance(expr, ast.Call):
+        name = facts.resolve(expr.func)
+        if name is not None:
+            return [expr] if name.startswith("tensorflow.") and name.endswith(".TensorArray") else []
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_ARRAY_UPDATES:
+            return tensor_array_origins(facts, func.value, depth + 1)
+        return []
+    if isinstance(expr, ast.Name):
+        assigned_values = [b.value for b in facts.bindings_of(expr) if not _updates_itself(b)]
+    elif isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
+        cls = facts.class_of_self(expr)
+        assigned = [value for _, value in facts.self_attribute_values(cls, expr.attr)] if cls is not None else []
+        assigned_values = [value for value in assigned if not _method_of_attribute(value, expr.attr)]
+    else:
+        return []
+    origins: list[ast.Call] = []
+    for value in assigned_values:
+        found = tensor_array_origins(facts, value, depth + 1)
+        if not found:
+            return []
+        origins.extend(found)
+    return origins
+
+
+def _updates_itself(binding: Binding) -> bool:
+    """`ta = ta.<method>(...)` (or a chain of methods starting at `ta`)."""
+    receiver = chain_root(binding.value)
+    return isinstance(receiver, ast.Name) and receiver.id == binding.name
+
+
+def _method_of_attribute(value: ast.expr | None, attr: str) -> bool:
+    """`self.ta = self.ta.<method>(...)`."""
+    receiver = chain_root(value)
+    return isinstance(receiver, ast.Attribute) and receiver.attr == attr and isinstance(receiver.value, ast.Name)
+
+
+def chain_root(value: ast.expr | None) -> ast.expr | None:
+    """The object a chain of method calls starts from: `ta` in `ta.write(0, x).write(1, y)`."""
+    if not isinstance(value, ast.Call):
+        return None
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        value = value.func.value
+    return value
+
+
+def is_dataset_iterator(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> bool:
+    """`iter(dataset)`, `dataset.__iter__()`, `iter(strategy.experimental_distribute_dataset(...))`, or a
+    name or `self.x` bound only to those."""
+    if expr is None or depth > _MAX_DEPTH:
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if facts.resolve(func) == "builtins.iter" and len(expr.args) == 1 and not expr.keywords:
+            return _is_iterable_dataset(facts, expr.args[0], depth + 1)
+        return isinstance(func, ast.Attribute) and func.attr == "__iter__" and not expr.args \
+            and _is_iterable_dataset(facts, func.value, depth + 1)
+    if isinstance(expr, ast.Name):
+        bindings = facts.bindings_of(expr)
+        return bool(bindings) and all(b.value is not None and b.value is not expr
+                                      and is_dataset_iterator(facts, b.value, depth + 1) for b in bindings)
+    if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
+        cls = facts.class_of_self(expr)
+        assigned = [value for _, value in facts.self_attribute_values(cls, expr.attr)] if cls is not None else []
+        return bool(assigned) and all(is_dataset_iterator(facts, value, depth + 1) for value in assigned)
+    return False
+
+
+def _is_iterable_dataset(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
+    """A tf.data dataset or a distributed dataset (`strategy.experimental_distribute_dataset(ds)`)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _DISTRIBUTE_METHODS:
+        return True
+    if isinstance(expr, ast.Name):
+        bindings = facts.bindings_of(expr)
+        if bindings and all(b.value is not None and b.value is not expr for b in bindings) and depth <= _MAX_DEPTH:
+            return all(_is_iterable_dataset(facts, b.value, depth + 1) for b in bindings)  # type: ignore[arg-type]
+    return facts.kinds(expr) == {values.DATASET}
+
+
+def is_single_tensor(facts: FileFacts, expr: ast.expr | None, depth: int = 0) -> bool:
+    """Whether `expr` is surely one tensor (or tf.Variable), never a Python list or tuple of tensors.
+
+    A tensor value in the sense of `tensors.is_tensor_value`, not built from an op that returns a
+    sequence; a parameter of a tf.function counts when every call of it in the file passes one.
+    """
+    if expr is None or depth > _MAX_DEPTH:
+        return False
+    if isinstance(expr, ast.Name) and _is_tensor_argument(facts, expr, depth):
+        return True
+    return is_tensor_value(facts, expr) and not _may_be_sequence(facts, expr, depth)
+
+
+def _may_be_sequence(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
+    """Whether a tensor value might be a list or tuple of tensors (an op returning several, `a + b` of them)."""
+    if depth > _MAX_DEPTH:
+        return True
+    if isinstance(expr, ast.Call):
+        name = facts.resolve(expr.func) or ""
+        return name.rsplit(".", 1)[-1] in _SEQUENCE_RETURNING
+    if isinstance(expr, ast.Name):
+        return any(b.value is None or _may_be_sequence(facts, b.value, depth + 1) for b in facts.bindings_of(expr)
+                   if b.kind != "param")
+    if isinstance(expr, ast.BinOp):
+        return _may_be_sequence(facts, expr.left, depth + 1) or _may_be_sequence(facts, expr.right, depth + 1)
+    return False  # a subscript of a sequence of tensors is one tensor; comparisons and unary ops make tensors
+
+
+def _is_tensor_argument(facts: FileFacts, name: ast.Name, depth: int) -> bool:
+    """A parameter of a tf.function that every call of it in this file fills with a single tensor."""
+    bindings = facts.bindings_of(name)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    scope = facts.binding_scope(name)
+    function = facts.function_info(scope.node) if scope is not None else None
+    if function is None:
+        return False
+    arguments = [call.arguments.get(name.id) for call in facts.tf_function_calls_of(function)]
+    return bool(arguments) and all(is_single_tensor(facts, argument, depth + 1) for argument in arguments)
