@@ -534,7 +534,7 @@ class FileFacts:
     def tensor_array_origins(self, expr: ast.expr) -> list[ast.Call]:
         return tfobjects.tensor_array_origins(self, expr)
 
-    def is_dataset_iterator(self, expr: ast.expr) -> bool:
+    def is_dataset_iterator(self, expr: ast.expr | None) -> bool:
         return tfobjects.is_dataset_iterator(self, expr)
 
     def is_single_tensor(self, expr: ast.expr) -> bool:
