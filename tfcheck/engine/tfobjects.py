@@ -136,9 +136,28 @@ def is_single_tensor(facts: FileFacts, expr: ast.expr | None, depth: int = 0) ->
     """
     if expr is None or depth > _MAX_DEPTH:
         return False
-    if isinstance(expr, ast.Name) and _is_tensor_argument(facts, expr, depth):
+    if isinstance(expr, ast.Name) and _is_tensor_parameter(facts, expr, depth):
+        return True
+    operands = _tensor_operands(expr)
+    if operands and any(is_single_tensor(facts, operand, depth + 1) for operand in operands):
         return True
     return is_tensor_value(facts, expr) and not _may_be_sequence(facts, expr, depth)
+
+
+def _tensor_operands(expr: ast.expr) -> list[ast.expr]:
+    """The operands that make `expr` a tensor when one of them is: `x > 0`, `x + 1`, `-x`, `x[i]`, `a and x`."""
+    if isinstance(expr, ast.Compare):
+        identity = all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops)
+        return [] if identity else [expr.left, *expr.comparators]
+    if isinstance(expr, ast.BinOp):
+        return [expr.left, expr.right]
+    if isinstance(expr, ast.UnaryOp):
+        return [expr.operand]
+    if isinstance(expr, ast.Subscript):
+        return [expr.value]
+    if isinstance(expr, ast.BoolOp):
+        return list(expr.values)
+    return []
 
 
 def _may_be_sequence(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
@@ -156,11 +175,27 @@ def _may_be_sequence(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
     return False  # a subscript of a sequence of tensors is one tensor; comparisons and unary ops make tensors
 
 
-def _is_tensor_argument(facts: FileFacts, name: ast.Name, depth: int) -> bool:
-    """A parameter of a tf.function that every call of it in this file fills with a single tensor."""
+def _is_tensor_parameter(facts: FileFacts, name: ast.Name, depth: int) -> bool:
+    """A parameter that is a tensor (an input_signature, or every call of the tf.function in this file passes
+    one), and stays one: rebound only by tensor operations on itself (`x = x - 1`, `t += 1`) or to tensors."""
     bindings = facts.bindings_of(name)
-    if len(bindings) != 1 or bindings[0].kind != "param":
+    if [b.kind for b in bindings].count("param") != 1:
         return False
+    if not (facts.is_tensor_param(name) or _filled_with_tensors(facts, name, depth)):
+        return False
+    return all(b.kind in ("param", "augassign") or _keeps_tensor(facts, b.value, name.id, depth) for b in bindings)
+
+
+def _keeps_tensor(facts: FileFacts, value: ast.expr | None, name: str, depth: int) -> bool:
+    if value is None:
+        return False
+    if any(isinstance(operand, ast.Name) and operand.id == name for operand in _tensor_operands(value)):
+        return True
+    return is_single_tensor(facts, value, depth + 1)
+
+
+def _filled_with_tensors(facts: FileFacts, name: ast.Name, depth: int) -> bool:
+    """Every call of the tf.function in this file passes a single tensor for the parameter `name`."""
     scope = facts.binding_scope(name)
     function = facts.function_info(scope.node) if scope is not None else None
     if function is None:
