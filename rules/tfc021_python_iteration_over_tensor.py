@@ -100,6 +100,11 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\n@tf.function\ndef f():\n    s = tf.constant(0, tf.int64)\n"
         "    for i, a in enumerate(tf.data.Dataset.range(3)):\n        s += a\n    return s\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return sorted(tf.reverse(x, [0]))\n",
+        # Slices of the list a while_loop returns; `*args` under an input_signature (real TensorFlow code).
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    outs = tf.while_loop(lambda i, a, b: i < 3, "
+        "lambda i, a, b: (i + 1, a, b), [0, x, x])[1:]\n    return [o * 2 for o in outs]\n",
+        "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([2]), tf.TensorSpec([2])])\n"
+        "def f(*args):\n    return tf.add_n(list(args))\n",
         # A parameter the file does not pin down (a list of tensors in the call below).
         "import tensorflow as tf\n@tf.function\ndef f(xs):\n    return [x * 2 for x in xs]\nf([tf.constant(1)])\n",
         # Eager code, and code behind an eager check.

@@ -31,7 +31,7 @@ _SEQUENCE_RETURNING = frozenset({
     "unstack", "split", "dynamic_partition", "gradients", "meshgrid", "unique", "unique_with_counts", "top_k",
     "eigh", "eig", "svd", "qr", "lu", "moments", "weighted_moments", "shape_n", "identity_n", "Unpack",
     "cond", "case", "switch_case", "while_loop", "map_fn", "scan", "foldl", "foldr", "vectorized_map",
-    "py_function", "numpy_function", "py_func", "custom_gradient", "recompute_grad", "tuple", "group",
+    "py_function", "numpy_function", "py_func", "eager_py_func", "custom_gradient", "recompute_grad", "tuple", "group",
     "max_pool_with_argmax", "fractional_max_pool", "fractional_avg_pool", "ctc_greedy_decoder",
     "ctc_beam_search_decoder", "unicode_decode_with_offsets", "broadcast_gradient_args", "batch_gather_nd",
 })
@@ -136,8 +136,11 @@ def is_single_tensor(facts: FileFacts, expr: ast.expr | None, depth: int = 0) ->
     """
     if expr is None or depth > _MAX_DEPTH:
         return False
-    if isinstance(expr, ast.Name) and _is_tensor_parameter(facts, expr, depth):
-        return True
+    if isinstance(expr, ast.Name):
+        if _is_packed_parameter(facts, expr):
+            return False  # `*args` is a tuple even under an input_signature
+        if _is_tensor_parameter(facts, expr, depth):
+            return True
     operands = _tensor_operands(expr)
     if operands and any(is_single_tensor(facts, operand, depth + 1) for operand in operands):
         return True
@@ -172,7 +175,19 @@ def _may_be_sequence(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
                    if b.kind != "param")
     if isinstance(expr, ast.BinOp):
         return _may_be_sequence(facts, expr.left, depth + 1) or _may_be_sequence(facts, expr.right, depth + 1)
-    return False  # a subscript of a sequence of tensors is one tensor; comparisons and unary ops make tensors
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        return _may_be_sequence(facts, expr.value, depth + 1)  # `while_loop(...)[1:]` is still a list
+    return False  # an element of a sequence of tensors is one tensor; comparisons and unary ops make tensors
+
+
+def _is_packed_parameter(facts: FileFacts, name: ast.Name) -> bool:
+    """`*args` or `**kwargs` of the function that binds `name`."""
+    scope = facts.binding_scope(name)
+    function = facts.function_info(scope.node) if scope is not None else None
+    if function is None:
+        return False
+    arguments = function.node.args
+    return any(packed is not None and packed.arg == name.id for packed in (arguments.vararg, arguments.kwarg))
 
 
 def _is_tensor_parameter(facts: FileFacts, name: ast.Name, depth: int) -> bool:
