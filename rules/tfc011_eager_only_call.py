@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tensors import eager_guarded, surely_tensor
+from tfcheck.engine.tensors import surely_tensor
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -102,15 +101,10 @@ class EagerOnlyCall(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        guarded: dict[FunctionInfo, bool] = {}
         for node, function in facts.graph_nodes(ast.Call):
             assert isinstance(node, ast.Call)
             message = _eager_only(facts, node)
-            if message is None:
-                continue
-            if function not in guarded:
-                guarded[function] = eager_guarded(facts, function)
-            if not guarded[function]:
+            if message is not None and not facts.eager_guarded(function):
                 yield self.finding(facts, node, message, function=function)
 
 

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 
-from tfcheck.engine import tfcalls, values
+from tfcheck.engine import tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.flow import reaches_graph
 from tfcheck.engine.graphcode import ExternalCall, GraphCode, find_graph_code
@@ -58,6 +58,17 @@ class FileFacts(FileIndex):
         return recursive_calls(self, self.graph, self.call_graph)
 
     # -- graph code -------------------------------------------------------------------------------
+    @cached_property
+    def _eager_guarded(self) -> dict[FunctionInfo, bool]:
+        return {}
+
+    def eager_guarded(self, info: FunctionInfo) -> bool:
+        """Whether `info` (or a function around it) tests for eager execution (tfcheck.engine.tensors);
+        once per function: rules ask for every node of it."""
+        if info not in self._eager_guarded:
+            self._eager_guarded[info] = tensors.eager_guarded(self, info)
+        return self._eager_guarded[info]
+
     @property
     def graph_functions(self) -> dict[FunctionInfo, str]:
         """Graph-code functions of this file, with why each is graph code."""
@@ -117,3 +128,13 @@ class FileFacts(FileIndex):
     def outer_name_owner(self, name: ast.Name, info: FunctionInfo) -> str | None:
         """`module-level` or `enclosing` when `name` is bound outside the graph function `info`."""
         return self.outer_state.outer_name_owner(name, info)
+
+    # -- TensorFlow objects (tfcheck.engine.tfobjects) ------------------------------------------------
+    def tensor_array_origins(self, expr: ast.expr) -> list[ast.Call]:
+        return tfobjects.tensor_array_origins(self, expr)
+
+    def is_dataset_iterator(self, expr: ast.expr | None) -> bool:
+        return tfobjects.is_dataset_iterator(self, expr)
+
+    def is_single_tensor(self, expr: ast.expr) -> bool:
+        return tfobjects.is_single_tensor(self, expr)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 @tf.function
 def square_if_positive(x):
-    return [i ** 2 if i > 0 else i for i in x]  # expect-missing: Python iteration over a tensor in a comprehension
+    return [i ** 2 if i > 0 else i for i in x]  # expect: TFC021
 
 
 square_if_positive(tf.range(-5, 5))

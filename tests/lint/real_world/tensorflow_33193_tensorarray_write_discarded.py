@@ -12,12 +12,12 @@ a = np.array([1, 2, 3], np.int32)
 @tf.function  # works without the decorator
 def foo(a):
     b = tf.TensorArray(tf.string, 4)
-    b.write(0, "test")  # expect-missing: TensorArray.write result discarded
+    b.write(0, "test")  # expect: TFC020
     for i in tf.range(3):
         if a[i] == 2:
-            b.write(i, "fuzz")  # expect-missing: TensorArray.write result discarded
+            b.write(i, "fuzz")  # expect: TFC020
         elif a[i] == 3:
-            b.write(i, "buzz")  # expect-missing: TensorArray.write result discarded
+            b.write(i, "buzz")  # expect: TFC020
     return b.stack()
 
 

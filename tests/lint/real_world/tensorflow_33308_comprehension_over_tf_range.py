@@ -10,6 +10,6 @@ from hparams import hp
 
 @tf.function
 def band2bin(bands):
-    tensor_list = [tf.tile(tf.expand_dims(bands[:, b, :], axis=1), [1, hp.band[b, 1]-hp.band[b, 0]+1, 1]) for b in tf.range(bands.shape[1])]  # expect-missing: Python iteration over a tensor in a comprehension
+    tensor_list = [tf.tile(tf.expand_dims(bands[:, b, :], axis=1), [1, hp.band[b, 1]-hp.band[b, 0]+1, 1]) for b in tf.range(bands.shape[1])]  # expect: TFC021
     bins = tf.concat(tensor_list, axis=1)
     return bins

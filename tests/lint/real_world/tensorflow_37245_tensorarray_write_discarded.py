@@ -10,7 +10,7 @@ import tensorflow as tf
 def use_tensor_array(x):
     y = tf.TensorArray(x.dtype, tf.shape(x)[0])
     for i in tf.range(tf.shape(x)[0]):
-        y.write(i, x[i])  # expect-missing: TensorArray.write result discarded
+        y.write(i, x[i])  # expect: TFC020
     y = y.stack()
     return y
 

@@ -13,7 +13,7 @@ dsi = iter(ds)
 @tf.function  # remove this to get the expected behaviour
 def func():
     for _ in range(4):
-        tf.print(next(dsi, -1))  # expect-missing: next(it, default) on a dataset iterator
+        tf.print(next(dsi, -1))  # expect: TFC022
 
 
 func()

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 @tf.function
 def f(X):
-    tf.random.set_seed(X)  # expect-missing: tf.random.set_seed in graph code
+    tf.random.set_seed(X)  # expect: TFC023
     tf.print(tf.random.normal((2, 3)))
 
 

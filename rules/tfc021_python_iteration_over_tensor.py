@@ -1,0 +1,154 @@
+"""TFC021: Python iterating over a tensor (comprehension, zip/enumerate/list/..., unpacking) in graph code."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from tfcheck.engine import values
+from tfcheck.engine.facts import FileFacts
+from tfcheck.findings import Finding, Severity
+from tfcheck.rule import Rule
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# Builtins that iterate over their arguments in Python. AutoGraph overloads some of them, but for a
+# tensor only `sorted` (tf.sort) and `len`; `enumerate`, `zip`, `map`, `filter`, `any`, `all` fall back
+# to Python's. Each entry: the positions of the arguments iterated.
+_ITERATING_BUILTINS: dict[str, slice] = {
+    "builtins.zip": slice(0, None), "builtins.enumerate": slice(0, 1), "builtins.map": slice(1, None),
+    "builtins.filter": slice(1, 2), "builtins.list": slice(0, 1), "builtins.tuple": slice(0, 1),
+    "builtins.set": slice(0, 1), "builtins.frozenset": slice(0, 1), "builtins.sum": slice(0, 1),
+    "builtins.any": slice(0, 1), "builtins.all": slice(0, 1),
+}
+_MIN_MAX = ("builtins.min", "builtins.max")  # iterate only when given one argument
+
+
+class PythonIterationOverTensor(Rule):
+    """Python code that iterates over a tensor in graph code, where AutoGraph does not convert it.
+
+    ## What it does
+    Finds, in graph code, Python iteration over a value that is surely a single tensor (a
+    TensorFlow op's result, a `tf.Variable`, a parameter with an `input_signature` or one every call
+    fills with a tensor): a list/set/dict comprehension or generator expression over it, `zip`,
+    `enumerate`, `map`, `filter`, `list`, `tuple`, `set`, `sum`, `any`, `all`, `min`/`max` of it, and
+    unpacking it (`r, c = tf.shape(x)`). Also a comprehension over a `tf.data.Dataset`. Python lists
+    of tensors (`tf.unstack(x)`, `tf.split`, the result of `tf.cond`) are iterated fine and not
+    reported, and neither is code behind a `tf.executing_eagerly()` check.
+
+    ## Why is this bad
+    AutoGraph turns `for x in tensor:` statements into graph loops, but not comprehensions, builtins
+    or unpacking: they ask the symbolic tensor for a Python iterator, and tracing fails with
+    `OperatorNotAllowedInGraphError: Iterating over a symbolic tf.Tensor is not allowed`. The code
+    works eagerly and fails once decorated. A comprehension over a dataset is worse: the Python loop
+    asks the dataset's iterator for elements that are graph ops and never raise StopIteration, so
+    tracing never ends.
+
+    Checked against TensorFlow 2.21 (every example below run): each must-flag example raises
+    OperatorNotAllowedInGraphError when called with tensors, except the comprehension over a dataset,
+    which was still tracing when stopped after 120 s; `for i, a in enumerate(dataset)` and
+    `zip(dataset, dataset)` in a `for` statement, comprehensions over `tf.unstack(x)` or `x.shape`,
+    `sorted(x)` and `r, c = tf.unstack(tf.shape(x))` all trace and run.
+
+    ## Example
+    ```python
+    @tf.function
+    def square_if_positive(x):
+        return [i ** 2 if i > 0 else i for i in x]
+
+    square_if_positive(tf.range(-5, 5))
+    ```
+
+    ## Use instead
+    ```python
+    @tf.function
+    def square_if_positive(x):
+        return tf.map_fn(lambda i: i ** 2 if i > 0 else i, x)
+    ```
+    A `for` statement over the tensor, writing into a `tf.TensorArray`, works too; so does
+    `tf.unstack(x)` when the size is known while tracing.
+    """
+
+    code = "TFC021"
+    name = "python-iteration-over-tensor"
+    severity = Severity.ERROR
+    must_flag = (
+        # From a real issue: the AutoGraph guide's function, called with a tensor.
+        "import tensorflow as tf\n@tf.function\ndef square_if_positive(x):\n"
+        "    return [i ** 2 if i > 0 else i for i in x]\nsquare_if_positive(tf.range(-5, 5))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.stack([x * i for i in tf.range(3)])\n",
+        "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([None])])\ndef f(x):\n"
+        "    return sum(v * v for v in x)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x, y):\n    s = tf.constant(0)\n"
+        "    for a, b in zip(x, y):\n        s += a * b\n    return s\nf(tf.constant([1, 2]), tf.constant([3, 4]))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.constant(0)\n    for i, a in enumerate(x):\n"
+        "        s += a\n    return s\nf(tf.constant([1, 2]))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    r, c = tf.shape(x)\n    return r * c\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.stack(list(tf.reverse(x, [0])))\n",
+        "import tensorflow as tf\nds = tf.data.Dataset.range(3)\n@tf.function\ndef f():\n"
+        "    return tf.add_n([x for x in ds])\n",
+    )
+    must_not_flag = (
+        # Reference: tf.map_fn, and a for statement that AutoGraph converts.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.map_fn(lambda i: i ** 2 if i > 0 else i, x)\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    r = tf.TensorArray(x.dtype, 0, dynamic_size=True)\n"
+        "    for i in x:\n        r = r.write(r.size(), i * 2)\n    return r.stack()\nf(tf.range(3))\n",
+        # Python lists of tensors, static shapes, datasets in for statements.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return [row * 2 for row in tf.unstack(x)]\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    a, b = tf.split(x, 2)\n    r, c = tf.unstack(tf.shape(x))\n"
+        "    return [d for d in x.shape], a, b, r * c\n",
+        "import tensorflow as tf\n@tf.function\ndef f():\n    s = tf.constant(0, tf.int64)\n"
+        "    for i, a in enumerate(tf.data.Dataset.range(3)):\n        s += a\n    return s\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    return sorted(tf.reverse(x, [0]))\n",
+        # Slices of the list a while_loop returns; `*args` under an input_signature (real TensorFlow code).
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    outs = tf.while_loop(lambda i, a, b: i < 3, "
+        "lambda i, a, b: (i + 1, a, b), [0, x, x])[1:]\n    return [o * 2 for o in outs]\n",
+        "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([2]), tf.TensorSpec([2])])\n"
+        "def f(*args):\n    return tf.add_n(list(args))\n",
+        # A parameter the file does not pin down (a list of tensors in the call below).
+        "import tensorflow as tf\n@tf.function\ndef f(xs):\n    return [x * 2 for x in xs]\nf([tf.constant(1)])\n",
+        # Eager code, and code behind an eager check.
+        "import tensorflow as tf\ndef f(x):\n    return [i for i in tf.range(3)]\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
+        "        return [i for i in tf.range(3)]\n    return x\n",
+    )
+
+    def check(self, facts: FileFacts) -> Iterator[Finding]:
+        for node, function in facts.graph_nodes(*_COMPREHENSIONS, ast.Call, ast.Assign):
+            if facts.eager_guarded(function):
+                continue
+            for iterable, how in _iterated(facts, node):
+                described = _iteration_outcome(facts, iterable, isinstance(node, _COMPREHENSIONS))
+                if described is not None:
+                    yield self.finding(facts, node, f"{how} `{facts.text(iterable)}`, {described}", function=function)
+                    break
+
+
+def _iterated(facts: FileFacts, node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
+    """The expressions `node` iterates over in Python, each with how it does."""
+    if isinstance(node, _COMPREHENSIONS):
+        for generator in node.generators:
+            yield generator.iter, "a comprehension iterates in Python over"
+    elif isinstance(node, ast.Call):
+        name = facts.resolve(node.func)
+        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if name in _ITERATING_BUILTINS:
+            for arg in positional[_ITERATING_BUILTINS[name]]:
+                yield arg, f"`{name.removeprefix('builtins.')}()` iterates in Python over"
+        elif name in _MIN_MAX and len(node.args) == 1 and positional:
+            yield positional[0], f"`{name.removeprefix('builtins.')}()` iterates in Python over"
+    elif isinstance(node, ast.Assign) and any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+        yield node.value, "unpacking iterates in Python over"
+
+
+def _iteration_outcome(facts: FileFacts, iterable: ast.expr, comprehension: bool) -> str | None:
+    """What happens when graph code iterates over `iterable` in Python; None when nothing goes wrong.
+
+    Datasets count only in comprehensions: AutoGraph overloads `zip`, `enumerate`, `map` and `filter`
+    for them."""
+    if facts.is_single_tensor(iterable):
+        return ("a symbolic tensor: tracing raises OperatorNotAllowedInGraphError (AutoGraph converts only "
+                "`for` statements); use a `for` statement, tf.map_fn, or tf.unstack when the size is static")
+    if comprehension and facts.kinds(iterable) == {values.DATASET}:
+        return ("a tf.data.Dataset: its elements are graph ops that never end the Python loop, so tracing "
+                "never finishes; use a `for` statement or Dataset.reduce")
+    return None
