@@ -19,21 +19,20 @@ import os
 import re
 import stat
 import time
-import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfcheck.cache import LintCache, StatSignature, content_hash, decode_findings, stat_signature
+from tfcheck.cache import LintCache, content_hash, decode_findings, stat_signature
 from tfcheck.config import Config
 from tfcheck.engine import FileFacts, ParseFailure
 from tfcheck.engine.modules import module_name_for, module_stem
 from tfcheck.engine.source import SourceFile, decode_source, parse_source
 from tfcheck.files import discover
 from tfcheck.notebook import NotebookSource, is_notebook, load_notebook
-from tfcheck.findings import Finding, Severity
+from tfcheck.findings import FileResult, Finding, InternalError, RunResult, Severity, describe_exception
 from tfcheck.rule import Rule, all_rules, matches
 from tfcheck.shard import Shard
 from tfcheck.suppress import is_suppressed, suppressions
@@ -64,51 +63,6 @@ class FileJob:
     is_package: bool
     extra_roots: tuple[tuple[str, str], ...] = ()
     report: bool = True
-
-
-@dataclass
-class InternalError:
-    """A crash of tfcheck itself on one file (or one rule on one file). The run goes on."""
-
-    path: str
-    where: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: internal error in {self.where}: {self.message}"
-
-
-@dataclass
-class FileResult:
-    """What analysing one file produced."""
-
-    path: str
-    lines: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    suppressed: list[Finding] = field(default_factory=list)
-    errors: list[InternalError] = field(default_factory=list)
-    # calls from graph code into other modules: (qualified target, caller qualname, line)
-    external_calls: list[tuple[str, str, int]] = field(default_factory=list)
-    # what was read, for the cache's stat manifest; and whether the result came from the cache
-    read_as: tuple[StatSignature, str] | None = None
-    cached: bool = False
-
-
-@dataclass
-class RunResult:
-    """The outcome of a run."""
-
-    findings: list[Finding] = field(default_factory=list)
-    suppressed: list[Finding] = field(default_factory=list)
-    errors: list[InternalError] = field(default_factory=list)
-    path_errors: list[str] = field(default_factory=list)
-    files: int = 0
-    lines: int = 0
-    analyzed: int = 0  # files parsed in this run (the others were answered by the cache)
-
-    @property
-    def has_errors(self) -> bool:
-        return bool(self.errors or self.path_errors)
 
 
 def selected_rules(config: Config) -> list[Rule]:
@@ -259,13 +213,6 @@ def _filter(result: FileResult, config: Config, relative: str, text: str) -> Fil
     result.findings = sorted((f for f in kept if not is_suppressed(f, directives)), key=lambda f: f.sort_key)
     result.suppressed = [replace(f, suppressed=True) for f in kept if is_suppressed(f, directives)]
     return result
-
-
-def describe_exception(exc: BaseException) -> str:
-    """`Type: message (file.py:line)`: where a crash happened, short enough for one line of output."""
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def analyze_cached(job: FileJob, config: Config, rules: Sequence[Rule], cache: LintCache | None) -> FileResult:
