@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from tfcheck.config import Config
     from tfcheck.engine.facts import FileFacts
-    from tfcheck.runner import RunResult
+    from tfcheck.findings import RunResult
 
 MAX_ROUNDS = 10
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -417,12 +417,14 @@ def _fix_run(result: RunResult, config: Config, unsafe: bool) -> FixRun:
     Re-linting in later rounds analyses one file at a time, so graph code that only another file
     makes graph code (the runner's cross-file pass) is fixed in the first round only.
     """
-    from tfcheck.runner import analyze, make_job, selected_rules
+    from tfcheck.analysis import analyze, selected_rules
+    from tfcheck.jobs import JobMaker
 
     rules = selected_rules(config)
+    make_job = JobMaker(config)
 
     def relint_for(path: Path) -> Relint:
-        job = make_job(path, config)
+        job = make_job(path)
         encoding = _encoding(path.read_bytes())
         return lambda text: analyze(job, config, rules, text.encode(encoding)).findings
 
