@@ -46,7 +46,8 @@ from tfcheck.config import Config
 from tfcheck.engine import EngineSettings, ParseFailure
 from tfcheck.engine.source import decode_source
 from tfcheck.findings import FileResult, Finding
-from tfcheck.fixes import apply_fixes, fix_text, parses
+from tfcheck.edits import parses
+from tfcheck.fixes import apply_fixes, fix_text
 from tfcheck.rule import Rule, all_rules
 from tfcheck.jobs import FileJob
 
