@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfcheck.edits import parses
-from tfcheck.edits import call_code, expression_code, replace_node, replace_statement  # noqa: F401 - rules' old import path, for one commit
 from tfcheck.engine.source import ParseFailure
 from tfcheck.findings import Edit, Finding, Fix, RunResult
 from tfcheck.notebook import Notebook, as_python, is_notebook, notebook_sources
