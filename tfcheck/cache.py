@@ -9,7 +9,7 @@ The run key digests everything besides the file that decides its findings: the t
 Python version (its `ast` differs between versions), `Config.fingerprint()` (select/ignore included),
 and the source of tfcheck and of its rules, so editing or adding a rule (even in an editable install
 whose version never changes) invalidates. The entry key adds the file's content hash, its display path and module name
-(findings carry both), the path per-file ignores match, and the extra graph roots the cross-file pass
+(findings carry both), the path per-file ignores match, and the extra graph roots the project pass
 gave it.
 
 The stat manifest is what makes a warm run fast: a file whose (size, mtime, ctime, inode, mode) match

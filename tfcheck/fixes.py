@@ -257,7 +257,7 @@ def _fix_run(result: RunResult, config: Config, unsafe: bool) -> FixRun:
     """Fix the files of a lint run in memory, re-linting each file between rounds.
 
     Re-linting in later rounds analyses one file at a time, so graph code that only another file
-    makes graph code (the runner's cross-file pass) is fixed in the first round only.
+    makes graph code (the project pass, tfcheck/project.py) is fixed in the first round only.
     """
     from tfcheck.analysis import analyze, selected_rules
     from tfcheck.jobs import JobMaker
