@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.tensors import surely_tensor
 from tfcheck.findings import Finding, Fix, Severity
-from tfcheck.fixes import call_code, expression_code, replace_statement
+from tfcheck.edits import call_code, expression_code, replace_statement
 from tfcheck.rule import Rule
 
 # Comparison -> the tf.debugging assertion that checks it element-wise (exactly what `assert` means

@@ -10,7 +10,7 @@ from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 from tfcheck.engine.tfcalls import TfFunctionCall, ValueOf, varying_arguments
 from tfcheck.findings import Finding, Fix, Severity
-from tfcheck.fixes import call_code, expression_code, replace_node
+from tfcheck.edits import call_code, expression_code, replace_node
 from tfcheck.rule import Rule
 
 # Methods that give a class its own trace identity, so new instances need not retrace.

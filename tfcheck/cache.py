@@ -9,7 +9,7 @@ The run key digests everything besides the file that decides its findings: the t
 Python version (its `ast` differs between versions), `Config.fingerprint()` (select/ignore included),
 and the source of tfcheck and of its rules, so editing or adding a rule (even in an editable install
 whose version never changes) invalidates. The entry key adds the file's content hash, its display path and module name
-(findings carry both), the path per-file ignores match, and the extra graph roots the cross-file pass
+(findings carry both), the path per-file ignores match, and the extra graph roots the project pass
 gave it.
 
 The stat manifest is what makes a warm run fast: a file whose (size, mtime, ctime, inode, mode) match
@@ -38,8 +38,9 @@ from typing import Any
 from tfcheck import __version__
 from tfcheck.atomic import write_atomic
 from tfcheck.config import Config
-from tfcheck.findings import Finding
+from tfcheck.findings import FileResult, Finding
 from tfcheck.gitignore import mark_ignored
+from tfcheck.jobs import FileJob
 
 FORMAT = "v1"
 SUBFOLDER = "lint"  # everything the cache stores is under here, plus its .gitignore marker
@@ -126,6 +127,23 @@ class LintCache:
             return None
         return data if isinstance(data, dict) else None
 
+    def load_result(self, job: FileJob, sha: str) -> FileResult | None:
+        """The cached result of `job` for this content; a summary request (another shard's file) is
+        also answered by a full entry."""
+        for report in (True, False) if not job.report else (True,):
+            data = self.load(self._result_key(job, sha, report))
+            if data is not None:
+                result = _result_from_payload(job.display, data)
+                if result is not None:
+                    return result
+        return None
+
+    def store_result(self, job: FileJob, sha: str, result: FileResult) -> None:
+        self.store(self._result_key(job, sha, job.report), _result_payload(result))
+
+    def _result_key(self, job: FileJob, sha: str, report: bool) -> str:
+        return self.entry_key(sha, (job.display, job.relative, job.module, job.is_package, job.extra_roots, report))
+
     def store(self, entry_key: str, payload: Mapping[str, Any]) -> None:
         """Write an entry atomically; a cache that cannot be written only costs speed."""
         body = json.dumps(payload, separators=(",", ":")).encode()
@@ -169,6 +187,25 @@ class LintCache:
         manifest.update(fresh)
         rows = {path: [list(signature), sha] for path, (signature, sha) in manifest.items()}
         self._write_atomic(self._manifest_path, json.dumps(rows, separators=(",", ":")).encode())
+
+
+def _result_payload(result: FileResult) -> dict[str, object]:
+    return {"lines": result.lines, "findings": [f.to_dict(with_source=True) for f in result.findings],
+            "suppressed": [f.to_dict(with_source=True) for f in result.suppressed],
+            "external_calls": [list(call) for call in result.external_calls]}
+
+
+def _result_from_payload(display: str, data: dict[str, object]) -> FileResult | None:
+    """Rebuild a FileResult from a cache entry; None when anything in it is malformed."""
+    try:
+        calls = [(str(target), str(caller), int(line)) for target, caller, line in data["external_calls"]]  # type: ignore[union-attr]
+        lines = data["lines"]
+        if not isinstance(lines, int):
+            return None
+        return FileResult(display, lines, decode_findings(data["findings"]), decode_findings(data["suppressed"]),
+                          external_calls=calls, cached=True)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _valid_manifest_row(row: Any) -> bool:

@@ -112,7 +112,7 @@ class LazyGroup(click.Group):
 
 
 def _report_internal_error(error: Exception) -> None:
-    from tfcheck.runner import describe_exception
+    from tfcheck.findings import describe_exception
 
     click.echo(f"tfcheck: internal error: {describe_exception(error)}\n"
                f"This is a bug in tfcheck: please report it with the command you ran. "

@@ -1,10 +1,20 @@
-"""What a rule reports: a Finding at a source range, with an optional Fix made of text edits."""
+"""What a lint run produces: Findings (a source range, with an optional Fix made of text edits), per
+file (FileResult) and for the whole run (RunResult), and the InternalErrors of tfcheck itself.
+
+These are the types reporters (tfcheck/output/) and `tfcheck merge` read, kept apart from the runner
+that produces them so that rendering a report never imports the analysis.
+"""
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tfcheck.cache import StatSignature
 
 
 class Severity(str, Enum):
@@ -97,3 +107,55 @@ class Finding:
             edits = tuple(Edit(**edit) for edit in fix["edits"])
             data["fix"] = Fix(message=fix["message"], edits=edits, safe=fix["safe"])
         return cls(**data)
+
+
+@dataclass
+class InternalError:
+    """A crash of tfcheck itself on one file (or one rule on one file). The run goes on."""
+
+    path: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: internal error in {self.where}: {self.message}"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: message (file.py:line)`: where a crash happened, short enough for one line of output."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+@dataclass
+class FileResult:
+    """What analysing one file produced: its findings, and the summary the project pass reads."""
+
+    path: str
+    lines: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)
+    errors: list[InternalError] = field(default_factory=list)
+    # calls from graph code into other modules: (qualified target, caller qualname, line)
+    external_calls: list[tuple[str, str, int]] = field(default_factory=list)
+    # what was read, for the cache's stat manifest; and whether the result came from the cache
+    read_as: tuple[StatSignature, str] | None = None
+    cached: bool = False
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run."""
+
+    findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)
+    errors: list[InternalError] = field(default_factory=list)
+    path_errors: list[str] = field(default_factory=list)
+    files: int = 0
+    lines: int = 0
+    analyzed: int = 0  # files parsed in this run (the others were answered by the cache)
+
+    @property
+    def has_errors(self) -> bool:
+        return bool(self.errors or self.path_errors)

@@ -1,195 +1,37 @@
 """Applying the fixes of findings to files: `tfcheck check --fix`, `--unsafe-fixes`, `--diff`.
 
-Rules describe a fix as text edits (tfcheck.findings.Fix/Edit) because the engine analyses CPython's
-`ast`, which keeps positions but not formatting. Applying edits as text leaves every byte outside
-them untouched, so comments, blank lines and quoting survive. What text edits cannot promise is a
-file that still parses; that is what libcst checks here, and libcst is also what builds the code a
-fix inserts (`call_code`, `expression_code`), so synthesized code is valid Python by construction.
+Rules describe a fix as text edits (tfcheck.findings.Fix/Edit, built with tfcheck/edits.py) because
+the engine analyses CPython's `ast`, which keeps positions but not formatting. Applying edits as text
+leaves every byte outside them untouched, so comments, blank lines and quoting survive. What text
+edits cannot promise is a file that still parses; that is what libcst checks here (`edits.parses`).
 
 The loop is ruff's: apply every fix whose edits do not overlap an already chosen one, lint the new
 text again, repeat (fixes that overlapped get their turn once the text has changed), at most
 MAX_ROUNDS times. A round whose result does not parse is retried fix by fix, keeping only the fixes
 that leave the file parsing; a fix that would break the file is never written.
-
-API for rules that synthesize code (e.g. TFC008 `assert` -> `tf.debugging.Assert`):
-`expression_code(facts, node)` is the source of an expression that can stand alone,
-`call_code(func, *args, **keywords)` builds a call from such pieces, `replace_node(facts, node, code)`
-and `replace_statement(facts, stmt, code)` turn the result into an Edit.
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
 import io
 import re
-import textwrap
-import threading
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from functools import lru_cache
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
+from tfcheck.edits import parses
 from tfcheck.engine.source import ParseFailure
-from tfcheck.findings import Edit, Finding, Fix
+from tfcheck.findings import Edit, Finding, Fix, RunResult
 from tfcheck.notebook import Notebook, as_python, is_notebook, notebook_sources
 
 if TYPE_CHECKING:
-    import libcst
-
     from tfcheck.config import Config
-    from tfcheck.engine.facts import FileFacts
-    from tfcheck.runner import RunResult
 
 MAX_ROUNDS = 10
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-# libcst's native parser recurses once per operand of `and`/`or`: on the main thread's 8 MiB stack a
-# chain of 6,000-12,000 operands overflows it, which is a segfault that ends the whole run, not an
-# exception (found by tests/fuzz). So libcst parses on a thread with a 512 MiB stack (reserved, not
-# committed: only the pages a parse touches use memory), where 400,000 operands parse, and is never
-# given more than MAX_PARSE_CHARS (at 5+ characters an operand, fewer than 200,000 operands).
-_PARSER_STACK_BYTES = 512 * 1024 * 1024
-MAX_PARSE_CHARS = 1_000_000
-_STACK_SIZE_LOCK = threading.Lock()
-_T = TypeVar("_T")
-
-
-# -- building replacement code (for rules) ---------------------------------------------------------
-# libcst is imported on first use: rules import this module, and a lint run that builds no fix (every
-# pre-commit run on clean code) should not pay the ~0.3 s that importing libcst costs.
-@lru_cache(maxsize=1)
-def _libcst():  # noqa: ANN202 - returns the libcst module
-    import libcst
-
-    return libcst
-
-
-@lru_cache(maxsize=1)
-def _tight_equal() -> libcst.AssignEqual:
-    """`key=value` without spaces, as PEP 8 writes keyword arguments (libcst's default is `key = value`)."""
-    cst = _libcst()
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-
-
-def _on_parser_stack(parse: Callable[[str], _T], code: str) -> _T:
-    """`parse(code)` (a libcst parser) on a thread with a stack deep enough for it (see _PARSER_STACK_BYTES).
-
-    Raises libcst's ParserSyntaxError as `parse` does, and ValueError for code too large or too deep
-    to parse safely.
-    """
-    if len(code) > MAX_PARSE_CHARS:
-        raise ValueError(f"{len(code)} characters: too large to parse for a fix")
-    outcome: list[tuple[bool, object]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, parse(code)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="tfcheck-libcst-parser", daemon=True)
-    with _STACK_SIZE_LOCK:  # the stack size is process-wide: set it for this thread only
-        previous = threading.stack_size(_PARSER_STACK_BYTES)
-        try:
-            thread.start()
-            started = True
-        except RuntimeError:  # no room for such a stack (a tight `ulimit -v`): parse here, as before
-            started = False
-        finally:
-            threading.stack_size(previous)
-    if started:
-        thread.join()
-    else:
-        run()
-    succeeded, value = outcome[0]
-    if succeeded:
-        return value  # type: ignore[return-value]
-    if isinstance(value, (RecursionError, MemoryError)):
-        raise ValueError("too deeply nested to parse for a fix") from None
-    raise value  # type: ignore[misc]
-
-
-def parses(text: str) -> bool:
-    """Whether `text` is a module libcst (and so Python) accepts."""
-    libcst = _libcst()
-    try:
-        _on_parser_stack(libcst.parse_module, text)
-    except (libcst.ParserSyntaxError, RecursionError, ValueError):
-        return False
-    return True
-
-
-def expression_code(facts: FileFacts, node: ast.expr) -> str:
-    """The source of expression `node`, parenthesized when it cannot stand alone.
-
-    A sub-expression that spans lines inside the parentheses of its parent (`assert (a >\\n b)`)
-    is not valid on its own; wrapping it keeps it valid wherever it is placed.
-    """
-    code = facts.text(node)
-    return code if _is_expression(code) else f"({code})"
-
-
-def call_code(func: str, *args: str, **keywords: str) -> str:
-    """`func(arg, ..., key=value)` built with libcst from pieces of expression code.
-
-    Raises ValueError when a piece is not an expression (or too large or deep for libcst), so a rule
-    never emits a broken fix.
-    """
-    libcst = _libcst()
-    call = libcst.Call(
-        func=_parse_expression(func),
-        args=[libcst.Arg(_parse_expression(arg)) for arg in args]
-        + [libcst.Arg(_parse_expression(value), keyword=libcst.Name(key), equal=_tight_equal())
-           for key, value in keywords.items()],
-    )
-    try:
-        return libcst.Module(body=[]).code_for_node(call)
-    except RecursionError:  # libcst prints its tree recursively, a Python frame per nesting level
-        raise ValueError("too deeply nested to print for a fix") from None
-
-
-def replace_node(facts: FileFacts, node: ast.AST, code: str) -> Edit:
-    """An Edit replacing the source of `node` with `code`."""
-    line, column, end_line, end_column = facts.span(node)
-    return Edit(line, column, end_line, end_column, code)
-
-
-def replace_statement(facts: FileFacts, stmt: ast.stmt, code: str) -> Edit:
-    """An Edit replacing statement `stmt` with `code` (one or more statements).
-
-    The first line of `code` goes where the statement starts; later lines are inserted as given, so
-    a second statement must carry the statement's indentation (continuation lines inside brackets
-    may be indented freely). Raises ValueError when `code` does not parse there as statements.
-    """
-    libcst = _libcst()
-    line, column, end_line, end_column = facts.span(stmt)
-    try:
-        _on_parser_stack(libcst.parse_module, textwrap.dedent(" " * (column - 1) + code.strip("\n")) + "\n")
-    except libcst.ParserSyntaxError as exc:
-        raise ValueError(f"not a statement: {code!r}: {exc.message}") from None
-    return Edit(line, column, end_line, end_column, code.strip("\n"))
-
-
-def _parse_expression(code: str) -> libcst.BaseExpression:
-    libcst = _libcst()
-    try:
-        return _on_parser_stack(libcst.parse_expression, code)
-    except libcst.ParserSyntaxError:
-        try:
-            return _on_parser_stack(libcst.parse_expression, f"({code})")
-        except libcst.ParserSyntaxError as exc:
-            raise ValueError(f"not an expression: {code!r}: {exc.message}") from None
-
-
-def _is_expression(code: str) -> bool:
-    libcst = _libcst()
-    try:
-        _on_parser_stack(libcst.parse_expression, code)
-    except (libcst.ParserSyntaxError, ValueError):
-        return False
-    return True
 
 
 # -- applying edits to text ------------------------------------------------------------------------
@@ -415,14 +257,16 @@ def _fix_run(result: RunResult, config: Config, unsafe: bool) -> FixRun:
     """Fix the files of a lint run in memory, re-linting each file between rounds.
 
     Re-linting in later rounds analyses one file at a time, so graph code that only another file
-    makes graph code (the runner's cross-file pass) is fixed in the first round only.
+    makes graph code (the project pass, tfcheck/project.py) is fixed in the first round only.
     """
-    from tfcheck.runner import analyze, make_job, selected_rules
+    from tfcheck.analysis import analyze, selected_rules
+    from tfcheck.jobs import JobMaker
 
     rules = selected_rules(config)
+    make_job = JobMaker(config)
 
     def relint_for(path: Path) -> Relint:
-        job = make_job(path, config)
+        job = make_job(path)
         encoding = _encoding(path.read_bytes())
         return lambda text: analyze(job, config, rules, text.encode(encoding)).findings
 

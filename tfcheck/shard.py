@@ -2,7 +2,7 @@
 
 A file's shard depends only on its path relative to the config root (a hash of it), never on which
 other files exist, so adding a file moves no other file, and each CI job of a matrix computes the same
-split. Every shard still discovers and summarises all files for the cross-file pass (tfcheck/runner.py),
+split. Every shard still discovers and summarises all files for the project pass (tfcheck/project.py),
 so a finding that depends on a call in another shard's file is still reported, by the callee's shard.
 """
 

@@ -107,3 +107,11 @@ def test_interrupt_exits_130(project, run_cli, monkeypatch) -> None:
     _fail_with(monkeypatch, "rules", KeyboardInterrupt())
     result = run_cli(project({}), "rules")
     assert result.exit_code == 130 and "interrupted" in result.stderr
+
+
+def test_reporters_import_neither_the_runner_nor_the_analysis() -> None:
+    """`tfcheck merge` renders reports of other runs: the result types it reads live apart from the runner."""
+    code = ("import sys\nfrom tfcheck.output import FORMATS, renderer\nfor name in FORMATS:\n    renderer(name)\n"
+            "print(sorted(m for m in sys.modules if m in ('tfcheck.runner', 'tfcheck.analysis', 'tfcheck.project')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -1,7 +1,7 @@
 """Fuzzing the linter: generated and mutated programs through the whole pipeline, deterministically.
 
 Every program goes through what `tfcheck check --fix --unsafe-fixes` does to a file, in process:
-decode -> parse -> engine facts -> every rule -> suppressions (`runner.analyze`), then each fix a
+decode -> parse -> engine facts -> every rule -> suppressions (`analysis.analyze`), then each fix a
 rule proposes, alone and all together (`fixes.apply_fixes`, `fixes.fix_text`). A program passes when
 
 - nothing escapes `analyze` (it promises never to raise) and it reports no `InternalError`
@@ -41,13 +41,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from tfcheck.analysis import analyze, selected_rules
 from tfcheck.config import Config
 from tfcheck.engine import EngineSettings, ParseFailure
 from tfcheck.engine.source import decode_source
-from tfcheck.findings import Finding
-from tfcheck.fixes import apply_fixes, fix_text, parses
+from tfcheck.findings import FileResult, Finding
+from tfcheck.edits import parses
+from tfcheck.fixes import apply_fixes, fix_text
 from tfcheck.rule import Rule, all_rules
-from tfcheck.runner import FileJob, FileResult, analyze, selected_rules
+from tfcheck.jobs import FileJob
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 18  # issue 18; any fixed value works, the point is that it is fixed

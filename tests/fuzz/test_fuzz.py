@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-import tfcheck.runner
+import tfcheck.analysis
 from tfcheck.engine import ParseFailure
 from tfcheck.findings import Edit, Finding, Fix
 from tfcheck.rule import Rule
@@ -71,7 +71,7 @@ def test_the_harness_reports_a_wrong_parse_verdict(monkeypatch: pytest.MonkeyPat
     def refuse(path: str, text: str) -> None:
         raise ParseFailure(path, "syntax error: refused")
 
-    monkeypatch.setattr(tfcheck.runner, "parse_source", refuse)
+    monkeypatch.setattr(tfcheck.analysis, "parse_source", refuse)
     assert [p.message for p in check_program(PROGRAM, "test")] == ["Python parses it, but TFC000: syntax error: refused"]
 
 
@@ -79,6 +79,6 @@ def test_the_harness_reports_an_exception_escaping_the_runner(monkeypatch: pytes
     def crash(text: str) -> None:
         raise IndexError("boom")
 
-    monkeypatch.setattr(tfcheck.runner, "suppressions", crash)
+    monkeypatch.setattr(tfcheck.analysis, "suppressions", crash)
     problems = check_program(PROGRAM, "test")
     assert len(problems) == 1 and problems[0].message.startswith("exception escaped analyze:")

@@ -15,9 +15,8 @@ import pytest
 
 from tfcheck.engine import analyze_source
 from tfcheck.findings import Edit, Finding, Fix, Severity
-from tfcheck.fixes import (
-    MAX_PARSE_CHARS, apply_fixes, call_code, expression_code, fix_files, fix_text, parses, replace_statement,
-)
+from tfcheck.edits import MAX_PARSE_CHARS, call_code, expression_code, parses, replace_statement
+from tfcheck.fixes import apply_fixes, fix_files, fix_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from tfcheck.engine import analyze_source
-from tfcheck.fixes import apply_fixes, parses
+from tfcheck.edits import parses
+from tfcheck.fixes import apply_fixes
 from tfcheck.rule import all_rules
 from tfcheck.rules.tfc012_retrace_python_arg import RetracePythonArg
 

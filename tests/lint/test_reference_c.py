@@ -17,7 +17,8 @@ import pytest
 
 from tfcheck.config import Config
 from tfcheck.engine import analyze_source
-from tfcheck.fixes import apply_fixes, parses
+from tfcheck.edits import parses
+from tfcheck.fixes import apply_fixes
 from tfcheck.rules.tfc008_python_assert import PythonAssert
 from tfcheck.runner import lint_paths
 

@@ -12,8 +12,9 @@ import hypothesmith
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tfcheck.analysis import analyze, selected_rules
 from tfcheck.config import Config
-from tfcheck.runner import FileJob, analyze, selected_rules
+from tfcheck.jobs import FileJob
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 CORPORA = {

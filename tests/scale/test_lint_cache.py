@@ -15,6 +15,7 @@ import tfcheck.cache as cache_module
 import tfcheck.runner as runner
 from tfcheck.cache import LintCache, run_key
 from tfcheck.config import Config
+from tfcheck.findings import RunResult
 from tfcheck.runner import lint_paths
 
 CALLER = """
@@ -41,11 +42,11 @@ def tree(project, monkeypatch: pytest.MonkeyPatch) -> Path:
     return project({"pkg/__init__.py": "", "pkg/caller.py": CALLER, "pkg/helpers.py": HELPERS, "pkg/plain.py": PLAIN})
 
 
-def lint(root: Path, **options) -> runner.RunResult:
+def lint(root: Path, **options) -> RunResult:
     return lint_paths([root / "pkg"], Config(root=root), jobs=1, cache_dir=root / "cache", **options)
 
 
-def summary(result: runner.RunResult) -> list[tuple[str, int, str, str]]:
+def summary(result: RunResult) -> list[tuple[str, int, str, str]]:
     return [(Path(f.path).name, f.line, f.code, f.message) for f in result.findings]
 
 

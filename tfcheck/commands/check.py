@@ -10,8 +10,9 @@ import click
 
 from tfcheck.cache import default_cache_dir
 from tfcheck.config import Config, ConfigError, check_codes, load_config
+from tfcheck.findings import RunResult
 from tfcheck.output import FORMATS, OutputOptions, renderer
-from tfcheck.runner import RunResult, lint_paths
+from tfcheck.runner import lint_paths
 from tfcheck.shard import Shard, shard_option
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

@@ -15,9 +15,8 @@ from typing import Any
 import click
 
 from tfcheck.commands.check import EXIT_ERROR, exit_code, write_report
-from tfcheck.findings import Finding, Severity
+from tfcheck.findings import Finding, RunResult, Severity
 from tfcheck.output import FORMATS, OutputOptions
-from tfcheck.runner import RunResult
 
 _SEVERITY = {"error": Severity.ERROR, "warning": Severity.WARNING, "note": Severity.INFO}
 

@@ -1,7 +1,9 @@
 """The analysis engine: parse a file once and compute the facts every rule reads.
 
-`files -> parse (source.py) -> scopes (scopes.py) -> FileIndex (index.py) -> analyses -> FileFacts (facts.py)`,
-then the project pass (tfcheck/runner.py).
+`parse (source.py) -> scopes (scopes.py) -> FileIndex (index.py) -> analyses -> FileFacts (facts.py)`,
+one file at a time. What crosses files, graph code that another file's graph code calls, is not
+here: `FileFacts.graph.external_calls` is each file's summary, and the project pass
+(tfcheck/project.py) turns those calls into the `extra_roots` a file is analysed again with.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from tfcheck.runner import RunResult
+from tfcheck.findings import RunResult
 
 
 @dataclass(frozen=True)

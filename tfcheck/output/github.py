@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from tfcheck.findings import Severity
+from tfcheck.findings import RunResult, Severity
 from tfcheck.output import OutputOptions
-from tfcheck.runner import RunResult
 
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

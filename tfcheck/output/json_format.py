@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
+from tfcheck.findings import RunResult
 from tfcheck.output import OutputOptions
-from tfcheck.runner import RunResult
 
 
 def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:

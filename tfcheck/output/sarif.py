@@ -6,10 +6,9 @@ import json
 from typing import Any, TextIO
 
 from tfcheck import __version__
-from tfcheck.findings import Finding, Severity
+from tfcheck.findings import Finding, RunResult, Severity
 from tfcheck.output import OutputOptions
 from tfcheck.rule import all_rules
-from tfcheck.runner import RunResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}

@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tfcheck.findings import Finding, Severity
+from tfcheck.findings import Finding, RunResult, Severity
 from tfcheck.output import OutputOptions
-from tfcheck.runner import RunResult
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold blue"}
 
