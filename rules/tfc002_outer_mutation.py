@@ -22,6 +22,7 @@ class OuterMutationRule(Rule):
     outer object, calling a mutating method (`append`, `update`, `add`, `pop`, ...) of an outer
     list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
     and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
+    (or `global v; if v is None: v = ...`)
     and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
@@ -118,6 +119,10 @@ class OuterMutationRule(Rule):
         "        self.build(x.shape)\n        return Box(x).v * self.k\n",
         _T + "class C(tf.Module):\n    @tf.function\n    def f(self, x):\n        self.layer = tf.keras.layers.Dense(2)\n"
         "        return x\n",
+        # tensorflow/tensorflow#33689 (tests/lint/real_world): a global created once, lazily; it works.
+        _T + "foo = None\n@tf.function\ndef bar(value=None):\n    if value is not None:\n"
+        "        return tf.constant(value)\n    else:\n        global foo\n        if foo is None:\n"
+        "            foo = tf.Variable(1)\n        return foo\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
