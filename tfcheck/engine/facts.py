@@ -107,7 +107,7 @@ class FileFacts(FileIndex):
     # -- outer state ------------------------------------------------------------------------------
     @cached_property
     def outer_state(self) -> OuterState:
-        return OuterState(self, self.graph, self.explicit_traces)
+        return OuterState(self, self.graph, self.explicit_traces, self.tf_function_calls_of)
 
     @cached_property
     def outer_mutations(self) -> list[OuterMutation]:

@@ -10,7 +10,7 @@ found here once per file (`OuterState.mutations`, FileFacts.outer_mutations) so 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tfcheck.engine import kinds, values
@@ -18,6 +18,7 @@ from tfcheck.engine.graphcode import GraphCode
 from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import FunctionInfo, Scope
+from tfcheck.engine.tfcalls import TfFunctionCall, arguments_for
 
 # Methods that change a list, dict, set or deque in place.
 MUTATING_METHODS = frozenset({
@@ -37,7 +38,8 @@ class OuterMutation:
 
     `node` is where to report (the statement, or the call of a mutating method); `target` the source
     text of what changes (`counter`, `self.counter`, `external_list`); `owner` says whose state it is
-    (`global`, `nonlocal`, `self`, `module-level`, `enclosing`); `value` the value stored, if one is.
+    (`global`, `nonlocal`, `self`, `module-level`, `enclosing`, `argument`); `value` the value stored, if
+    one is (for `x.a += v`, the sum).
     """
 
     node: ast.AST
@@ -61,13 +63,16 @@ def owner_phrase(mutation: OuterMutation) -> str:
 class OuterState:
     """Writes in graph code to state that outlives the call, and whose state a name or object is.
 
-    Built on the index, the graph code and the explicit traces of a file (`get_concrete_function`).
+    Built on the index, the graph code, the explicit traces of a file (`get_concrete_function`) and the
+    calls of its tf.functions (`calls_of`, asked only about parameters written to).
     """
 
-    def __init__(self, index: FileIndex, graph: GraphCode, traces: frozenset[tuple[FunctionInfo, FunctionInfo]]) -> None:
+    def __init__(self, index: FileIndex, graph: GraphCode, traces: frozenset[tuple[FunctionInfo, FunctionInfo]],
+                 calls_of: Callable[[FunctionInfo], list[TfFunctionCall]]) -> None:
         self.index = index
         self.graph = graph
         self.traces = traces
+        self.calls_of = calls_of
 
     def mutations(self) -> list[OuterMutation]:
         """Every write in graph code to Python state that outlives the call."""
@@ -89,6 +94,8 @@ class OuterState:
             return
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = getattr(node, "value", None)
+        if isinstance(node, ast.AugAssign):  # what is stored is `target op value`, not `value`
+            value = ast.BinOp(left=node.target, op=node.op, right=node.value)
         for target in targets:
             yield from self._target_mutation(node, info, target, value, "assign")
 
@@ -173,7 +180,18 @@ class OuterState:
         if isinstance(receiver, ast.Name) and kinds.OBJECT in values.expr_kinds(self.index, receiver) \
                 and not values.expr_kinds(self.index, receiver) & kinds.TF_OBJECT_KINDS:
             return self.outer_name_owner(receiver, info)
+        if isinstance(receiver, ast.Name) and self._plain_object_argument(receiver, info):
+            return "argument"
         return None
+
+    def _plain_object_argument(self, name: ast.Name, info: FunctionInfo) -> bool:
+        """A parameter of the tf.function `info` that every call of it in this file (one at least) passes a
+        plain Python object: the caller's object, which outlives the call (tensorflow#31362)."""
+        if name.id not in info.params or self.index.binding_scope(name) is not info.scope:
+            return False
+        passed = [values.expr_kinds(self.index, argument)
+                  for _, argument in arguments_for(self.calls_of(info), name.id)]
+        return bool(passed) and all(kinds.OBJECT in found and not found & kinds.TF_OBJECT_KINDS for found in passed)
 
     def container_owner(self, receiver: ast.expr, info: FunctionInfo) -> str | None:
         """Whose list, dict or set `receiver` is, when it outlives the call (`self` or an outer name)."""
