@@ -80,7 +80,7 @@ class FileFacts(FileIndex):
 
     def reaches_graph(self, expr: ast.AST, function: FunctionInfo) -> bool:
         """Whether a value computed while tracing `function` ends up in the graph (tfcheck.engine.flow)."""
-        return reaches_graph(self, self.graph, expr, function)
+        return reaches_graph(self, self.graph, self.call_graph, expr, function)
 
     # -- calls of tf.functions --------------------------------------------------------------------
     @cached_property
