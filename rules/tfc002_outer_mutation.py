@@ -18,10 +18,11 @@ class OuterMutationRule(Rule):
 
     ## What it does
     Finds, in graph code, writes to Python state that lives longer than one call: rebinding a
-    `global` or `nonlocal` name, assigning (or augmented-assigning) an attribute of `self` or of an
-    outer object, calling a mutating method (`append`, `update`, `add`, `pop`, ...) of an outer
+    `global` or `nonlocal` name, assigning (or augmented-assigning) an attribute of `self`, of an
+    outer object or of a plain object every call in the file passes as an argument, calling a mutating method (`append`, `update`, `add`, `pop`, ...) of an outer
     list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
     and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
+    (or `global v; if v is None: v = ...`)
     and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
@@ -76,6 +77,10 @@ class OuterMutationRule(Rule):
         "    class TracingCounterModel(keras.Model):\n        def train_step(self, *args):\n"
         "            tracing_count[0] = tracing_count[0] + 1\n            return super().train_step(*args)\n",
         _T + "registry = {}\n@tf.function\ndef f(x):\n    del registry['a']\n    return x\n",
+        # tensorflow/tensorflow#31362: an attribute of a plain object passed in as an argument.
+        _T + "class MyObj:\n    def __init__(self):\n        self.value = 0\nobj = MyObj()\n@tf.function\n"
+        "def with_py_side_effect(tensorflow_stuff, o):\n    o.value += 1\n    return tensorflow_stuff\n"
+        "for i in range(5):\n    a = with_py_side_effect(None, obj)\n",
     )
     must_not_flag = (
         _T + "@tf.function\ndef f(x):\n    acc = []\n    acc.append(x)\n    return tf.stack(acc)\n",
@@ -118,6 +123,14 @@ class OuterMutationRule(Rule):
         "        self.build(x.shape)\n        return Box(x).v * self.k\n",
         _T + "class C(tf.Module):\n    @tf.function\n    def f(self, x):\n        self.layer = tf.keras.layers.Dense(2)\n"
         "        return x\n",
+        # tensorflow/tensorflow#33689 (tests/lint/real_world): a global created once, lazily; it works.
+        _T + "foo = None\n@tf.function\ndef bar(value=None):\n    if value is not None:\n"
+        "        return tf.constant(value)\n    else:\n        global foo\n        if foo is None:\n"
+        "            foo = tf.Variable(1)\n        return foo\n",
+        # tensorflow/tensorflow#57756: a TensorArray kept on `self` is a leak of the trace, TFC009's to report.
+        _T + "class Outer(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.mem = None\n    @tf.function\n    def gradient(self, x):\n"
+        "        self.mem = tf.TensorArray(tf.float32, size=10)\n        self.mem = self.mem.write(0, x)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

@@ -24,7 +24,9 @@ class StaleCapture(Rule):
     Finds names read in graph code that are bound outside the function (module level, or a closure
     of an eager function) and get a new value after the function is defined: rebound later at module
     level, in a loop, or through `global`/`nonlocal` in some function. Names bound once are constants
-    and are not flagged, and neither are `tf.Variable`s, functions, classes and imports.
+    and are not flagged, and neither are `tf.Variable`s, functions, classes and imports. A module-level
+    tf.function used only in module-level calls, all before a rebinding or all after it (a script read
+    top to bottom), is not flagged for that rebinding: no trace made with the old value sees the new one.
 
     ## Why is this bad
     `tf.function` captures the value a global or closure variable has when the function is traced
@@ -102,6 +104,9 @@ class StaleCapture(Rule):
         "        return get_state()\n    return tf.while_loop(lambda: has_next, aug_body, [])\n",
         _T + "def convert(x):\n    seen = None\n    def body(i):\n        return i + seen\n    seen = 1\n"
         "    return tf.while_loop(lambda i: i < 3, body, [x])\n",
+        # The guide's buggy_add (TensorFlow guide "Better performance with tf.function", "Depending on Python
+        # global and free variables") as scripts use it: called between two bindings, never after the last.
+        _T + "@tf.function\ndef buggy_add():\n    return 1 + foo\nfoo = 1\nprint(buggy_add())\nfoo = 100\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -138,9 +143,36 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
         if facts.bound_in_other_function(binding, scope):
             return binding
         later = _in_loop_after(facts, binding, scope, defined_at) or binding.node.lineno > defined_at
-        if later and (scope is facts.module_scope or _called_before(facts, info, binding, scope)):
+        if later and (scope is facts.module_scope and not _calls_on_one_side(facts, info, binding)
+                      or scope is not facts.module_scope and _called_before(facts, info, binding, scope)):
             return binding
     return None
+
+
+def _calls_on_one_side(facts: FileFacts, info: FunctionInfo, binding: Binding) -> bool:
+    """A module-level tf.function whose every use in the file is a call at module level, all of them in
+    statements that run before the one rebinding the name, or all after it: no trace made with the old
+    value is called with the new one.
+
+    Straight-line order at module level is visible; a call inside a function (run at any time), any other
+    use of the function (passed on, stored), or no use at all (it may be imported and called later) is not.
+    """
+    if info.parent is not None or info.cls is not None:
+        return False
+    tree = facts.source.tree
+    rebinding = facts.statement_in(binding.node, tree)
+    uses = [use for use in facts.loads_under(None).get(info.name, ()) if facts.binding_scope(use) is facts.module_scope]
+    if not uses or not all(isinstance(call := facts.parent(use), ast.Call) and call.func is use
+                           and facts.function_of(use) is None for use in uses):
+        return False
+    sides = {_side(facts.statement_in(use, tree), rebinding) for use in uses}
+    return sides in ({"before"}, {"after"})
+
+
+def _side(statement: ast.AST, rebinding: ast.AST) -> str:
+    if statement is rebinding:
+        return "same"
+    return "before" if statement.lineno < rebinding.lineno else "after"  # type: ignore[attr-defined]
 
 
 def _is_tf_function(facts: FileFacts, info: FunctionInfo) -> bool:

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -14,9 +15,6 @@ VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "keras.backend
                          "tensorflow.python.ops.variables.Variable",
                          "tensorflow.python.ops.resource_variable_ops.ResourceVariable")
 _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
-# Statements and expressions that make creation conditional: the first-call guard
-# (`if self.v is None:`, `self.v = self.v or tf.Variable(...)`, `except KeyError:` of a cache lookup).
-_GUARDS = (ast.If, ast.IfExp, ast.BoolOp, ast.ExceptHandler)
 _MAX_CALL_DEPTH = 6
 
 
@@ -25,8 +23,11 @@ class VariableInGraph(Rule):
 
     ## What it does
     Finds `tf.Variable(...)` (and `keras.Variable`, `K.variable`) or a Keras optimizer created in
-    graph code without a first-call guard (an enclosing `if`, conditional expression, `or`, or
-    `except` in the function or at every graph call site of it). (Calls that pass a tf.function a
+    graph code without a first-call guard in the function or at every graph call site of it: a test
+    that something is not yet set whose branch sets it (`if self.v is None:`, `if not self.built:`
+    with `self.build()` setting it, `if not hasattr(self, "v"):`, `self.v = self.v or ...`), or the
+    `except KeyError:` of a cache lookup. An `if` on a setting or an argument (`if self.use_bias:`)
+    is no guard: a later trace with another value creates the variable anew. (Calls that pass a tf.function a
     second optimizer or an unbuilt model were part of this rule; they are TFC018
     second-stateful-argument now.)
 
@@ -83,6 +84,15 @@ class VariableInGraph(Rule):
         "from tensorflow.keras import backend as K\nimport tensorflow as tf\n@tf.function\n"
         "def weighted_log_loss(y_true, y_pred):\n    weights = K.variable([1.0, 2.0])\n"
         "    return y_pred * weights\n",
+        # tensorflow/tensorflow#33689, the reporter's `bar` under tf.function: a test of an argument is no
+        # first-call guard; `bar(1)` then `bar()` creates the variable on the second trace and raises.
+        "import tensorflow as tf\n@tf.function\ndef bar(value=None):\n    if value is not None:\n"
+        "        result = tf.constant(value)\n    else:\n        result = tf.Variable(1)\n    return result\n",
+        # A check of a setting: another instance (or a changed flag) traces again and creates the variable.
+        "import tensorflow as tf\nclass Scale(tf.Module):\n    def __init__(self, use_bias):\n"
+        "        self.use_bias = use_bias\n    @tf.function\n    def __call__(self, x):\n"
+        "        if self.use_bias:\n            self.b = tf.Variable(0.0)\n            x = x + self.b\n"
+        "        return x\n",
     )
     must_not_flag = (
         # Reference: the None guard.
@@ -105,6 +115,15 @@ class VariableInGraph(Rule):
         "import tensorflow as tf\nclass T:\n    opt = None\n    @tf.function\n    def step(self, grads, vs):\n"
         "        if self.opt is None:\n            self.opt = tf.keras.optimizers.SGD()\n"
         "        self.opt.apply_gradients(zip(grads, vs))\n",
+        # tensorflow/tensorflow#33689 (the version that works): a global created once behind `is None`.
+        "import tensorflow as tf\nfoo = None\n@tf.function\ndef bar(value=None):\n    global foo\n"
+        "    if foo is None:\n        foo = tf.Variable(1)\n    return foo\n",
+        # Not-yet-built flags, set by the method the guard calls.
+        "import tensorflow as tf\nclass L(tf.Module):\n    def __init__(self):\n        self.built = False\n"
+        "    def build(self):\n        self.w = tf.Variable(1.0)\n        self.built = True\n    @tf.function\n"
+        "    def __call__(self, x):\n        if not self.built:\n            self.build()\n        return x * self.w\n",
+        "import tensorflow as tf\nclass L(tf.Module):\n    @tf.function\n    def __call__(self, x):\n"
+        "        if not hasattr(self, 'w'):\n            self.w = tf.Variable(1.0)\n        return x * self.w\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -141,9 +160,7 @@ def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth
 
 
 def _guarded_in(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> bool:
-    for ancestor in facts.ancestors(node):
-        if ancestor is function.node:
-            return False
-        if isinstance(ancestor, _GUARDS):
-            return True
-    return False
+    """Behind a first-call guard of `function` (tfcheck.engine.guards): not any `if`, since a test of a
+    setting or an argument lets a later trace with another value create the variable anew."""
+    guard = first_call_guard(facts, node)
+    return guard is not None and facts.function_of(guard) is function

@@ -21,7 +21,8 @@ class PythonDataLoop(Rule):
     ## What it does
     Finds `for` loops in graph code over NumPy arrays, over `range()` of a large literal, over
     module-level lists of numbers, or over a parameter that a call in the same file fills with such
-    data; and `while` loops counting a Python number up to a large literal. Loops over `tf.range`,
+    data; and `while` loops counting a Python number up to a large literal or up to a bound computed
+    from the length of an argument (`len(prices) - 1`). Loops over `tf.range`,
     tensors, datasets and structural lists (`self.layers`, a list of functions) are not flagged.
 
     ## Why is this bad
@@ -72,6 +73,10 @@ class PythonDataLoop(Rule):
         "        x += d\n    return x\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    i = 0\n    while i < 1000:\n        x = x + 1\n"
         "        i += 1\n    return x\n",
+        # tensorflow/tensorflow#43111: a bound from the length of an argument (the reporter's get_loss).
+        "import tensorflow as tf\n@tf.function\ndef get_loss(h_actions, prices):\n    profit = 0.0\n    index = 0\n"
+        "    final_index = len(prices) - 1\n    while index < final_index:\n        curr_price = prices[index]\n"
+        "        profit += curr_price * h_actions[index]\n        index += 1\n    return profit\n",
     )
     must_not_flag = (
         # Reference: the same loop fed a dataset.
@@ -100,6 +105,9 @@ class PythonDataLoop(Rule):
         "f(tf.data.Dataset.range(10))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    i = tf.constant(0)\n    while i < 1000:\n"
         "        i += 1\n    return x\n",
+        # A tensor counter up to the length of an argument: a graph loop.
+        "import tensorflow as tf\n@tf.function\ndef f(prices):\n    i = tf.constant(0)\n    n = len(prices)\n"
+        "    while i < n:\n        i += 1\n    return i\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -111,7 +119,7 @@ class PythonDataLoop(Rule):
 
 def _unrolled_data(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> str | None:
     if isinstance(loop, ast.While):
-        return _counted_while(facts, loop.test)
+        return _counted_while(facts, loop.test, function)
     assert isinstance(loop, (ast.For, ast.AsyncFor))
     return python_data(facts, loop.iter) or _data_parameter(facts, loop.iter, function)
 
@@ -131,17 +139,35 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
     return None
 
 
-def _counted_while(facts: FileFacts, test: ast.expr) -> str | None:
-    """`while i < 1000:` with `i` a Python number: 1000 unrolled iterations."""
+def _counted_while(facts: FileFacts, test: ast.expr, function: FunctionInfo) -> str | None:
+    """`while i < 1000:` with `i` a Python number: 1000 unrolled iterations; or `while i < n:` with `n`
+    computed from the length of an argument (`len(prices) - 1`): as many as the data is long."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))
-            and isinstance(test.left, ast.Name)):
+            and isinstance(test.left, ast.Name) and facts.kinds(test.left) == {kinds.NUMBER}):
         return None
     bound = test.comparators[0]
     if isinstance(bound, ast.Name):
-        bound = module_constant(facts, bound) or bound
-    if not (isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value >= LARGE_RANGE):
+        bound = module_constant(facts, bound) or _local_value(facts, bound, function) or bound
+    if isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value >= LARGE_RANGE:
+        return f"a Python counter up to {bound.value}"
+    if facts.kinds(bound) == {kinds.NUMBER} and _length_of_argument(facts, bound, function):
+        return f"a Python counter up to `{facts.text(bound)}` (from the length of an argument)"
+    return None
+
+
+def _local_value(facts: FileFacts, name: ast.Name, function: FunctionInfo) -> ast.expr | None:
+    """The value of a local of `function` assigned exactly once."""
+    bindings = facts.bindings_of(name)
+    if facts.binding_scope(name) is not function.scope or len(bindings) != 1 or bindings[0].kind != "assign":
         return None
-    return f"a Python counter up to {bound.value}" if facts.kinds(test.left) == {kinds.NUMBER} else None
+    return bindings[0].value
+
+
+def _length_of_argument(facts: FileFacts, bound: ast.expr, function: FunctionInfo) -> bool:
+    """`bound` holds `len(p)` of a parameter `p` of the graph function (a Python int while tracing)."""
+    return any(isinstance(node, ast.Call) and facts.resolve(node.func) == "builtins.len" and len(node.args) == 1
+               and isinstance(node.args[0], ast.Name) and node.args[0].id in function.params
+               and facts.binding_scope(node.args[0]) is function.scope for node in ast.walk(bound))
 
 
 def _message(what: str) -> str:

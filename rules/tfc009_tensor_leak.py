@@ -20,7 +20,8 @@ class TensorLeak(Rule):
     Finds tensors created in graph code (results of TensorFlow operations, arithmetic on the
     function's inputs, outputs of layers and models) that are stored where they outlive the call:
     a `global` or `nonlocal` name, an outer list, dict or set (`append`, item assignment), or an
-    attribute of `self` or of an outer object.
+    attribute of `self` or of an outer object. A `tf.TensorArray` counts as a tensor here: it holds
+    the trace's tensors.
 
     ## Why is this bad
     A tensor made while tracing is a symbolic tensor of that trace's graph. Outside the function it
@@ -69,6 +70,15 @@ class TensorLeak(Rule):
         _T + "class Normalizer:\n    def __init__(self):\n        self._n = tf.Variable(0.0)\n"
         "        self._var = tf.Variable(0.0)\n    @tf.function\n    def observe(self, x):\n"
         "        self._n.assign_add(1)\n        self._var = tf.clip_by_value(x / self._n, 1e-2, 1e+2)\n",
+        # tensorflow/tensorflow#57756: TensorArrays of the trace kept on `self` (not TFC002: a leak).
+        _T + "class Outer(tf.keras.Model):\n    def __init__(self, model):\n        super().__init__()\n"
+        "        self.model = model\n        self.mem = None\n    @tf.function\n    def gradient(self, x):\n"
+        "        self.mem = tf.TensorArray(tf.float32, size=10)\n        for i in tf.range(10):\n"
+        "            out_i = self.model.call(x)\n            self.mem = self.mem.write(i, out_i)\n",
+        # tensorflow/tensorflow#31363: a method called through a parameter annotated with its class.
+        _T + "class First:\n    def __init__(self, initial: int):\n        self.value = tf.constant(initial)\n"
+        "    def increment(self):\n        self.value += 1\n@tf.function\ndef increment(obj: First):\n"
+        "    obj.increment()\n",
     )
     must_not_flag = (
         _T + "@tf.function\ndef f(a):\n    x = a + 1\n    return a + 2, x\n",

@@ -40,7 +40,10 @@ class TraceTimeValue(Rule):
     entropy (`uuid.uuid4()`, `os.urandom()`), whose value reaches the graph: an operand of a TensorFlow
     operation, a returned value, the test of an `if` or the bound of a loop. Values used only in Python
     bookkeeping (timing a step for a log line or a metric, an op `name=`, a `shared_name=`), constants
-    such as `np.pi`, and calls that only create a generator or set a seed are not reported.
+    such as `np.pi`, and calls that only create a generator or set a seed are not reported. A seed
+    helper (a function whose name says seed, `make_default_seed()`) returns a seed fixed at trace time
+    on purpose: its draw is reported only where a call of it in the file's graph code puts the value
+    in the graph other than as the `seed=` of a stateful op (a stateless op's seed is reported).
 
     ## Why is this bad
     Python code in a tf.function runs only while tracing. The random number or timestamp is computed
@@ -96,6 +99,9 @@ class TraceTimeValue(Rule):
         "        x = x * 2\n    return x\n",
         "import random\nimport tensorflow as tf\n@tf.function\ndef f(xs):\n    order = list(range(3))\n"
         "    random.shuffle(order)\n    return tf.gather(xs, order)\n",
+        # A seed helper feeding a stateless op: the same numbers on every call.
+        "import numpy as np\nimport tensorflow as tf\ndef random_seed():\n    return np.random.randint(10e6)\n"
+        "@tf.function\ndef f(x):\n    return x + tf.random.stateless_uniform([2], seed=[random_seed(), 0])\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
@@ -124,6 +130,14 @@ class TraceTimeValue(Rule):
         "    v = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name=str(uuid.uuid4()))\n    return x\n",
         # `random` as a local name is not the module.
         "import tensorflow as tf\n@tf.function\ndef f(x, random):\n    return x + random.uniform()\n",
+        # keras/src/random/seed_generator.py's make_default_seed: a seed helper; fixing the seed of a
+        # stateful op at trace time is its purpose (the op still draws new numbers on every call).
+        "import random as python_random\nimport tensorflow as tf\ndef make_default_seed():\n"
+        "    return python_random.randint(1, int(1e9))\n@tf.function\ndef noise(x):\n"
+        "    return x + tf.random.normal(tf.shape(x), seed=make_default_seed())\n",
+        "import random\nimport tensorflow as tf\ndef get_seed(seed=None):\n    if seed is None:\n"
+        "        seed = random.randint(0, 2**31 - 1)\n    return seed\n@tf.function\ndef f(x):\n"
+        "    return x + tf.random.uniform([2], seed=get_seed())\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

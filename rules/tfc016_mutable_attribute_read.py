@@ -16,6 +16,9 @@ from tfcheck.rule import Rule
 _T = "import tensorflow as tf\n"
 # Methods that set attributes up before any trace (or, for Keras `compile`, drop the traced functions).
 _SETUP_METHODS = frozenset({"__setstate__", "setup", "setUp", "compile", "reset_states", "reset_state"})
+# What set-up must have given an attribute for a setter (`self.a = a`) to count as changing a traced
+# constant: a number, a bool or None. Containers and objects passed in are another story (identity).
+_SCALAR_KINDS = frozenset({kinds.NUMBER, kinds.NONE})
 
 
 class MutableAttributeRead(Rule):
@@ -24,7 +27,9 @@ class MutableAttributeRead(Rule):
     ## What it does
     Finds reads, in graph code, of an attribute of `self` or of an argument that holds a plain
     Python value (number, string, bool, None, list, dict) and is reassigned outside set-up code:
-    in another method, or on an instance of the class from outside it (`model.bias += 5.0`).
+    in another method, or on an instance of the class from outside it (`model.bias += 5.0`). A setter
+    (`def setup_window(self, front): self.front = front`) counts when set-up gave the attribute a
+    number, a bool or None.
     Attributes holding `tf.Variable`s, layers, models and other TensorFlow objects are not flagged,
     nor are attributes only set in `__init__`/`build`, nor reassignments under `tf.init_scope()` in
     the reading function itself.
@@ -79,6 +84,13 @@ class MutableAttributeRead(Rule):
         "        return tf.nn.dropout(x, 0.5) if self.training else x\n",
         _T + "class Box(tf.Module):\n    def __init__(self):\n        self.k = 1\n    @tf.function\n    def f(self, x):\n"
         "        return x * self.k\nbox = Box()\nbox.k = 2\n",
+        # TensorFlowTTS tensorflow_tts/models/tacotron2.py: a setter called between inferences; the traced
+        # `inference` keeps the first maximum_iterations.
+        _T + "class TFTacotron2(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.use_window_mask = False\n        self.maximum_iterations = 4000\n"
+        "    def setup_maximum_iterations(self, maximum_iterations):\n"
+        "        self.maximum_iterations = maximum_iterations\n    @tf.function\n"
+        "    def inference(self, input_ids):\n        return dynamic_decode(input_ids, maximum_iterations=self.maximum_iterations)\n",
     )
     must_not_flag = (
         _T + "class BetterModel:\n    def __init__(self):\n        self.bias = tf.Variable(0.)\n"
@@ -234,9 +246,12 @@ class _AttributeWrites:
             return None
         later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
         later += outside
+        setters = [stmt for stmt, value in inside if found <= _SCALAR_KINDS and self._is_reassignment(stmt, reader)
+                   and _from_parameter(self.facts, stmt, value)]
         values_set = [value for stmt, value in inside if not _is_none(value)] + outside
-        if len(values_set) < 2 and not any(isinstance(stmt, ast.AugAssign) for stmt in later):
+        if len(values_set) < 2 and not setters and not any(isinstance(stmt, ast.AugAssign) for stmt in later):
             return None  # `None` at set-up, then one value: initialised late, once, not changed
+        later += setters
         return min(later, key=lambda stmt: stmt.lineno) if later else None
 
     def _is_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
@@ -260,6 +275,13 @@ class _AttributeWrites:
             self._called_from_setup[key] = all(caller is not None and self._is_setup(caller, depth + 1)
                                                for caller in self._self_method_callers[name])
         return self._called_from_setup[key]
+
+
+def _from_parameter(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) -> bool:
+    """`self.a = a` in a method that takes `a`: a setter, which can be called again with another value."""
+    owner = facts.function_of(stmt)
+    return isinstance(value, ast.Name) and owner is not None and value.id in owner.params \
+        and facts.binding_scope(value) is owner.scope
 
 
 def _is_none(value: ast.expr | None) -> bool:

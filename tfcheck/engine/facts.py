@@ -91,7 +91,7 @@ class FileFacts(FileIndex):
 
     def reaches_graph(self, expr: ast.AST, function: FunctionInfo) -> bool:
         """Whether a value computed while tracing `function` ends up in the graph (tfcheck.engine.flow)."""
-        return reaches_graph(self, self.graph, expr, function)
+        return reaches_graph(self, self.graph, self.call_graph, expr, function)
 
     # -- calls of tf.functions --------------------------------------------------------------------
     @cached_property
@@ -118,7 +118,7 @@ class FileFacts(FileIndex):
     # -- outer state ------------------------------------------------------------------------------
     @cached_property
     def outer_state(self) -> OuterState:
-        return OuterState(self, self.graph, self.explicit_traces)
+        return OuterState(self, self.graph, self.explicit_traces, self.tf_function_calls_of)
 
     @cached_property
     def outer_mutations(self) -> list[OuterMutation]:

@@ -6,12 +6,20 @@ then it is frozen for every later call. The same read used only for Python-side 
 trace step for a log line or a metric, an op name, a `shared_name`) is deliberate, and TensorFlow's own
 code does exactly that. `reaches_graph` follows the value up through expressions and through local
 names, and answers True only when it meets such a use; anything it cannot follow counts as not reaching.
+
+A returned value reaches the graph (the caller gets it), except from a seed helper: a function whose name
+says it makes a seed (`make_default_seed`, `get_seed`, `_gen_seed`) returns a seed, and fixing a seed at
+trace time is its purpose, as with the `seed=` of a stateful op (Keras' `random/seed_generator.py`
+`make_default_seed` draws `random.randint` to seed a generator's state). Its value reaches the graph only
+where a call of it in this file's graph code does: `tf.random.stateless_uniform(seed=[get_seed(), 0])`
+still freezes the same numbers into every call; a helper called from other files only is not reported.
 """
 
 from __future__ import annotations
 
 import ast
 
+from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.graphcode import GraphCode
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import FunctionInfo
@@ -33,7 +41,8 @@ _CARRIERS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast
 _MAX_NAME_HOPS = 4
 
 
-def reaches_graph(index: FileIndex, graph: GraphCode, expr: ast.AST, function: FunctionInfo, hops: int = 0) -> bool:
+def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: ast.AST, function: FunctionInfo,
+                  hops: int = 0) -> bool:
     """Whether the value of `expr`, evaluated in `function` while tracing, ends up in (or shapes) the graph."""
     node = expr
     while True:
@@ -41,7 +50,7 @@ def reaches_graph(index: FileIndex, graph: GraphCode, expr: ast.AST, function: F
         if parent is None:
             return False
         if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)) or isinstance(parent, ast.Lambda):
-            return True
+            return _returned_reaches(index, graph, calls, index.function_of(node), hops)
         if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and node is parent.test:
             return True
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and node is parent.iter:
@@ -59,10 +68,20 @@ def reaches_graph(index: FileIndex, graph: GraphCode, expr: ast.AST, function: F
         elif isinstance(parent, _CARRIERS) or (isinstance(parent, ast.Call) and node is parent.func):
             node = parent
         elif isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-            return hops < _MAX_NAME_HOPS and any(reaches_graph(index, graph, use, function, hops + 1)
+            return hops < _MAX_NAME_HOPS and any(reaches_graph(index, graph, calls, use, function, hops + 1)
                                                  for use in _uses_of_targets(index, parent, function))
         else:
             return False
+
+
+def _returned_reaches(index: FileIndex, graph: GraphCode, calls: CallGraph, returning: FunctionInfo | None,
+                      hops: int) -> bool:
+    """A returned value reaches the graph; a seed helper's only where a call of it in graph code does."""
+    if returning is None or "seed" not in returning.name.lower():
+        return True
+    return hops < _MAX_NAME_HOPS and any(
+        reaches_graph(index, graph, calls, call, caller, hops + 1) for call, caller in calls.callers(returning)
+        if caller is not None and graph.in_graph_code(call))
 
 
 def _call_verdict(index: FileIndex, graph: GraphCode, call: ast.Call) -> bool | None:
@@ -81,7 +100,12 @@ def _call_verdict(index: FileIndex, graph: GraphCode, call: ast.Call) -> bool | 
 
 
 def _uses_of_targets(index: FileIndex, assignment: ast.AST, function: FunctionInfo) -> list[ast.Name]:
-    """Loads, in `function` and the functions nested in it, of the local names an assignment binds."""
+    """Loads, in `function` and the functions nested in it, of the local names an assignment binds, that can
+    see the value: after the assignment, or anywhere in a loop around both (`if seed is None: seed = ...`
+    reads the old value)."""
     targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]  # type: ignore[attr-defined]
     names = dict.fromkeys(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
-    return [use for name in names for use in index.uses_of(name, function)]
+    end = getattr(assignment, "end_lineno", None) or 0
+    return [use for name in names for use in index.uses_of(name, function)
+            if use.lineno > end or index.function_of(use) is not function
+            or index.common_loop(use, assignment, function.node) is not None]

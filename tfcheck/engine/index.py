@@ -264,8 +264,8 @@ class FileIndex:
             return [info for value in expr.values for info in self.function_target(value)]
         if isinstance(expr, ast.Call) and self.resolve(expr.func) == "functools.partial" and expr.args:
             return self.function_target(expr.args[0])
-        if isinstance(expr, ast.Attribute) and self.is_self_attribute(expr):
-            cls = self.class_of_self(expr)
+        if isinstance(expr, ast.Attribute) and (self.is_self_attribute(expr) or isinstance(expr.value, ast.Name)):
+            cls = self.class_of_self(expr) if self.is_self_attribute(expr) else self.instance_class(expr.value)
             method = self.method_of(cls, expr.attr) if cls is not None else None
             return [method] if method is not None else []
         if isinstance(expr, ast.Name):
@@ -300,11 +300,25 @@ class FileIndex:
         return None
 
     def instance_class(self, receiver: ast.expr) -> ClassInfo | None:
-        """The class of this file that a name was built from (`m = SimpleModel()`), when all agree."""
+        """The class of this file that a name was built from (`m = SimpleModel()`), or that a parameter is
+        annotated with (`obj: First`), when all agree."""
         if not isinstance(receiver, ast.Name):
             return None
         classes = {self.called_class(b.value) for b in self.bindings_of(receiver) if isinstance(b.value, ast.Call)}
+        classes |= {self._annotated_class(receiver.id, b.node) for b in self.bindings_of(receiver) if b.kind == "param"}
+        classes.discard(None)
         return classes.pop() if len(classes) == 1 else None
+
+    def _annotated_class(self, name: str, arguments: ast.AST) -> ClassInfo | None:
+        """The class of this file a parameter's annotation names (`def f(obj: First)`)."""
+        if not isinstance(arguments, ast.arguments):
+            return None
+        every = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+        annotation = next((a.annotation for a in every if a.arg == name), None)
+        if not isinstance(annotation, ast.Name):
+            return None
+        return next((self._class_by_node[b.node] for b in self.bindings_of(annotation)
+                     if b.kind == "class" and b.node in self._class_by_node), None)
 
     def method_of(self, cls: ClassInfo, name: str) -> FunctionInfo | None:
         """A method of `cls` or of a base class defined in this file."""

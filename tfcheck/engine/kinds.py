@@ -10,6 +10,9 @@ from __future__ import annotations
 LIST, DICT, SET, TUPLE = "list", "dict", "set", "tuple"
 ITERATOR, RANGE = "iterator", "range"
 NDARRAY, TENSOR, VARIABLE, DATASET = "ndarray", "tensor", "variable", "dataset"
+# A tf.TensorArray: not a tensor (no arithmetic, no `.numpy()`), but made of graph tensors while tracing,
+# so storing one where it outlives the call leaks the trace's graph like a tensor (TFC009).
+TENSOR_ARRAY = "tensor_array"
 NUMBER, STRING, NONE = "number", "string", "none"
 TF_FUNCTION, OPTIMIZER, MODEL, LAYER, OBJECT = "tf_function", "optimizer", "model", "layer", "object"
 FUNCTION = "function"

@@ -10,13 +10,15 @@ found here once per file (`OuterState.mutations`, FileFacts.outer_mutations) so 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tfcheck.engine import kinds, values
 from tfcheck.engine.graphcode import GraphCode
+from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import FunctionInfo, Scope
+from tfcheck.engine.tfcalls import TfFunctionCall, arguments_for
 
 # Methods that change a list, dict, set or deque in place.
 MUTATING_METHODS = frozenset({
@@ -36,7 +38,8 @@ class OuterMutation:
 
     `node` is where to report (the statement, or the call of a mutating method); `target` the source
     text of what changes (`counter`, `self.counter`, `external_list`); `owner` says whose state it is
-    (`global`, `nonlocal`, `self`, `module-level`, `enclosing`); `value` the value stored, if one is.
+    (`global`, `nonlocal`, `self`, `module-level`, `enclosing`, `argument`); `value` the value stored, if
+    one is (for `x.a += v`, the sum).
     """
 
     node: ast.AST
@@ -60,13 +63,16 @@ def owner_phrase(mutation: OuterMutation) -> str:
 class OuterState:
     """Writes in graph code to state that outlives the call, and whose state a name or object is.
 
-    Built on the index, the graph code and the explicit traces of a file (`get_concrete_function`).
+    Built on the index, the graph code, the explicit traces of a file (`get_concrete_function`) and the
+    calls of its tf.functions (`calls_of`, asked only about parameters written to).
     """
 
-    def __init__(self, index: FileIndex, graph: GraphCode, traces: frozenset[tuple[FunctionInfo, FunctionInfo]]) -> None:
+    def __init__(self, index: FileIndex, graph: GraphCode, traces: frozenset[tuple[FunctionInfo, FunctionInfo]],
+                 calls_of: Callable[[FunctionInfo], list[TfFunctionCall]]) -> None:
         self.index = index
         self.graph = graph
         self.traces = traces
+        self.calls_of = calls_of
 
     def mutations(self) -> list[OuterMutation]:
         """Every write in graph code to Python state that outlives the call."""
@@ -88,6 +94,8 @@ class OuterState:
             return
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = getattr(node, "value", None)
+        if isinstance(node, ast.AugAssign):  # what is stored is `target op value`, not `value`
+            value = ast.BinOp(left=node.target, op=node.op, right=node.value)
         for target in targets:
             yield from self._target_mutation(node, info, target, value, "assign")
 
@@ -102,6 +110,8 @@ class OuterState:
             yield from self._target_mutation(stmt, info, target.value, None, action)
             return
         if isinstance(target, ast.Name):
+            if first_call_guard(self.index, stmt) is not None:
+                return  # `global v; if v is None: v = tf.Variable(...)`: lazy creation, once
             if target.id in info.scope.global_names:
                 yield OuterMutation(stmt, info, how or "rebind", target.id, "global", value)
             elif target.id in info.scope.nonlocal_names and not self._owned_by_graph_code(target, info):
@@ -109,8 +119,7 @@ class OuterState:
             return
         if isinstance(target, ast.Attribute):
             owner = self.object_owner(target.value, info)
-            if owner is not None and not _lazy_initialisation(self.index, stmt, target) \
-                    and not values.expr_kinds(self.index, value) & kinds.TF_OBJECT_KINDS:
+            if owner is not None and not _set_up_once(self.index, stmt, value):
                 yield OuterMutation(stmt, info, how or "attribute", self.index.text(target), owner, value)
             return
         if isinstance(target, ast.Subscript):
@@ -171,7 +180,18 @@ class OuterState:
         if isinstance(receiver, ast.Name) and kinds.OBJECT in values.expr_kinds(self.index, receiver) \
                 and not values.expr_kinds(self.index, receiver) & kinds.TF_OBJECT_KINDS:
             return self.outer_name_owner(receiver, info)
+        if isinstance(receiver, ast.Name) and self._plain_object_argument(receiver, info):
+            return "argument"
         return None
+
+    def _plain_object_argument(self, name: ast.Name, info: FunctionInfo) -> bool:
+        """A parameter of the tf.function `info` that every call of it in this file (one at least) passes a
+        plain Python object: the caller's object, which outlives the call (tensorflow#31362)."""
+        if name.id not in info.params or self.index.binding_scope(name) is not info.scope:
+            return False
+        passed = [values.expr_kinds(self.index, argument)
+                  for _, argument in arguments_for(self.calls_of(info), name.id)]
+        return bool(passed) and all(kinds.OBJECT in found and not found & kinds.TF_OBJECT_KINDS for found in passed)
 
     def container_owner(self, receiver: ast.expr, info: FunctionInfo) -> str | None:
         """Whose list, dict or set `receiver` is, when it outlives the call (`self` or an outer name)."""
@@ -199,56 +219,7 @@ def _is_self(index: FileIndex, expr: ast.expr, info: FunctionInfo) -> bool:
     return index.is_self_attribute(probe)
 
 
-def _lazy_initialisation(index: FileIndex, stmt: ast.AST, target: ast.Attribute) -> bool:
-    """Set up once, on the first trace, then reused: guarded by a test of an attribute set under it.
-
-    `if self.x is None: self.x = ...`, and `if not self.built: ...; self.built = True`.
-    """
-    for ancestor in index.ancestors(stmt):
-        if isinstance(ancestor, ast.If) and any(_is_none_test(index, ancestor.test, index.text(assigned))
-                                                for assigned in _attributes_assigned(ancestor)):
-            return True
-        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-    return False
-
-
-def _attributes_assigned(block: ast.If) -> list[ast.Attribute]:
-    """Attribute targets assigned anywhere in the body of an `if` (not its `else`)."""
-    return [target for stmt in block.body for node in ast.walk(stmt)
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if isinstance(target, ast.Attribute)]
-
-
-def _is_none_test(index: FileIndex, test: ast.expr, wanted: str) -> bool:
-    """`x is None`, `not x`, `not hasattr(self, "x")` about the expression `wanted`."""
-    if isinstance(test, ast.BoolOp):
-        return any(_is_none_test(index, value, wanted) for value in test.values)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq)):
-        return _reads(index, test.left, wanted) and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value is None
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        operand = test.operand
-        if isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "hasattr" \
-                and len(operand.args) == 2 and isinstance(operand.args[1], ast.Constant):
-            return wanted.endswith(f".{operand.args[1].value}")
-        return index.text(operand) == wanted
-    return False
-
-
-def _reads(index: FileIndex, expr: ast.expr, wanted: str) -> bool:
-    """`expr` is `wanted`, or a local set from it: `x = getattr(self, "x", None)` or `x = self.x`."""
-    if index.text(expr) == wanted:
-        return True
-    if not isinstance(expr, ast.Name):
-        return False
-    for binding in index.bindings_of(expr):
-        value = binding.value
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
-                and len(value.args) >= 2 and isinstance(value.args[1], ast.Constant) \
-                and wanted == f"{index.text(value.args[0])}.{value.args[1].value}":
-            return True
-        if value is not None and index.text(value) == wanted:
-            return True
-    return False
+def _set_up_once(index: FileIndex, stmt: ast.AST, value: ast.expr | None) -> bool:
+    """A TensorFlow object stored (creating it is TFC004's business), or a store behind a first-call
+    guard (`if self.x is None: self.x = ...`, `global v; if v is None: v = ...`): set up once, then reused."""
+    return bool(values.expr_kinds(index, value) & kinds.TF_OBJECT_KINDS) or first_call_guard(index, stmt) is not None

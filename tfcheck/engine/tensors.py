@@ -93,13 +93,14 @@ def may_hold_tensor(index: FileIndex, expr: ast.expr | None, info: FunctionInfo,
     `surely_tensor` for the narrow one).
 
     Beyond what the value kinds say (`tf.*` results), arithmetic on the function's parameters and the
-    outputs of layers and models count: in graph code their parameters are (symbolic) tensors. A bare
+    outputs of layers and models count: in graph code their parameters are (symbolic) tensors. So does a
+    TensorArray, which holds the trace's tensors. A bare
     parameter does not: it may be a Python value passed in, and storing it is a plain side effect.
     """
     if expr is None or depth > 6:
         return False
     found = values.expr_kinds(index, expr)
-    if kinds.TENSOR in found:
+    if kinds.TENSOR in found or kinds.TENSOR_ARRAY in found:
         return True
     if isinstance(expr, ast.BinOp):
         sides = (expr.left, expr.right)

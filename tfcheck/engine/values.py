@@ -11,7 +11,7 @@ import ast
 
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.kinds import (DATASET, DICT, FUNCTION, ITERATOR, LAYER, LIST, MODEL, NDARRAY, NONE, NUMBER,
-                                  OPTIMIZER, RANGE, SET, STRING, TENSOR, TF_FUNCTION, TUPLE, VARIABLE)
+                                  OPTIMIZER, RANGE, SET, STRING, TENSOR, TENSOR_ARRAY, TF_FUNCTION, TUPLE, VARIABLE)
 
 _BUILTIN_KINDS = {
     "builtins.list": LIST, "builtins.dict": DICT, "builtins.set": SET, "builtins.tuple": TUPLE,
@@ -37,6 +37,8 @@ _NUMPY_NOT_ARRAY = ("numpy.dtype", "numpy.float32", "numpy.float64", "numpy.int3
                     "numpy.pi", "numpy.e", "numpy.inf", "numpy.nan", "numpy.finfo", "numpy.iinfo",
                     "numpy.prod", "numpy.sum", "numpy.mean", "numpy.max", "numpy.min", "numpy.isscalar",
                     "numpy.allclose", "numpy.array_equal", "numpy.ndim", "numpy.shape", "numpy.size")
+# TensorArray methods that return a new TensorArray (the others, `stack`, `read`, ..., return tensors).
+_TENSOR_ARRAY_METHODS = frozenset({"write", "scatter", "unstack", "split", "mark_used"})
 _DATASET_METHODS = frozenset({
     "map", "filter", "batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip",
     "unbatch", "flat_map", "interleave", "zip", "concatenate", "shard", "with_options", "apply",
@@ -56,6 +58,8 @@ def call_kind(index: FileIndex, call: ast.Call, depth: int) -> set[str]:
         receiver = expr_kinds(index, func.value, depth + 1)
         if DATASET in receiver and func.attr in _DATASET_METHODS:
             return {DATASET}
+        if TENSOR_ARRAY in receiver:
+            return {TENSOR_ARRAY} if func.attr in _TENSOR_ARRAY_METHODS else {TENSOR}
         if func.attr == "numpy" and (TENSOR in receiver or VARIABLE in receiver):
             return {NDARRAY}
         if func.attr in ("copy", "reshape", "astype", "T", "transpose") and NDARRAY in receiver:
@@ -78,6 +82,8 @@ def _named_call_kind(index: FileIndex, name: str) -> str | None:
         return DATASET
     if name in ("tensorflow.Variable", "keras.Variable"):
         return VARIABLE
+    if name == "tensorflow.TensorArray":
+        return TENSOR_ARRAY
     if name in index.tf_function_names:
         return TF_FUNCTION
     if name.startswith("keras.optimizers."):

@@ -19,7 +19,7 @@ def get_loss(h_actions, nh_actions, prices):
     keep_perc = 1 - fee
     final_index = len(prices) - 1
 
-    while index < final_index:  # expect-missing: while loop bounded by len() is unrolled while tracing
+    while index < final_index:  # expect: TFC005
         curr_price = prices[index]
 
         if holding:
