@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfcheck.engine.facts import EngineSettings
+from tfcheck.findings import Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +58,7 @@ class Config:
     extend_include: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".tfcheck_cache"
+    min_severity: Severity = Severity.INFO  # findings below it are not reported (nor counted)
     engine: EngineSettings = field(default_factory=EngineSettings)
     build: BuildConfig = field(default_factory=BuildConfig)
 
@@ -95,7 +97,8 @@ class Config:
     def fingerprint(self) -> str:
         """A digest of everything that changes findings: part of the lint cache key."""
         data = asdict(self)
-        for key in ("root", "source", "cache_dir", "build", "include", "extend_include"):  # which files, not findings
+        # which files, and which findings are shown: not what a file's analysis finds
+        for key in ("root", "source", "cache_dir", "build", "include", "extend_include", "min_severity"):
             data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -209,6 +212,13 @@ def _string(value: Any, where: str) -> str:
     return value
 
 
+def _severity(value: Any, where: str) -> Severity:
+    names = [severity.value for severity in Severity]
+    if value not in names:
+        raise ConfigError(f"{where}: expected one of {', '.join(sorted(names))}, got {value!r}")
+    return Severity(value)
+
+
 def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a table of glob = [codes], got {value!r}")
@@ -269,5 +279,6 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "cache-dir": ("cache_dir", _string),
     "function-aliases": ("function_aliases", _strings),
     "keras-call-is-graph": ("keras_call_is_graph", _boolean),
+    "min-severity": ("min_severity", _severity),
     "build": ("build", _build),
 }

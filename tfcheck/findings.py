@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -13,6 +14,11 @@ class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for info, 1 for warning, 2 for error: `--min-severity` keeps findings of this rank or more."""
+        return (Severity.INFO, Severity.WARNING, Severity.ERROR).index(self)
 
 
 @dataclass(frozen=True)
@@ -97,3 +103,8 @@ class Finding:
             edits = tuple(Edit(**edit) for edit in fix["edits"])
             data["fix"] = Fix(message=fix["message"], edits=edits, safe=fix["safe"])
         return cls(**data)
+
+
+def at_least(findings: Iterable[Finding], minimum: Severity) -> list[Finding]:
+    """The findings of severity `minimum` or more (`--min-severity`, `min-severity`)."""
+    return [finding for finding in findings if finding.severity.rank >= minimum.rank]
