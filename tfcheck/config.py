@@ -169,7 +169,7 @@ def parse_table(table: Mapping[str, Any], path: Path) -> Config:
         target, convert = _KEYS[key]
         values[target] = convert(value, f"{path}: {where}.{key}")
     engine = EngineSettings(function_aliases=values.pop("function_aliases", ()),
-                            keras_call_is_graph=values.pop("keras_call_is_graph", False))
+                            keras_call_is_graph=values.pop("keras_call_is_graph", True))
     return Config(root=path.parent.resolve(), source=path, engine=engine, **values)
 
 

@@ -222,7 +222,9 @@ GRAPH = {
 
 @pytest.mark.parametrize("code", GRAPH.values(), ids=GRAPH.keys())
 def test_graph_code(code: str) -> None:
-    assert any(name.split(".")[-1] in ("f", "<lambda>") for name in graph_names(code)), code
+    # with `keras-call-is-graph = false`: Keras call reached from graph code is graph code all the same
+    assert any(name.split(".")[-1] in ("f", "<lambda>")
+               for name in graph_names(code, EngineSettings(keras_call_is_graph=False))), code
 
 
 NOT_GRAPH = {
@@ -261,12 +263,6 @@ NOT_GRAPH = {
         ys = list(map(f, [1, 2]))
         pool = Pool()
         pool.map(f, [1, 2])
-    """,
-    "keras call without config": """
-        import keras
-        class L(keras.layers.Layer):
-            def f(self, x): return x
-            def call(self, x): return self.f(x)
     """,
     "strategy.run called eagerly": """
         import tensorflow as tf
@@ -319,7 +315,8 @@ NOT_GRAPH = {
 
 @pytest.mark.parametrize("code", NOT_GRAPH.values(), ids=NOT_GRAPH.keys())
 def test_not_graph_code(code: str) -> None:
-    assert not any(name.split(".")[-1] == "f" for name in graph_names(code)), code
+    # with `keras-call-is-graph = false`, so that the Keras cases test reach alone
+    assert not any(name.split(".")[-1] == "f" for name in graph_names(code, EngineSettings(keras_call_is_graph=False))), code
 
 
 def test_function_alias_from_config() -> None:
@@ -332,16 +329,18 @@ def test_function_alias_from_config() -> None:
     assert graph_names(code, EngineSettings(function_aliases=("tf_agents.utils.common.function",))) == {"f"}
 
 
-def test_keras_call_when_configured() -> None:
+def test_keras_call_by_default_unless_configured_off() -> None:
     code = """
         import tensorflow as tf
         class L(tf.keras.layers.Layer):
             def call(self, x): return x
         class Sub(L):
             def call(self, x): return x
+        class Plain:
+            def call(self, x): return x
     """
-    assert graph_names(code) == set()
-    assert graph_names(code, EngineSettings(keras_call_is_graph=True)) == {"L.call", "Sub.call"}
+    assert graph_names(code) == {"L.call", "Sub.call"}
+    assert graph_names(code, EngineSettings(keras_call_is_graph=False)) == set()
 
 
 def test_reasons_say_why() -> None:
@@ -477,7 +476,7 @@ def test_keras_call_reached_across_files(project, run_cli) -> None:
                 def __call__(self, x):
                     return self.encoder(x)
         """,
-    })
+    }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
     result = run_cli(root, "check", "--format", "json", ".")
     import json
 

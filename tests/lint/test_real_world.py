@@ -31,8 +31,10 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # findings reported, 4 false positives: precision 15/19, recall 15/35). They rise to issue 14's
 # targets, precision 0.97 and recall 0.95, as its rule work lands: whoever improves the linter
 # raises the floors with it, so a regression of a single finding fails this test.
-MEASURED_PRECISION_FLOOR = 0.789
-MEASURED_RECALL_FLOOR = 0.428
+# Keras `call` as graph code by default (docs/precision.md) made keras_15360 reported: 17 of 36, 4 false
+# positives, precision 17/21, recall 17/36.
+MEASURED_PRECISION_FLOOR = 0.809
+MEASURED_RECALL_FLOOR = 0.472
 
 # The header of every case names the thread: "owner/repo#number" and its title.
 _THREAD = re.compile(r'^"""[\w.-]+/[\w.-]+#\d+ ')
