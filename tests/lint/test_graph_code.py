@@ -166,6 +166,17 @@ GRAPH = {
                 return distribution_strategy.run(f, args=(x,))
             return step
     """,
+    # tf-models-official's tests get the strategy from TensorFlow's test combinations as `distribution`
+    # (official/nlp/modeling/models/t5_test.py).
+    "distribution.run in a tf.function": """
+        import tensorflow as tf
+        def test_step(distribution, inputs):
+            def f(x): return x
+            @tf.function
+            def step():
+                return distribution.run(f, args=(inputs,))
+            return step()
+    """,
     "layer on a self attribute": """
         import keras
         class Encoder(keras.layers.Layer):
