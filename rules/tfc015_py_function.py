@@ -24,7 +24,10 @@ class PyFunction(Rule):
     a SavedModel holding it does not carry the Python function and fails when loaded elsewhere (TF
     Serving, TFLite, another process), it cannot run on TPUs or remote workers, it holds the GIL, and
     `tfcheck build` cannot compile it. It is an escape hatch, not a way to write graph code. The
-    severity is WARNING: it works in this process, but defeats deployment.
+    severity is WARNING: it works in this process, but defeats deployment. In an input pipeline
+    (a function that only `tf.data` traces, which no tf.function, Keras model or SavedModel
+    signature reaches) it is INFO: the pipeline runs in the process that built it, and the cost is
+    the GIL held for every element; `--min-severity warning` hides those.
 
     ## Example
     ```python
@@ -68,6 +71,13 @@ class PyFunction(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for call, function in facts.graph_calls(*_PY_FUNCTIONS):
+            if facts.input_pipeline_only(function):
+                yield self.finding(
+                    facts, call,
+                    f"`{facts.text(call.func)}` in an input pipeline calls back into Python for every element, "
+                    "holding the GIL: the pipeline cannot run in parallel or outside this process; use "
+                    "TensorFlow operations where they exist", function=function, severity=Severity.INFO)
+                continue
             yield self.finding(
                 facts, call,
                 f"`{facts.text(call.func)}` calls back into Python on every run: the graph is not portable, does "

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfcheck.engine.facts import EngineSettings
+from tfcheck.findings import Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +58,7 @@ class Config:
     extend_include: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".tfcheck_cache"
+    min_severity: Severity = Severity.INFO  # findings below it are not reported (nor counted)
     engine: EngineSettings = field(default_factory=EngineSettings)
     build: BuildConfig = field(default_factory=BuildConfig)
 
@@ -95,7 +97,8 @@ class Config:
     def fingerprint(self) -> str:
         """A digest of everything that changes findings: part of the lint cache key."""
         data = asdict(self)
-        for key in ("root", "source", "cache_dir", "build", "include", "extend_include"):  # which files, not findings
+        # which files, and which findings are shown: not what a file's analysis finds
+        for key in ("root", "source", "cache_dir", "build", "include", "extend_include", "min_severity"):
             data.pop(key)
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -166,7 +169,7 @@ def parse_table(table: Mapping[str, Any], path: Path) -> Config:
         target, convert = _KEYS[key]
         values[target] = convert(value, f"{path}: {where}.{key}")
     engine = EngineSettings(function_aliases=values.pop("function_aliases", ()),
-                            keras_call_is_graph=values.pop("keras_call_is_graph", False))
+                            keras_call_is_graph=values.pop("keras_call_is_graph", True))
     return Config(root=path.parent.resolve(), source=path, engine=engine, **values)
 
 
@@ -207,6 +210,13 @@ def _string(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
     return value
+
+
+def _severity(value: Any, where: str) -> Severity:
+    names = [severity.value for severity in Severity]
+    if value not in names:
+        raise ConfigError(f"{where}: expected one of {', '.join(sorted(names))}, got {value!r}")
+    return Severity(value)
 
 
 def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -269,5 +279,6 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "cache-dir": ("cache_dir", _string),
     "function-aliases": ("function_aliases", _strings),
     "keras-call-is-graph": ("keras_call_is_graph", _boolean),
+    "min-severity": ("min_severity", _severity),
     "build": ("build", _build),
 }

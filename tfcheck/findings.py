@@ -8,6 +8,7 @@ that produces them so that rendering a report never imports the analysis.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -23,6 +24,11 @@ class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for info, 1 for warning, 2 for error: `--min-severity` keeps findings of this rank or more."""
+        return (Severity.INFO, Severity.WARNING, Severity.ERROR).index(self)
 
 
 @dataclass(frozen=True)
@@ -159,3 +165,8 @@ class RunResult:
     @property
     def has_errors(self) -> bool:
         return bool(self.errors or self.path_errors)
+
+
+def at_least(findings: Iterable[Finding], minimum: Severity) -> list[Finding]:
+    """The findings of severity `minimum` or more (`--min-severity`, `min-severity`)."""
+    return [finding for finding in findings if finding.severity.rank >= minimum.rank]

@@ -37,8 +37,8 @@ class Rule:
         raise NotImplementedError(f"{type(self).__name__} must implement check()")
 
     def finding(self, facts: FileFacts, node: ast.AST, message: str, fix: Fix | None = None,
-                function: FunctionInfo | None = None) -> Finding:
-        """A finding of this rule spanning `node`.
+                function: FunctionInfo | None = None, severity: Severity | None = None) -> Finding:
+        """A finding of this rule spanning `node`, at the rule's severity unless `severity` is given.
 
         With `function`, a function that is graph code only indirectly (called from graph code, traced
         by tf.data, ...) gets the reason appended, so users see why code without a decorator is flagged.
@@ -48,7 +48,7 @@ class Rule:
         if reason is not None and reason != "decorated with tf.function":
             message = f"{message} [`{function.name}` is graph code: {reason}]"
         return Finding(facts.path, line, column, end_line, end_column, self.code, self.name,
-                       self.severity, message, fix)
+                       severity or self.severity, message, fix)
 
     @classmethod
     def documentation(cls) -> str:

@@ -156,6 +156,7 @@ def test_gitignore_is_honoured(project, run_cli) -> None:
     ("[tool.tfcheck]\nselect = 'TFC001'\n", "[tool.tfcheck].select: expected a list of strings"),
     ("[tool.tfcheck]\nignore = ['E501']\n", "[tool.tfcheck].ignore: 'E501' is not a rule code"),
     ("[tool.tfcheck]\nkeras-call-is-graph = 'yes'\n", "[tool.tfcheck].keras-call-is-graph: expected true or false"),
+    ("[tool.tfcheck]\nmin-severity = 'warn'\n", "[tool.tfcheck].min-severity: expected one of error, info, warning"),
     ("[tool.tfcheck.build]\ntarjet = 'cpu'\n", "[tool.tfcheck].build: unknown key 'tarjet'"),
     ("[tool.tfcheck.build.shapes]\n'm.f' = [[1, -2]]\n", "[tool.tfcheck].build.shapes.m.f"),
     ("[tool.tfcheck\n", "invalid TOML"),
@@ -176,6 +177,43 @@ def test_config_function_aliases_and_keras_call(project, run_cli) -> None:
         keras-call-is-graph = true
     """)
     assert [f["line"] for f in findings(run_cli(root, "check", "--format", "json", "."))] == [6, 10]
+
+
+# A py_function in an input pipeline (info), one a tf.function exports (warning), a variable made on
+# every trace (error).
+SEVERITIES = """
+import tensorflow as tf
+
+def load(path):
+    return tf.py_function(open, [path], tf.string)
+
+ds = tf.data.Dataset.from_tensor_slices(["a"]).map(load)
+
+@tf.function
+def serve(path):
+    v = tf.Variable(1.0)
+    return tf.py_function(open, [path], tf.string)
+"""
+
+
+@pytest.mark.parametrize(("args", "config", "shown"), [
+    ((), None, ["info", "error", "warning"]),
+    (("--min-severity", "warning"), None, ["error", "warning"]),
+    ((), "[tool.tfcheck]\nmin-severity = 'error'\n", ["error"]),
+    (("--min-severity", "info"), "[tool.tfcheck]\nmin-severity = 'error'\n", ["info", "error", "warning"]),
+])
+def test_min_severity_hides_and_does_not_count(project, run_cli, args: tuple[str, ...], config: str | None,
+                                               shown: list[str]) -> None:
+    root = project({"a.py": SEVERITIES}, config=config)
+    assert [f["severity"] for f in findings(run_cli(root, "check", "--format", "json", *args, "."))] == shown
+    summary = run_cli(root, "check", "--no-cache", *args, ".").stdout
+    assert f"Found {len(shown)} finding" in summary
+
+
+def test_nothing_at_min_severity_exits_zero(project, run_cli) -> None:
+    root = project({"a.py": SEVERITIES.split("@tf.function")[0]})
+    assert run_cli(root, "check", ".").exit_code == 1
+    assert run_cli(root, "check", "--min-severity", "warning", ".").exit_code == 0
 
 
 def test_explicit_config_file(project, run_cli) -> None:

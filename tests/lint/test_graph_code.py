@@ -128,12 +128,114 @@ GRAPH = {
                 return self.f(data)
             def f(self, data): return data
     """,
+    # TensorFlow's tutorial "Custom training with tf.distribute.Strategy" (distributed_train_step).
+    "strategy.run in a tf.function": """
+        import tensorflow as tf
+        strategy = tf.distribute.MirroredStrategy()
+        def f(inputs): return inputs
+        @tf.function
+        def distributed_train_step(dataset_inputs):
+            per_replica_losses = strategy.run(f, args=(dataset_inputs,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
+    """,
+    # tf-models-official's orbit trainers keep the strategy on self (orbit/standard_runner.py).
+    "experimental_run_v2 on self.strategy, fn as keyword": """
+        import tensorflow as tf
+        class Trainer:
+            def __init__(self):
+                self.strategy = tf.distribute.get_strategy()
+            @tf.function
+            def train(self, x):
+                return self.strategy.experimental_run_v2(fn=self.f, args=(x,))
+            def f(self, x): return x
+    """,
+    "extended.call_for_each_replica": """
+        import tensorflow as tf
+        @tf.function
+        def step(x):
+            def f(y): return y
+            return tf.distribute.get_strategy().extended.call_for_each_replica(f, args=(x,))
+    """,
+    # OpenNMT-tf's trainer: the strategy is a parameter, known by its name only (opennmt/training.py).
+    "strategy parameter, by its name": """
+        import tensorflow as tf
+        def make(distribution_strategy):
+            def f(x): return x
+            @tf.function
+            def step(x):
+                return distribution_strategy.run(f, args=(x,))
+            return step
+    """,
+    # tf-models-official's tests get the strategy from TensorFlow's test combinations as `distribution`
+    # (official/nlp/modeling/models/t5_test.py).
+    "distribution.run in a tf.function": """
+        import tensorflow as tf
+        def test_step(distribution, inputs):
+            def f(x): return x
+            @tf.function
+            def step():
+                return distribution.run(f, args=(inputs,))
+            return step()
+    """,
+    "layer on a self attribute": """
+        import keras
+        class Encoder(keras.layers.Layer):
+            def call(self, x): return self.f(x)
+            def f(self, x): return x
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.encoder = Encoder()
+            def train_step(self, data):
+                return self.encoder(data)
+    """,
+    # keras.io "Customizing what happens in fit()": `y_pred = self(x, training=True)` in train_step.
+    "self(x) in train_step": """
+        import keras
+        class M(keras.Model):
+            def train_step(self, data):
+                x, y = data
+                return self(x, training=True)
+            def call(self, x): return self.f(x)
+            def f(self, x): return x
+    """,
+    "model called in a tf.function": """
+        import tensorflow as tf
+        class M(tf.keras.Model):
+            def call(self, x): return self.f(x)
+            def f(self, x): return x
+        model = M()
+        @tf.function
+        def step(x):
+            return model(x)
+    """,
+    "model.fit traces call": """
+        import keras
+        class M(keras.Model):
+            def call(self, x): return self.f(x)
+            def f(self, x): return x
+        model = M()
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(xs, ys)
+    """,
+    "__call__ of a plain object called from graph code": """
+        import tensorflow as tf
+        class Scale:
+            def __call__(self, x): return self.f(x)
+            def f(self, x): return x * 2
+        scale = Scale()
+        @tf.function
+        def step(x):
+            return scale(x)
+    """,
 }
 
 
 @pytest.mark.parametrize("code", GRAPH.values(), ids=GRAPH.keys())
 def test_graph_code(code: str) -> None:
-    assert any(name.split(".")[-1] in ("f", "<lambda>") for name in graph_names(code)), code
+    # with `keras-call-is-graph = false`: Keras call reached from graph code is graph code all the same
+    assert any(name.split(".")[-1] in ("f", "<lambda>")
+               for name in graph_names(code, EngineSettings(keras_call_is_graph=False))), code
 
 
 NOT_GRAPH = {
@@ -173,11 +275,40 @@ NOT_GRAPH = {
         pool = Pool()
         pool.map(f, [1, 2])
     """,
-    "keras call without config": """
+    "strategy.run called eagerly": """
+        import tensorflow as tf
+        strategy = tf.distribute.MirroredStrategy()
+        def f(x): return x
+        def train(x):
+            return strategy.run(f, args=(x,))
+    """,
+    ".run of something that is not a strategy": """
+        import tensorflow as tf
+        class Runner:
+            pass
+        runner = Runner()
+        def f(x): return x
+        @tf.function
+        def step(x):
+            return runner.run(f, args=(x,))
+    """,
+    "layer built but not called in graph code": """
         import keras
         class L(keras.layers.Layer):
-            def f(self, x): return x
             def call(self, x): return self.f(x)
+            def f(self, x): return x
+        @tf.function
+        def step(x):
+            layer = L()
+            return x
+    """,
+    "model.fit on a library model": """
+        import keras
+        class L(keras.layers.Layer):
+            def call(self, x): return self.f(x)
+            def f(self, x): return x
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.fit(xs, ys)
     """,
     "train_step of a non-model": """
         class Trainer:
@@ -195,7 +326,8 @@ NOT_GRAPH = {
 
 @pytest.mark.parametrize("code", NOT_GRAPH.values(), ids=NOT_GRAPH.keys())
 def test_not_graph_code(code: str) -> None:
-    assert not any(name.split(".")[-1] == "f" for name in graph_names(code)), code
+    # with `keras-call-is-graph = false`, so that the Keras cases test reach alone
+    assert not any(name.split(".")[-1] == "f" for name in graph_names(code, EngineSettings(keras_call_is_graph=False))), code
 
 
 def test_function_alias_from_config() -> None:
@@ -208,16 +340,18 @@ def test_function_alias_from_config() -> None:
     assert graph_names(code, EngineSettings(function_aliases=("tf_agents.utils.common.function",))) == {"f"}
 
 
-def test_keras_call_when_configured() -> None:
+def test_keras_call_by_default_unless_configured_off() -> None:
     code = """
         import tensorflow as tf
         class L(tf.keras.layers.Layer):
             def call(self, x): return x
         class Sub(L):
             def call(self, x): return x
+        class Plain:
+            def call(self, x): return x
     """
-    assert graph_names(code) == set()
-    assert graph_names(code, EngineSettings(keras_call_is_graph=True)) == {"L.call", "Sub.call"}
+    assert graph_names(code) == {"L.call", "Sub.call"}
+    assert graph_names(code, EngineSettings(keras_call_is_graph=False)) == set()
 
 
 def test_reasons_say_why() -> None:
@@ -299,3 +433,64 @@ def test_value_kinds() -> None:
     kinds = {b.name: facts.kinds(b.value) for bs in facts.module_scope.bindings.values() for b in bs if b.value}
     assert kinds == {"a": {"list"}, "b": {"ndarray"}, "c": {"iterator"}, "d": {"iterator"}, "e": {"variable"},
                      "f": {"dataset"}, "g": {"tensor"}, "h": {"dict"}}
+
+
+def origins_of(code: str) -> dict[str, bool]:
+    """Whether each graph function is reached only from tf.data (input pipeline only)."""
+    facts = analyze_source("m.py", textwrap.dedent(code), "m")
+    return {info.qualname: facts.input_pipeline_only(info) for info in facts.graph_functions}
+
+
+def test_input_pipeline_only_is_what_only_tf_data_reaches() -> None:
+    assert origins_of("""
+        import tensorflow as tf
+        def parse(x): return decode(x)
+        def decode(x): return tf.map_fn(lambda y: y, x)
+        def shared(x): return x
+        def export(x): return x
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(x): return shared(x)
+        ds = tf.data.Dataset.from_tensor_slices(["a"]).map(parse).map(shared)
+        y = tf.map_fn(export, tf.range(3))
+    """) == {"parse": True, "decode": True, "decode.<lambda>": True, "shared": False, "serve": False, "export": False}
+
+
+def test_strategy_run_reason_names_the_step() -> None:
+    facts = analyze_source("m.py", textwrap.dedent(GRAPH["strategy.run in a tf.function"]), "m")
+    reasons = {info.qualname: reason for info, reason in facts.graph_functions.items()}
+    assert reasons["f"] == "passed to strategy.run from graph code in distributed_train_step (line 7)"
+
+
+def test_keras_call_reached_across_files(project, run_cli) -> None:
+    root = project({
+        "pkg/__init__.py": "",
+        "pkg/blocks.py": """
+            import keras
+            class Base(keras.layers.Layer):
+                def call(self, x):
+                    print(x)
+                    return x
+            class Encoder(Base):
+                pass
+            class Unused(keras.layers.Layer):
+                def call(self, x):
+                    print(x)
+                    return x
+        """,
+        "pkg/model.py": """
+            import tensorflow as tf
+            from pkg.blocks import Encoder
+            class Net(tf.Module):
+                def __init__(self):
+                    self.encoder = Encoder()
+                @tf.function
+                def __call__(self, x):
+                    return self.encoder(x)
+        """,
+    }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
+    result = run_cli(root, "check", "--format", "json", ".")
+    import json
+
+    flagged = [(f["path"], f["line"], f["message"]) for f in json.loads(result.stdout)]
+    assert [(path, line) for path, line, _ in flagged] == [("pkg/blocks.py", 5)]
+    assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][2]

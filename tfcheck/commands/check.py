@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from tfcheck.cache import default_cache_dir
 from tfcheck.config import Config, ConfigError, check_codes, load_config
-from tfcheck.findings import RunResult
+from tfcheck.findings import RunResult, Severity, at_least
 from tfcheck.output import FORMATS, OutputOptions, renderer
 from tfcheck.runner import lint_paths
 from tfcheck.shard import Shard, shard_option
@@ -93,6 +94,8 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
               help="The lint cache folder (default: `cache-dir` of the config, .tfcheck_cache).")
 @click.option("--shard", metavar="I/N", callback=shard_option,
               help="Report only shard I of N (1-based) of the files; merge the outputs with `tfcheck merge`.")
+@click.option("--min-severity", type=click.Choice([s.value for s in Severity]),
+              help="Report only findings of this severity or more (default: `min-severity` of the config, info).")
 @click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
@@ -100,7 +103,7 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, ignore: tuple
           output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
           config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None,
           fix: bool = False, unsafe_fixes: bool = False, diff: bool = False, no_cache: bool = False,
-          cache_dir: Path | None = None, shard: Shard | None = None) -> None:
+          cache_dir: Path | None = None, shard: Shard | None = None, min_severity: str | None = None) -> None:
     """Find tf.function pitfalls in PATHS (files or folders; default: the current folder).
 
     Never imports or runs the code it checks. Exit status: 0 no findings, 1 findings, 2 error.
@@ -115,6 +118,8 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, ignore: tuple
         result = fix_in_place(result, config, unsafe_fixes,
                               lambda: lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude,
                                                  cache_dir=cache, shard=shard))
+    minimum = Severity(min_severity) if min_severity else config.min_severity
+    result = replace(result, findings=at_least(result.findings, minimum), suppressed=at_least(result.suppressed, minimum))
     for message in result.path_errors:
         click.echo(f"tfcheck: error: {message}", err=True)
     for error in result.errors:

@@ -81,6 +81,11 @@ class FileFacts(FileIndex):
         """Whether `node` runs as traced graph code."""
         return self.graph.in_graph_code(node)
 
+    def input_pipeline_only(self, info: FunctionInfo) -> bool:
+        """Whether `info` is graph code only because tf.data traces it (no tf.function, Keras or
+        control-flow root reaches it): input-pipeline code that no SavedModel exports."""
+        return self.graph.input_pipeline_only(info)
+
     def graph_nodes(self, *types: type) -> list[tuple[ast.AST, FunctionInfo]]:
         """Nodes of the given types in graph code, each with the graph function it belongs to."""
         return self.graph.nodes(*types)

@@ -10,16 +10,22 @@ runs eagerly, and so does the body of `with tf.init_scope():` inside graph code.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from tfcheck.engine import kinds, values
 from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.index import FileIndex
-from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 
 KERAS_STEP_METHODS = frozenset({"train_step", "test_step", "predict_step"})
+# Model methods under which Keras traces the model's `call` (unless compiled with run_eagerly=True).
+KERAS_TRACING_METHODS = frozenset({"fit", "evaluate", "predict", "train_on_batch", "test_on_batch",
+                                   "predict_on_batch"})
+# What made a function graph code: the kinds of roots that reach it (GraphCode.origins).
+FROM_TF_FUNCTION, FROM_TF_DATA, FROM_KERAS = "tf.function", "tf.data", "Keras"
+FROM_CONTROL_FLOW, FROM_OTHER_FILE = "control flow", "another file"
 _Spec = tuple[tuple[int, ...], tuple[str, ...]]
 # Functional control flow: the argument positions and keywords that take functions traced as graph code.
 CONTROL_FLOW_FUNCTION_ARGS: dict[str, _Spec] = {
@@ -61,12 +67,19 @@ class GraphCode:
 
     index: FileIndex
     reasons: dict[FunctionInfo, str] = field(default_factory=dict)
+    # the kinds of roots (FROM_*) that reach each graph function
+    origins: dict[FunctionInfo, set[str]] = field(default_factory=dict)
     eager: set[FunctionInfo] = field(default_factory=set)
     external_calls: list[ExternalCall] = field(default_factory=list)
     _init_scope_cache: dict[FunctionInfo, frozenset[ast.AST]] = field(default_factory=dict, repr=False)
 
     def is_graph_function(self, info: FunctionInfo | None) -> bool:
         return info is not None and info in self.reasons
+
+    def input_pipeline_only(self, info: FunctionInfo) -> bool:
+        """Whether `info` is graph code only because tf.data traces it: no tf.function, Keras, control
+        flow or other file's graph code reaches it, so no SavedModel signature exports it."""
+        return self.origins.get(info) == {FROM_TF_DATA}
 
     def excluded_for(self, info: FunctionInfo) -> frozenset[ast.AST]:
         """Nodes of a function that run eagerly even in graph code: the bodies of `with tf.init_scope():`."""
@@ -126,32 +139,123 @@ def function_arguments(call: ast.Call, spec: _Spec) -> list[ast.expr]:
 
 
 def find_graph_code(index: FileIndex, calls: CallGraph, extra_roots: Mapping[str, str]) -> GraphCode:
-    """Find graph-code roots, then follow the call graph's edges from graph code to a fixed point."""
-    graph = GraphCode(index)
-    queue: list[FunctionInfo] = []
+    """Find graph-code roots, follow the call graph's edges (and the functions that distribution
+    strategies and Keras call for graph code) to a fixed point, then spread each root's origin."""
+    discovery = _Discovery(index, calls)
+    discovery.find_roots(extra_roots)
+    discovery.follow()
+    discovery.spread_origins()
+    return discovery.graph
 
-    def mark(info: FunctionInfo, reason: str) -> None:
-        if info not in graph.reasons:
-            graph.reasons[info] = reason
-            queue.append(info)
 
-    for info in index.functions:
-        if index.decorated_tf_function(info) is not None:
-            mark(info, "decorated with tf.function")
-        elif info.cls is not None and _is_keras_graph_method(index, info):
-            mark(info, f"Keras {info.name} of {info.cls.name}")
-        elif info.qualname in extra_roots:
-            mark(info, extra_roots[info.qualname])
-    for call, _ in index.calls:
-        _mark_call_roots(index, call, mark, graph)
+class _Discovery:
+    """The state of one graph-code search: what is marked, what is left to follow, the edges followed."""
 
-    while queue:
-        info = queue.pop()
-        excluded = graph.excluded_for(info)
-        for call, targets in calls.calls_from(info):
-            if call not in excluded:
-                _follow_call(index, info, call, targets, mark, graph)
-    return graph
+    def __init__(self, index: FileIndex, calls: CallGraph) -> None:
+        self.index = index
+        self.calls = calls
+        self.graph = GraphCode(index)
+        self.queue: list[FunctionInfo] = []
+        self.edges: dict[FunctionInfo, list[FunctionInfo]] = {}
+        # functions traced by functional control flow, with the function the call is in (None: module level)
+        self.traced_in: list[tuple[FunctionInfo | None, FunctionInfo]] = []
+
+    def mark(self, info: FunctionInfo, reason: str, origin: str | None = None) -> None:
+        """`info` is graph code; the first reason found is kept. `origin`: the kind of root it is."""
+        if origin is not None:
+            self.graph.origins.setdefault(info, set()).add(origin)
+        if info not in self.graph.reasons:
+            self.graph.reasons[info] = reason
+            self.queue.append(info)
+
+    def find_roots(self, extra_roots: Mapping[str, str]) -> None:
+        index = self.index
+        for info in index.functions:
+            if index.decorated_tf_function(info) is not None:
+                self.mark(info, "decorated with tf.function", FROM_TF_FUNCTION)
+            elif info.cls is not None and _is_keras_graph_method(index, info):
+                self.mark(info, f"Keras {info.name} of {info.cls.name}", FROM_KERAS)
+        if extra_roots:
+            functions: dict[str, list[FunctionInfo]] = {}
+            for info in index.functions:
+                functions.setdefault(info.qualname, []).append(info)
+            classes = {cls.qualname: cls for cls in index.classes}
+            for name, reason in extra_roots.items():
+                for info in functions.get(name) or _inherited_method(index, classes, name):
+                    self.mark(info, reason, FROM_OTHER_FILE)
+        for call, caller in index.calls:
+            self._call_roots(call, caller)
+
+    def _call_roots(self, call: ast.Call, caller: FunctionInfo | None) -> None:
+        index = self.index
+        name = index.resolve(call.func)
+        func = call.func
+        if name in index.tf_function_names and call.args:
+            for info in index.function_target(call.args[0]):
+                self.mark(info, f"passed to tf.function at {index.line_name(call.lineno)}", FROM_TF_FUNCTION)
+        elif name in CONTROL_FLOW_FUNCTION_ARGS:
+            for arg in function_arguments(call, CONTROL_FLOW_FUNCTION_ARGS[name]):
+                for info in index.function_target(arg):
+                    self.mark(info, f"traced by {name.replace('tensorflow.', 'tf.')} at {index.line_name(call.lineno)}")
+                    self.traced_in.append((caller, info))
+        elif name in EAGER_FUNCTION_ARGS:
+            for arg in function_arguments(call, EAGER_FUNCTION_ARGS[name]):
+                self.graph.eager.update(index.function_target(arg))
+        elif isinstance(func, ast.Attribute) and func.attr in DATASET_FUNCTION_ARGS and _is_dataset(index, func.value):
+            for arg in function_arguments(call, DATASET_FUNCTION_ARGS[func.attr]):
+                for info in index.function_target(arg):
+                    self.mark(info, f"traced by Dataset.{func.attr} at {index.line_name(call.lineno)}", FROM_TF_DATA)
+        elif isinstance(func, ast.Attribute) and func.attr in KERAS_TRACING_METHODS:
+            for cls in _instance_classes(index, func.value):
+                method = index.method_of(cls, "call") if index.class_kind(cls) == kinds.MODEL else None
+                if method is not None:
+                    self.mark(method, f"traced by Keras {index.text(func)} at {index.line_name(call.lineno)}",
+                              FROM_KERAS)
+
+    def follow(self) -> None:
+        """A function called from graph code is graph code too; calls to other modules go to the project."""
+        while self.queue:
+            info = self.queue.pop()
+            excluded = self.graph.excluded_for(info)
+            for call, targets in self.calls.calls_from(info):
+                if call not in excluded:
+                    self._follow_call(info, call, targets)
+
+    def _follow_call(self, caller: FunctionInfo, call: ast.Call, targets: list[FunctionInfo]) -> None:
+        index = self.index
+        where = f"{caller.qualname} ({index.line_name(call.lineno)})"
+        reached = [(target, f"called from {where}, which is graph code") for target in targets] \
+            or _strategy_functions(index, call, where) or _keras_calls(index, call, where)
+        for target, reason in reached:
+            self.mark(target, reason)
+            self.edges.setdefault(caller, []).append(target)
+        if reached:
+            return
+        for name in _external_targets(index, call):
+            self.graph.external_calls.append(ExternalCall(name, caller.qualname, call.lineno))
+
+    def spread_origins(self) -> None:
+        """Give every graph function the origins of the roots that reach it, along the edges followed.
+
+        A function traced by control flow inside graph code takes the origins of the function that
+        traces it (a `tf.map_fn` in a `Dataset.map` function is part of the input pipeline); one
+        traced from eager code is a root of its own. A function's set only grows and holds at most one
+        member per kind of root, so each edge is crossed a bounded number of times.
+        """
+        origins = self.graph.origins
+        for caller, traced in self.traced_in:
+            if caller is not None and caller in self.graph.reasons:
+                self.edges.setdefault(caller, []).append(traced)
+            else:
+                origins.setdefault(traced, set()).add(FROM_CONTROL_FLOW)
+        queue = list(origins)
+        while queue:
+            info = queue.pop()
+            for callee in self.edges.get(info, ()):
+                known = origins.setdefault(callee, set())
+                if not origins[info] <= known:
+                    known |= origins[info]
+                    queue.append(callee)
 
 
 def _is_keras_graph_method(index: FileIndex, info: FunctionInfo) -> bool:
@@ -162,24 +266,13 @@ def _is_keras_graph_method(index: FileIndex, info: FunctionInfo) -> bool:
     return info.name == "call" and index.settings.keras_call_is_graph and kind in (kinds.MODEL, kinds.LAYER)
 
 
-def _mark_call_roots(index: FileIndex, call: ast.Call, mark: Callable[[FunctionInfo, str], None],
-                     graph: GraphCode) -> None:
-    name = index.resolve(call.func)
-    if name in index.tf_function_names and call.args:
-        for info in index.function_target(call.args[0]):
-            mark(info, f"passed to tf.function at {index.line_name(call.lineno)}")
-    elif name in CONTROL_FLOW_FUNCTION_ARGS:
-        for arg in function_arguments(call, CONTROL_FLOW_FUNCTION_ARGS[name]):
-            for info in index.function_target(arg):
-                mark(info, f"traced by {name.replace('tensorflow.', 'tf.')} at {index.line_name(call.lineno)}")
-    elif name in EAGER_FUNCTION_ARGS:
-        for arg in function_arguments(call, EAGER_FUNCTION_ARGS[name]):
-            graph.eager.update(index.function_target(arg))
-    elif isinstance(call.func, ast.Attribute) and call.func.attr in DATASET_FUNCTION_ARGS \
-            and _is_dataset(index, call.func.value):
-        for arg in function_arguments(call, DATASET_FUNCTION_ARGS[call.func.attr]):
-            for info in index.function_target(arg):
-                mark(info, f"traced by Dataset.{call.func.attr} at {index.line_name(call.lineno)}")
+def _inherited_method(index: FileIndex, classes: Mapping[str, ClassInfo], qualname: str) -> list[FunctionInfo]:
+    """`Class.name` that the class inherits from a base of this file (the project pass asks for
+    `Encoder.call` when another file calls an `Encoder`)."""
+    class_name, _, method = qualname.rpartition(".")
+    cls = classes.get(class_name)
+    inherited = index.method_of(cls, method) if cls is not None else None
+    return [inherited] if inherited is not None else []
 
 
 def _is_dataset(index: FileIndex, receiver: ast.expr) -> bool:
@@ -190,13 +283,100 @@ def _is_dataset(index: FileIndex, receiver: ast.expr) -> bool:
     return lowered in ("ds", "dataset") or lowered.endswith(("_ds", "_dataset", "dataset"))
 
 
-def _follow_call(index: FileIndex, caller: FunctionInfo, call: ast.Call, targets: list[FunctionInfo],
-                 mark: Callable[[FunctionInfo, str], None], graph: GraphCode) -> None:
-    """A function called from graph code is graph code too; calls to other modules go to the project."""
-    for target in targets:
-        mark(target, f"called from {caller.qualname} ({index.line_name(call.lineno)}), which is graph code")
-    if targets:
-        return
+def _strategy_functions(index: FileIndex, call: ast.Call, where: str) -> list[tuple[FunctionInfo, str]]:
+    """`strategy.run(fn, args=...)` (`experimental_run_v2`, `extended.call_for_each_replica`) in graph
+    code: `fn` is traced into the same graph, once per replica. Called eagerly, the strategy runs `fn`
+    eagerly (checked with TensorFlow 2.21), so this is an edge of graph code, never a root."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return []
+    if func.attr in ("run", "experimental_run_v2"):
+        receiver, spelled = func.value, f"strategy.{func.attr}"
+    elif func.attr == "call_for_each_replica" and isinstance(func.value, ast.Attribute) \
+            and func.value.attr == "extended":
+        receiver, spelled = func.value.value, "strategy.extended.call_for_each_replica"
+    else:
+        return []
+    if not is_strategy(index, receiver):
+        return []
+    return [(info, f"passed to {spelled} from graph code in {where}")
+            for arg in function_arguments(call, ((0,), ("fn",))) for info in index.function_target(arg)]
+
+
+def is_strategy(index: FileIndex, receiver: ast.expr) -> bool:
+    """Whether `receiver` holds a tf.distribute strategy: its value says so, or, as a fallback, its name
+    (`strategy`, `*_strategy`, and `distribution`, the name TensorFlow's test combinations give it):
+    strategies usually come from a helper or a parameter the file cannot see. On 2.1 million lines
+    (docs/precision.md) the name found 43 of 44 receivers, and each of the 43 is a strategy."""
+    if kinds.STRATEGY in values.expr_kinds(index, receiver):
+        return True
+    name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")
+    lowered = name.lower()
+    return lowered in ("strategy", "distribution") or lowered.endswith("_strategy")
+
+
+def _keras_calls(index: FileIndex, call: ast.Call, where: str) -> list[tuple[FunctionInfo, str]]:
+    """Calling a layer or model (`self.encoder(x)`, `self(x)`, `model(x)`) runs its `call` (its
+    `__call__` for a class that is not Keras), traced into the graph of the caller."""
+    found = []
+    for cls in _instance_classes(index, call.func):
+        method = _called_method(index, cls)
+        if method is not None:
+            found.append((method, f"{cls.name}.{method.name} runs when `{index.text(call.func)}` is called "
+                                  f"from {where}, which is graph code"))
+    return found
+
+
+def _called_method(index: FileIndex, cls: ClassInfo) -> FunctionInfo | None:
+    """What calling an instance of `cls` runs: Keras' `call` for a layer or model, else `__call__`;
+    `call` also for a class whose bases lie in other files (a layer of the project, most likely)."""
+    if index.class_kind(cls) in (kinds.MODEL, kinds.LAYER):
+        return index.method_of(cls, "call")
+    own = index.method_of(cls, "__call__")
+    if own is not None:
+        return own
+    return index.method_of(cls, "call") if _has_foreign_base(index, cls) else None
+
+
+def _has_foreign_base(index: FileIndex, cls: ClassInfo) -> bool:
+    """Whether the chain of `cls` ends in a base class of another module (not `object`)."""
+    last = list(index.class_chain(cls))[-1]
+    return any(index.resolve(base) != "builtins.object" for base in last.node.bases)
+
+
+def _instance_classes(index: FileIndex, expr: ast.expr) -> list[ClassInfo]:
+    """The classes of this file whose instance `expr` holds: `self`, or a name or `self.` attribute
+    bound to `Class(...)`."""
+    if isinstance(expr, ast.Name):
+        cls = index.self_class(expr)
+        if cls is not None:
+            return [cls]
+    found = [index.called_class(value) for value in _bound_values(index, expr) if isinstance(value, ast.Call)]
+    return list(dict.fromkeys(cls for cls in found if cls is not None))
+
+
+def _bound_values(index: FileIndex, expr: ast.expr) -> list[ast.expr]:
+    """The values a name or a `self.` attribute is assigned."""
+    if isinstance(expr, ast.Name):
+        return [b.value for b in index.bindings_of(expr) if b.value is not None and b.kind == "assign"]
+    if isinstance(expr, ast.Attribute) and index.is_self_attribute(expr):
+        cls = index.class_of_self(expr)
+        if cls is not None:
+            return [value for _, value in index.self_attribute_values(cls, expr.attr) if value is not None]
+    return []
+
+
+def _external_targets(index: FileIndex, call: ast.Call) -> list[str]:
+    """What a call from graph code runs in other modules: a function, or the `call` of a class built
+    from another module (`self.encoder = Encoder()`, with `Encoder` imported: CapWords names only)."""
     name = index.resolve(call.func)
-    if name is not None and not name.startswith(_NOT_USER_CODE) and not name.startswith(f"{index.module_name}."):
-        graph.external_calls.append(ExternalCall(name, caller.qualname, call.lineno))
+    if name is not None:
+        return [name] if _is_user_code(index, name) else []
+    classes = (index.resolve(value.func) for value in _bound_values(index, call.func) if isinstance(value, ast.Call))
+    return [f"{name}.call" for name in dict.fromkeys(classes)
+            if name is not None and _is_user_code(index, name) and name.rsplit(".", 1)[-1][:1].isupper()]
+
+
+def _is_user_code(index: FileIndex, name: str) -> bool:
+    """A name of another module of the project, not of a library or of this module."""
+    return not name.startswith(_NOT_USER_CODE) and not name.startswith(f"{index.module_name}.")

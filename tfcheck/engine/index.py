@@ -30,7 +30,9 @@ class EngineSettings:
     """The configuration that changes what the engine considers graph code."""
 
     function_aliases: tuple[str, ...] = ()
-    keras_call_is_graph: bool = False
+    # Keras traces `call` of every layer and model under fit/predict/evaluate (docs/precision.md,
+    # "Keras call as graph code: the decision")
+    keras_call_is_graph: bool = True
 
 
 class FileIndex:
@@ -369,8 +371,12 @@ class FileIndex:
         return method is not None and bool(method.params) and method.params[0] == expr.value.id
 
     def class_of_self(self, expr: ast.Attribute) -> ClassInfo | None:
-        method = self._method_owning(expr.value) if isinstance(expr.value, ast.Name) else None
-        return method.cls if method is not None else None
+        return self.self_class(expr.value) if isinstance(expr.value, ast.Name) else None
+
+    def self_class(self, name: ast.Name) -> ClassInfo | None:
+        """The class of the method whose first parameter `name` is (`self`), else None."""
+        method = self._method_owning(name)
+        return method.cls if method is not None and method.params and method.params[0] == name.id else None
 
     def _method_owning(self, name: ast.Name) -> FunctionInfo | None:
         scope = self.binding_scope(name)

@@ -16,11 +16,12 @@ TENSOR_ARRAY = "tensor_array"
 NUMBER, STRING, NONE = "number", "string", "none"
 TF_FUNCTION, OPTIMIZER, MODEL, LAYER, OBJECT = "tf_function", "optimizer", "model", "layer", "object"
 FUNCTION = "function"
+STRATEGY = "strategy"  # a tf.distribute strategy: `strategy.run(fn)` in graph code traces `fn`
 CONTAINERS = frozenset({LIST, DICT, SET})
 # Values whose loops and iterators AutoGraph turns into graph operations.
 GRAPH_KINDS = frozenset({TENSOR, DATASET, VARIABLE})
 # Values that are TensorFlow/Keras objects, not plain Python state: assigning or reading them is the
 # business of other rules (TFC004 creates variables; reading a Variable or a layer is fine).
-TF_OBJECT_KINDS = frozenset({VARIABLE, MODEL, LAYER, OPTIMIZER, TF_FUNCTION, DATASET, FUNCTION})
+TF_OBJECT_KINDS = frozenset({VARIABLE, MODEL, LAYER, OPTIMIZER, TF_FUNCTION, DATASET, FUNCTION, STRATEGY})
 # Plain Python values: traced as constants.
 PLAIN_KINDS = frozenset({NUMBER, STRING, NONE, LIST, DICT, SET, TUPLE})

@@ -11,7 +11,8 @@ import ast
 
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.kinds import (DATASET, DICT, FUNCTION, ITERATOR, LAYER, LIST, MODEL, NDARRAY, NONE, NUMBER,
-                                  OPTIMIZER, RANGE, SET, STRING, TENSOR, TENSOR_ARRAY, TF_FUNCTION, TUPLE, VARIABLE)
+                                  OPTIMIZER, RANGE, SET, STRATEGY, STRING, TENSOR, TENSOR_ARRAY, TF_FUNCTION,
+                                  TUPLE, VARIABLE)
 
 _BUILTIN_KINDS = {
     "builtins.list": LIST, "builtins.dict": DICT, "builtins.set": SET, "builtins.tuple": TUPLE,
@@ -39,6 +40,7 @@ _NUMPY_NOT_ARRAY = ("numpy.dtype", "numpy.float32", "numpy.float64", "numpy.int3
                     "numpy.allclose", "numpy.array_equal", "numpy.ndim", "numpy.shape", "numpy.size")
 # TensorArray methods that return a new TensorArray (the others, `stack`, `read`, ..., return tensors).
 _TENSOR_ARRAY_METHODS = frozenset({"write", "scatter", "unstack", "split", "mark_used"})
+_STRATEGY_GETTERS = frozenset({"tensorflow.distribute.get_strategy", "tensorflow.distribute.experimental_get_strategy"})
 _DATASET_METHODS = frozenset({
     "map", "filter", "batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip",
     "unbatch", "flat_map", "interleave", "zip", "concatenate", "shard", "with_options", "apply",
@@ -80,6 +82,8 @@ def _named_call_kind(index: FileIndex, name: str) -> str | None:
         return None if name.startswith(_NUMPY_NOT_ARRAY) else NDARRAY
     if name.startswith("tensorflow.data."):
         return DATASET
+    if name.startswith("tensorflow.distribute.") and (name.endswith("Strategy") or name in _STRATEGY_GETTERS):
+        return STRATEGY
     if name in ("tensorflow.Variable", "keras.Variable"):
         return VARIABLE
     if name == "tensorflow.TensorArray":

@@ -18,7 +18,7 @@ class WeightedLayer(Layer):
 
     def call(self, input_):
         CP = []
-        self.batch_size = tf.shape(input_)[0]
+        self.batch_size = tf.shape(input_)[0]  # expect: TFC009
         for batch in tf.range(self.batch_size):
             xd_shape = [self.m]
             c_shape = [1]
@@ -30,6 +30,6 @@ class WeightedLayer(Layer):
                 c = tf.reshape(cp, (c_shape))
                 cp = tf.matmul(c, xd)
             flat_cp = tf.reshape(cp, (1, self.m**self.n))
-            CP.append(flat_cp)  # expect-missing: Keras call as graph code (TFC017 in a tf.range loop)
+            CP.append(flat_cp)  # expect: TFC017
         c = tf.stack(CP)
         return tf.reshape(c, (self.batch_size, self.m**self.n))
