@@ -43,7 +43,9 @@ class AnnotatedFunction:
     name: str | None = None  # `name=` literal, if given
     shapes: list[Any] | None = None  # `shapes=` literal, if given
     targets: list[str] | None = None  # `targets=`: "cpu", "cuda" or target JSON strings
-    problem: str | None = None  # why it cannot be built (e.g. a method)
+    problem: str | None = None  # why it cannot be built (e.g. a nested function)
+    instance: str | None = None  # a method: the module-level name of the instance it is built for
+    saved_model: bool = False  # `path` is a SavedModel folder and `qualname` one of its signatures
 
     @property
     def label(self) -> str:

@@ -211,7 +211,9 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
                         path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
                         config_shapes=config_shapes,
-                        cache_dir=None if options.dry_run else str(options.cache_dir))
+                        cache_dir=None if options.dry_run else str(options.cache_dir),
+                        instance=function.instance,
+                        saved_model=str(function.path.resolve()) if function.saved_model else None)
 
 
 def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
@@ -320,6 +322,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         inputs=_specs(variant.inputs),
         outputs=_specs(variant.outputs),
         output_structure=variant.output_structure,
+        input_structure=tuple(variant.input_structure),
+        instance=function.instance,
         target=options.target,
         device=device_of(options.target),
         cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,

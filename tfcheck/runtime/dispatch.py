@@ -95,14 +95,14 @@ class Dispatcher:
         if mode == "off":
             return self._tensorflow(args, kwargs)
         try:
-            artifact, arrays = self._select(args, kwargs)
-            outputs = artifact.run(arrays)
+            artifact, arrays, guard = self._select(args, kwargs)
+            outputs = artifact.run_flat(arrays)
         except _Fallback as reason:
             return self._fall_back(str(reason), mode, args, kwargs)
         except ArtifactError as error:  # bad SHA-256, unloadable library, wrong output count
             return self._fall_back(f"{self._name}: {error}", mode, args, kwargs)
         self._wrapper.backend = f"tvm:{artifact.manifest.device}"
-        return to_tensorflow(outputs)
+        return to_tensorflow(guard.structured_outputs, outputs)
 
     def _fall_back(self, reason: str, mode: str, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
@@ -115,7 +115,7 @@ class Dispatcher:
         self._wrapper.backend = TENSORFLOW
         return self._wrapper.tf_function(*args, **kwargs)
 
-    def _select(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
+    def _select(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any], CapturesGuard]:
         compiled = self._fresh_function()
         try:
             artifact, arrays = compiled.select(args, kwargs)
@@ -125,7 +125,7 @@ class Dispatcher:
         if not guard.unchanged(verify_mode() == "first-call"):
             raise _Fallback(captures_message(self._name, artifact.manifest.folder, self._source_file(),
                                              guard.ever_matched))
-        return artifact, arrays
+        return artifact, arrays, guard
 
     @property
     def _name(self) -> str:

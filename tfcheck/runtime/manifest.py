@@ -99,6 +99,11 @@ class Manifest:
     def __post_init__(self) -> None:
         if not self.qualname:
             object.__setattr__(self, "qualname", self.function)
+        structure = self.output_structure
+        if isinstance(structure, dict) and structure.get("kind") in ("tuple", "list") \
+                and "length" not in structure and "items" not in structure:
+            # the first manifests wrote a flat tuple without its length: it holds every output
+            object.__setattr__(self, "output_structure", {**structure, "length": len(self.outputs)})
 
     @property
     def library_path(self) -> Path:
