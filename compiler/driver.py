@@ -158,6 +158,10 @@ def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint:
         suffix = f"__{describe(target).replace(':', '-')}" if len(targets) > 1 else ""
         records += _build_one(function, replace(options, target=target), lint, work_dir / str(number),
                               on_stage, suffix)
+    if lint is not None and function.saved_model:
+        for record in records:
+            record.message = record.message or f"{function.label}: not linted: a SavedModel holds graphs, not " \
+                                               "the Python source that the lint gate reads"
     return records
 
 
@@ -168,7 +172,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
     if function.problem:
         failed.message = function.problem
         return [failed]
-    if lint is not None:
+    if lint is not None and not function.saved_model:
         on_stage("lint")
         blocking = lint.errors_in(function)
         if blocking:

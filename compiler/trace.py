@@ -39,7 +39,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     entries = traced.options.get("shapes") or request.config_shapes or None
     signature = _signature(traced, entries)
     arguments = _arguments(tf, signature, _argument_names(traced, signature))
-    shapes = _shape_entries(tf.nest.flatten(signature), _leaf_names(arguments), entries, request.label)
+    shapes = _shape_entries(tf.nest.flatten(signature), _leaf_names(arguments), entries, request)
     work_dir = Path(request.work_dir)
     variants = [
         _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}", events,
@@ -101,7 +101,7 @@ def _common_shape(shapes: list[Any]) -> str:
 
 
 def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None,
-                   label: str) -> list[list[list[int]]]:
+                   request: TraceRequest) -> list[list[list[int]]]:
     """One list of concrete input shapes (one per tensor, in flattening order) per artifact.
 
     Without entries the signature's own shapes are used and must be fully known; with entries each
@@ -113,19 +113,21 @@ def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | 
         if unknown:
             raise StepError(
                 f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
-                f"for, one artifact each: {entries_example([spec.shape.as_list() for spec in signature], label)}")
+                f"for, one artifact each: "
+                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, names, entry) for entry in entries]
 
 
-def entries_example(shapes: list[list[int | None]], label: str) -> str:
+def entries_example(shapes: list[list[int | None]], label: str, decorator: bool = True) -> str:
     """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
-    the decorator's (a bare shape for a one-input function) and the config's (always nested)."""
+    the decorator's (a bare shape for a one-input function; not for a SavedModel, which has no
+    decorator) and the config's (always nested)."""
     entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
                           for entry in entries)
-    return (f"@tfcheck.aot(shapes=[{decorated}]) or, in pyproject.toml, [tool.tfcheck.build] "
-            f'shapes = {{ "{label}" = {entries} }}')
+    config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
+    return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config
 
 
 def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:
