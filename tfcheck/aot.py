@@ -65,13 +65,13 @@ class AotFunction:
         looked up once); the class's own wrapper when accessed on the class."""
         if instance is None:
             return self
-        try:
-            return self._bound[instance]
-        except KeyError:
+        # Keyed weakly by the instance, as tf.function's own per-instance cache is (so an instance
+        # must be hashable and weakly referenceable, as tf.function requires too).
+        bound = self._bound.get(instance)
+        if bound is None:
             bound = AotFunction(self.tf_function.__get__(instance, owner), self.aot_options, self.name_given)
-            return self._bound.setdefault(instance, bound)
-        except TypeError:  # not weakly referenceable or not hashable: bound anew on each access
-            return AotFunction(self.tf_function.__get__(instance, owner), self.aot_options, self.name_given)
+            bound = self._bound.setdefault(instance, bound)
+        return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._dispatcher is None:
