@@ -48,8 +48,11 @@ def sources_digest(files: list[Path]) -> str:
 
 
 def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str, Any],
-              compile_options: dict[str, Any], versions: dict[str, str]) -> str:
-    """SHA-256 over the format version, frozen graph, input specs, target, options and versions.
+              compile_options: dict[str, Any], versions: dict[str, str],
+              structures: dict[str, Any] | None = None) -> str:
+    """SHA-256 over the format version, frozen graph, input specs, target, options, versions and
+    the input and output structures (a dict key renamed in the result leaves the graph as it was,
+    but not the artifact's manifest).
 
     The one place the key is computed: the tracing child, right after freezing (it alone knows
     the graph and the TensorFlow version), which reports it to the parent."""
@@ -60,6 +63,7 @@ def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str,
         "target": canonical_json(target),
         "compile_options": compile_options,
         "versions": versions,
+        "structures": structures,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

@@ -9,8 +9,15 @@ Recognised spellings, through the engine's name resolution (so `import tfcheck a
 
     h = tfcheck.aot(tf.function(k))   h = tfcheck.aot(name="h")(k_tf_function)   (module level)
 
-Only module-level names can be imported and built; a decorated method or nested function is
-reported as such instead of being skipped silently.
+    class Model(keras.Model):         model = Model()
+        @tfcheck.aot                  serve = tfcheck.aot(model.serve)   (a method of an instance)
+        @tf.function(...)
+        def serve(self, x): ...
+    model = Model()
+
+A decorated method is built for the one module-level instance of its class (`model.serve`, named
+`model_serve`); none or several fail that method with a message. Nested functions are reported
+(only module-level names can be imported and built) instead of being skipped silently.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 
 from tfcheck.engine import ParseFailure, analyze_file
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 from tfcheck.engine.modules import module_name_for
 from tfcheck.runtime.paths import UnsafePathError, check_name
 
@@ -43,7 +51,9 @@ class AnnotatedFunction:
     name: str | None = None  # `name=` literal, if given
     shapes: list[Any] | None = None  # `shapes=` literal, if given
     targets: list[str] | None = None  # `targets=`: "cpu", "cuda" or target JSON strings
-    problem: str | None = None  # why it cannot be built (e.g. a method)
+    problem: str | None = None  # why it cannot be built (e.g. a nested function)
+    instance: str | None = None  # a method: the module-level name of the instance it is built for
+    saved_model: bool = False  # `path` is a SavedModel folder and `qualname` one of its signatures
 
     @property
     def label(self) -> str:
@@ -106,12 +116,58 @@ def _annotated(facts: FileFacts, path: Path) -> Iterator[AnnotatedFunction]:
             if facts.resolve(call.func if call else decorator) != AOT:
                 continue
             first = min([info.node.lineno, *(d.lineno for d in info.node.decorator_list)])
+            end = info.node.end_lineno or first
+            if info.parent is None and info.cls is not None and info.cls.qualname == info.cls.name:
+                yield _method(facts, path, module, root, info, first, end, call)
+                continue
             problem = None if info.parent is None and info.cls is None else (
-                f"{info.qualname} is not a module-level function: tfcheck build imports functions by "
-                "module-level name; move it to module level")
-            yield _make(path, module, root, info.qualname, first, info.node.end_lineno or first,
-                        call, problem)
+                f"{info.qualname} is not a module-level function or a method of a module-level class: "
+                "tfcheck build imports functions by module-level name; move it to module level")
+            yield _make(path, module, root, info.qualname, first, end, call, problem)
     yield from _module_level_calls(facts, path, module, root)
+
+
+def _method(facts: FileFacts, path: Path, module: str, root: Path, info: FunctionInfo, line: int, end: int,
+            call: ast.Call | None) -> AnnotatedFunction:
+    """A decorated method, built for the one module-level instance of its class (or a subclass)
+    in the module: `model = Model()` gives `model.serve`. None or several fail that method."""
+    assert info.cls is not None
+    instances = _instances_of(facts, info.cls)
+    if len(instances) == 1:
+        [(instance, _)] = instances
+        return _make(path, module, root, f"{instance}.{info.name}", line, end, call, None, instance)
+    where = f"{module}.{info.qualname}"
+    if not instances:
+        problem = (f"{where}: a method is built for the module-level instance of its class, and {module} "
+                   f"creates none (add one, e.g. `model = {info.cls.name}()`, or use tfcheck.aot(model.{info.name}))")
+    else:
+        listed = ", ".join(f"{name} (line {line})" for name, line in instances)
+        problem = (f"{where}: {module} creates {len(instances)} module-level instances of {info.cls.name} "
+                   f"({listed}) and tfcheck build builds a method for one; keep one module-level instance")
+    return _make(path, module, root, info.qualname, line, end, call, problem)
+
+
+def _instances_of(facts: FileFacts, cls: ClassInfo) -> list[tuple[str, int]]:
+    """Module-level `name = C(...)` (or `name: T = C(...)`) where C is `cls` or a subclass of it
+    defined in the file, with their lines."""
+    found = []
+    for statement in facts.source.tree.body:
+        target, value = _assignment(statement)
+        if target is None or not isinstance(value, ast.Call):
+            continue
+        created = facts.called_class(value)
+        if created is not None and any(base is cls for base in facts.class_chain(created)):
+            found.append((target, statement.lineno))
+    return found
+
+
+def _assignment(statement: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    """`name = value` or `name: T = value` at module level: the name and the value."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id, statement.value
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return statement.target.id, statement.value
+    return None, None
 
 
 def _module_level_calls(facts: FileFacts, path: Path, module: str, root: Path) -> Iterator[AnnotatedFunction]:
@@ -124,11 +180,31 @@ def _module_level_calls(facts: FileFacts, path: Path, module: str, root: Path) -
         options = call.func if isinstance(call.func, ast.Call) else call
         if facts.resolve(options.func) != AOT or not call.args:
             continue
-        wrapped = facts.function_target(_unwrap_tf_function(facts, call.args[0]))
+        argument = _unwrap_tf_function(facts, call.args[0])
+        instance = _instance_receiver(facts, argument)
+        wrapped = _bound_method(facts, argument) if instance else facts.function_target(argument)
         line, end = (wrapped[0].node.lineno, wrapped[0].node.end_lineno) if wrapped else (statement.lineno, statement.end_lineno)
         start = min(line, statement.lineno)
         yield _make(path, module, root, statement.targets[0].id, start, max(end or start, statement.end_lineno or start),
-                    options, None)
+                    options, None, instance)
+
+
+def _instance_receiver(facts: FileFacts, expr: ast.expr) -> str | None:
+    """`model` in `tfcheck.aot(model.serve)`, when `model` is assigned at module level (an
+    imported module's function, `tfcheck.aot(mod.fn)`, is no method)."""
+    if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+        return None
+    bindings = facts.module_scope.bindings.get(expr.value.id, [])
+    return expr.value.id if bindings and all(b.kind == "assign" for b in bindings) else None
+
+
+def _bound_method(facts: FileFacts, expr: ast.expr) -> list[FunctionInfo]:
+    """The method `model.serve` is, when `model`'s class is defined in the file (for the lines
+    that the lint gate checks)."""
+    assert isinstance(expr, ast.Attribute)
+    cls = facts.instance_class(expr.value)
+    method = facts.method_of(cls, expr.attr) if cls is not None else None
+    return [method] if method is not None else []
 
 
 def _unwrap_tf_function(facts: FileFacts, expr: ast.expr) -> ast.expr:
@@ -139,14 +215,14 @@ def _unwrap_tf_function(facts: FileFacts, expr: ast.expr) -> ast.expr:
 
 
 def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_line: int,
-          call: ast.Call | None, problem: str | None) -> AnnotatedFunction:
+          call: ast.Call | None, problem: str | None, instance: str | None = None) -> AnnotatedFunction:
     keywords = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
     targets, targets_problem = _targets(keywords.get("targets"))
     name = _literal(keywords.get("name"))
     return AnnotatedFunction(
         path=path, module=module, root=root, qualname=qualname, line=line, end_line=end_line,
         name=name, shapes=_literal(keywords.get("shapes")), targets=targets,
-        problem=problem or targets_problem or _name_problem(f"{module}.{qualname}", name),
+        problem=problem or targets_problem or _name_problem(f"{module}.{qualname}", name), instance=instance,
     )
 
 

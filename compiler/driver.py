@@ -158,6 +158,10 @@ def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint:
         suffix = f"__{describe(target).replace(':', '-')}" if len(targets) > 1 else ""
         records += _build_one(function, replace(options, target=target), lint, work_dir / str(number),
                               on_stage, suffix)
+    if lint is not None and function.saved_model:
+        for record in records:
+            record.message = record.message or f"{function.label}: not linted: a SavedModel holds graphs, not " \
+                                               "the Python source that the lint gate reads"
     return records
 
 
@@ -168,7 +172,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
     if function.problem:
         failed.message = function.problem
         return [failed]
-    if lint is not None:
+    if lint is not None and not function.saved_model:
         on_stage("lint")
         blocking = lint.errors_in(function)
         if blocking:
@@ -211,7 +215,9 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
                         path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
                         config_shapes=config_shapes,
-                        cache_dir=None if options.dry_run else str(options.cache_dir))
+                        cache_dir=None if options.dry_run else str(options.cache_dir),
+                        instance=function.instance,
+                        saved_model=str(function.path.resolve()) if function.saved_model else None)
 
 
 def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
@@ -320,6 +326,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         inputs=_specs(variant.inputs),
         outputs=_specs(variant.outputs),
         output_structure=variant.output_structure,
+        input_structure=tuple(variant.input_structure),
+        instance=function.instance,
         target=options.target,
         device=device_of(options.target),
         cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,

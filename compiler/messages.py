@@ -96,6 +96,12 @@ class TraceRequest:
     # The artifact cache: with it, the child stops right after freezing when the cache holds the
     # artifact already; without it (a dry run, which reports the operators) it never does.
     cache_dir: str | None = None
+    # A method: the module-level name of the instance (`qualname` is then `<instance>.<method>`,
+    # or the name of a module-level `tfcheck.aot(<instance>.<method>)`).
+    instance: str | None = None
+    # A SavedModel folder: `qualname` is then the signature's name, `module` the folder's
+    # name as an identifier, and nothing is imported.
+    saved_model: str | None = None
 
     @property
     def label(self) -> str:
@@ -115,6 +121,7 @@ class TracedVariant:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     output_structure: dict[str, Any] = field(default_factory=dict)
     operators: list[dict[str, Any]] = field(default_factory=list)
+    input_structure: list[dict[str, Any]] = field(default_factory=list)  # one node per argument
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,19 @@ TensorFlow: it is imported inside the functions, so importing the module costs n
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import random
 import re
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tfcheck.compiler.child import StepError
+from tfcheck.compiler.messages import TraceRequest
 
 # Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
 SEED = 0
@@ -36,23 +40,97 @@ def import_tensorflow() -> Any:
     return tf
 
 
+@dataclass(frozen=True)
+class Traceable:
+    """What the build traces: a tf.function with an input_signature, and how its artifact is named."""
+
+    tf_function: Any
+    options: dict[str, Any]  # @tfcheck.aot's (`shapes` is read here)
+    name: str  # the artifact name
+    qualname: str  # the manifest's, which dispatch and `tfcheck.load` match it by
+    source_fingerprint: str
+    argument_names: list[str] | None = None  # None: the Python function's parameters
+    owner: Any = None  # a loaded SavedModel: it owns the variables its signatures capture
+
+
+def load_traceable(request: TraceRequest) -> Traceable:
+    """The annotated function (or method of a module-level instance) that `request` names.
+
+    A method is named `<instance>_<method>` unless `name=` was given, and its qualified name is
+    `<module>.<instance>.<method>`: the artifact belongs to that instance, not to every instance
+    of the class (runtime/dispatch.py).
+    """
+    from tfcheck.fingerprint import source_fingerprint
+
+    wrapper = load_attribute(request.root, request.module, request.qualname)
+    tf_function, options = _unwrap(wrapper)
+    python_function = tf_function.python_function
+    name = options.get("name") or request.qualname
+    qualname = f"{python_function.__module__}.{python_function.__qualname__}"
+    if request.instance:
+        method = python_function.__name__
+        qualname = f"{python_function.__module__}.{request.instance}.{method}"
+        name = name if getattr(wrapper, "name_given", False) else f"{request.instance}_{method}"
+    return Traceable(tf_function, options, name, qualname, source_fingerprint(tf_function))
+
+
+def load_saved_signature(request: TraceRequest) -> Traceable:
+    """Signature `request.qualname` of the SavedModel folder `request.saved_model`, as a
+    tf.function over its keyword inputs in sorted order (the order `tf.nest` flattens them)."""
+    import tensorflow as tf
+
+    folder = Path(str(request.saved_model))
+    try:
+        loaded = tf.saved_model.load(str(folder))
+    except Exception as error:  # noqa: BLE001 - a damaged or foreign SavedModel raises anything
+        raise StepError(f"loading the SavedModel {request.path} failed: {type(error).__name__}: "
+                        f"{_first_lines(str(error))}") from error
+    signatures = loaded.signatures
+    if request.qualname not in signatures:
+        raise StepError(f"the SavedModel {request.path} has no signature {request.qualname!r}; its "
+                        f"signatures: {', '.join(sorted(signatures)) or '(none)'}")
+    signature = signatures[request.qualname]
+    args, keywords = signature.structured_input_signature
+    names = sorted(keywords)
+    specs = [tf.TensorSpec(keywords[n].shape, keywords[n].dtype, name=n) for n in names]
+
+    if args:
+        raise StepError(f"signature {request.qualname!r} of {request.path} takes positional inputs; "
+                        "SavedModel signatures take keyword inputs")
+
+    def call(*values: Any) -> Any:
+        return signature(**dict(zip(names, values)))
+
+    digest = hashlib.sha256((folder / "saved_model.pb").read_bytes()).hexdigest()
+    return Traceable(tf.function(call, input_signature=specs), {}, request.qualname,
+                     f"{request.module}.{request.qualname}", digest, names, owner=loaded)
+
+
 def load_function(root: str, module_name: str, qualname: str) -> tuple[Any, dict[str, Any]]:
-    """The tf.function named `qualname` in `module_name` (imported with `root` first on
-    sys.path), unwrapped from `@tfcheck.aot`, and its aot options; StepError saying what is wrong.
+    """The tf.function at the (dotted) `qualname` in `module_name`, unwrapped from
+    `@tfcheck.aot`, and its aot options; StepError saying what is wrong."""
+    return _unwrap(load_attribute(root, module_name, qualname))
+
+
+def load_attribute(root: str, module_name: str, qualname: str) -> Any:
+    """`module_name` imported with `root` first on sys.path, then the attribute path `qualname`
+    (`classify`, or `model.serve` for a method of a module-level instance).
 
     Call `import_tensorflow` first, so that the module's weights are the build's.
     """
-    if "." in qualname:
-        raise StepError("a method or nested function: only module-level functions can be built; "
-                        "wrap the call in a module-level @tfcheck.aot function")
     sys.path.insert(0, root)
     try:
-        module = importlib.import_module(module_name)
+        value: Any = importlib.import_module(module_name)
     except Exception as error:  # noqa: BLE001 - the user's module can raise anything
         raise StepError(f"importing {module_name} failed: {type(error).__name__}: {error}") from error
-    if not hasattr(module, qualname):
-        raise StepError(f"{module_name} has no attribute {qualname!r} after import")
-    wrapper = getattr(module, qualname)
+    for part in qualname.split("."):
+        if not hasattr(value, part):
+            raise StepError(f"{module_name} has no attribute {qualname!r} after import")
+        value = getattr(value, part)
+    return value
+
+
+def _unwrap(wrapper: Any) -> tuple[Any, dict[str, Any]]:
     tf_function = getattr(wrapper, "tf_function", wrapper)
     if not hasattr(tf_function, "get_concrete_function"):
         raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
@@ -119,20 +197,27 @@ def _first_lines(text: str, count: int = 6) -> str:
 
 
 def flat_outputs(outputs: Any) -> list[np.ndarray]:
-    """A tensor, a flat sequence or a flat dict of outputs (what an artifact can return) as NumPy
-    arrays in TensorFlow's flattening order (a dict's values by sorted key), the order of an
-    artifact's outputs."""
-    if isinstance(outputs, dict):
-        values = [outputs[key] for key in sorted(outputs)]
-    elif isinstance(outputs, (tuple, list)):
-        values = list(outputs)
-    else:
-        values = [outputs]
-    return [np.asarray(value) for value in values]
+    """Outputs (any tf.nest structure) as NumPy arrays in TensorFlow's flattening order (a
+    dict's values by sorted key), the order of an artifact's outputs."""
+    import tensorflow as tf
+
+    return [np.asarray(value) for value in tf.nest.flatten(outputs)]
+
+
+def call_flat(function: Any, inputs: list[Any]) -> Any:
+    """Call a concrete function (or a tf.function with an input_signature) with its inputs in
+    flattening order, nested as its signature nests them."""
+    import tensorflow as tf
+
+    signature = getattr(function, "structured_input_signature", None)
+    if signature is None:
+        return function(*tf.nest.pack_sequence_as(list(function.input_signature), list(inputs)))
+    args, kwargs = tf.nest.pack_sequence_as(signature, list(inputs))
+    return function(*args, **kwargs)
 
 
 def reference_outputs(concrete: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """TensorFlow's outputs for `inputs`, flattened in the concrete function's output order."""
     import tensorflow as tf
 
-    return flat_outputs(concrete(*[tf.constant(a) for a in inputs]))
+    return flat_outputs(call_flat(concrete, [tf.constant(a) for a in inputs]))

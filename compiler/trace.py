@@ -24,8 +24,9 @@ import numpy as np
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
-from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, load_function,
-                                      reference_outputs, to_tflite)
+from tfcheck.compiler.tf_side import (Traceable, freeze, generate_inputs, import_tensorflow, load_saved_signature,
+                                      load_traceable, reference_outputs, to_tflite)
+from tfcheck.runtime.structure import leaf_paths
 
 
 def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
@@ -33,40 +34,41 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
     tf = import_tensorflow()
-
-    from tfcheck.fingerprint import source_fingerprint
-
     events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
-    tf_function, options = load_function(request.root, request.module, request.qualname)
-    entries = options.get("shapes") or request.config_shapes or None
-    signature = _flat_signature(tf_function, entries)
-    shapes = _shape_entries(signature, entries, request.label)
+    traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
+    entries = traced.options.get("shapes") or request.config_shapes or None
+    signature = _signature(traced, entries)
+    arguments = _arguments(tf, signature, _argument_names(traced, signature))
+    shapes = _shape_entries(tf.nest.flatten(signature), _leaf_names(arguments), entries, request)
     work_dir = Path(request.work_dir)
     variants = [
-        _trace_variant(tf, tf_function, signature, entry, work_dir / f"variant-{index}", events, request)
+        _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}", events,
+                       request)
         for index, entry in enumerate(shapes)
     ]
-    python_function = tf_function.python_function
     return TraceResult(
-        name=options.get("name") or request.qualname,
-        qualname=f"{python_function.__module__}.{python_function.__qualname__}",
+        name=traced.name,
+        qualname=traced.qualname,
         versions=request.key.versions_with(tf.__version__),
-        source_fingerprint=source_fingerprint(tf_function),
+        source_fingerprint=traced.source_fingerprint,
         variants=variants,
     )
 
 
-def _flat_signature(tf_function: Any, entries: list[Any] | None) -> list[Any]:
-    """The input_signature as a flat list of TensorSpecs, or a message saying how to add one."""
+def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
+    """The input_signature, one entry (a TensorSpec or a tf.nest structure of them) per
+    argument, or a message saying how to add one."""
     import tensorflow as tf
 
-    signature = tf_function.input_signature
+    signature = traced.tf_function.input_signature
     if signature is None:
-        raise StepError(signature_hint(_tensor_parameters(tf_function.python_function), entries))
-    flat = tf.nest.flatten(signature)
-    if len(flat) != len(signature) or not all(isinstance(s, tf.TensorSpec) for s in flat):
-        raise StepError("only a flat list of tf.TensorSpec is supported as input_signature")
-    return flat
+        raise StepError(signature_hint(_tensor_parameters(traced.tf_function.python_function), entries))
+    leaves = tf.nest.flatten(signature)
+    if not all(isinstance(spec, tf.TensorSpec) for spec in leaves):
+        others = sorted({type(spec).__name__ for spec in leaves if not isinstance(spec, tf.TensorSpec)})
+        raise StepError(f"input_signature holds {', '.join(others)}: an artifact takes tf.TensorSpec "
+                        "inputs, alone or nested in tuples, lists, dicts and namedtuples")
+    return list(signature)
 
 
 def _tensor_parameters(python_function: Any) -> list[str]:
@@ -98,71 +100,73 @@ def _common_shape(shapes: list[Any]) -> str:
     return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
 
 
-def _shape_entries(signature: list[Any], entries: list[Any] | None, label: str) -> list[list[list[int]]]:
-    """One list of concrete input shapes per artifact.
+def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None,
+                   request: TraceRequest) -> list[list[list[int]]]:
+    """One list of concrete input shapes (one per tensor, in flattening order) per artifact.
 
     Without entries the signature's own shapes are used and must be fully known; with entries each
     must give one shape per input, compatible with the signature.
     """
     if not entries:
-        unknown = [f"{_input_label(spec, i)} {_shape_text(spec.shape)}"
-                   for i, spec in enumerate(signature) if not spec.shape.is_fully_defined()]
+        unknown = [f"{name!r} {_shape_text(spec.shape)}"
+                   for spec, name in zip(signature, names) if not spec.shape.is_fully_defined()]
         if unknown:
             raise StepError(
                 f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
-                f"for, one artifact each: {entries_example([spec.shape.as_list() for spec in signature], label)}")
+                f"for, one artifact each: "
+                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}")
         return [[spec.shape.as_list() for spec in signature]]
-    return [_check_entry(signature, entry) for entry in entries]
+    return [_check_entry(signature, names, entry) for entry in entries]
 
 
-def entries_example(shapes: list[list[int | None]], label: str) -> str:
+def entries_example(shapes: list[list[int | None]], label: str, decorator: bool = True) -> str:
     """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
-    the decorator's (a bare shape for a one-input function) and the config's (always nested)."""
+    the decorator's (a bare shape for a one-input function; not for a SavedModel, which has no
+    decorator) and the config's (always nested)."""
     entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
                           for entry in entries)
-    return (f"@tfcheck.aot(shapes=[{decorated}]) or, in pyproject.toml, [tool.tfcheck.build] "
-            f'shapes = {{ "{label}" = {entries} }}')
+    config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
+    return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config
 
 
-def _check_entry(signature: list[Any], entry: Any) -> list[list[int]]:
+def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:
     """Validate one shape entry against the signature (count, rank, known dimensions)."""
     shapes = [list(shape) for shape in entry]
     if len(shapes) != len(signature):
         raise StepError(f"shape entry {entry!r} has {len(shapes)} shapes for "
                         f"{len(signature)} inputs")
-    for index, (spec, shape) in enumerate(zip(signature, shapes)):
+    for spec, shape, name in zip(signature, shapes, names):
         if any(dim is None for dim in shape) or not spec.shape.is_compatible_with(shape):
-            raise StepError(f"shape {tuple(shape)} for {_input_label(spec, index)} must be "
+            raise StepError(f"shape {tuple(shape)} for {name!r} must be "
                             f"concrete and compatible with the signature's {_shape_text(spec.shape)}")
     return shapes
-
-
-def _input_label(spec: Any, index: int) -> str:
-    return repr(spec.name) if spec.name else f"#{index}"
 
 
 def _shape_text(shape: Any) -> str:
     return "(" + ", ".join("None" if dim is None else str(dim) for dim in shape.as_list()) + ")"
 
 
-def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list[list[int]],
-                   variant_dir: Path, events: EventWriter, request: TraceRequest) -> TracedVariant:
+def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                   shapes: list[list[int]], variant_dir: Path, events: EventWriter,
+                   request: TraceRequest) -> TracedVariant:
     """Concrete function -> frozen graph -> cache key; then, unless the cache holds the artifact,
     TFLite flatbuffer and reference inputs/outputs."""
     from tfcheck.fingerprint import captures_fingerprint
 
     events.stage("trace", doing=f"tracing {request.label} for input shapes {shapes}")
-    names = _input_names(tf_function, signature)
-    specs = [tf.TensorSpec(shape, spec.dtype, name=name) for spec, shape, name in zip(signature, shapes, names)]
-    concrete = _specialize(tf, tf_function, signature, specs).get_concrete_function()
+    flat = tf.nest.flatten(signature)
+    names = _leaf_names(arguments)
+    concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
     frozen = freeze(concrete)
     graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
-    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, signature)]
+    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    output_structure = _output_structure(tf, concrete.structured_outputs)
     graph_sha256 = hashlib.sha256(graph_bytes).hexdigest()
     key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
-                    request.key.versions_with(tf.__version__))
-    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key)
+                    request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
+    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
+                              output_structure=output_structure, input_structure=arguments)
     # Checked here, right after freezing, because converting, running TensorFlow for reference
     # outputs and compiling are all unnecessary for a function that has not changed.
     if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
@@ -178,9 +182,13 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], shapes: list
     return dataclasses.replace(
         described,
         outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
-        output_structure=_output_structure(tf, concrete.structured_outputs),
         operators=tflite_operators(flatbuffer),
     )
+
+
+def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:
+    """Each input tensor's name, following the structure: `x`, `features['ids']`, `pair[0]`."""
+    return [path for argument in arguments for path in leaf_paths(argument, argument["name"])]
 
 
 def canonical_graph_bytes(graph_def: Any, inputs: list[str]) -> bytes:
@@ -222,35 +230,69 @@ def _drop_internal_attributes(node: Any) -> None:
         del node.attr[name]
 
 
-def _specialize(tf: Any, tf_function: Any, signature: list[Any], specs: list[Any]) -> Any:
+def _specialize(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                shapes: list[list[int]]) -> Any:
     """The tf.function to trace for these concrete shapes.
 
     A tf.function with an input_signature always traces that signature, so unknown dimensions
     would stay unknown (and TVM would import them as 1); for a shape entry that fills them in, the
-    same Python function is wrapped again with the concrete signature.
+    same Python function is wrapped again with the concrete signature (a lone tensor argument
+    keeps its name, which names the graph's placeholder).
     """
-    if all(spec.shape == concrete.shape for spec, concrete in zip(signature, specs)):
+    flat = tf.nest.flatten(signature)
+    if all(spec.shape == shape for spec, shape in zip(flat, shapes)):
         return tf_function
-    return tf.function(tf_function.python_function, input_signature=specs)
+    specs = iter(tf.TensorSpec(shape, spec.dtype) for spec, shape in zip(flat, shapes))
+    concrete = [tf.TensorSpec(next(specs).shape, entry.dtype, name=argument["name"])
+                if argument["kind"] == "tensor" else tf.nest.map_structure(lambda _: next(specs), entry)
+                for entry, argument in zip(signature, arguments)]
+    return tf.function(tf_function.python_function, input_signature=concrete)
 
 
-def _input_names(tf_function: Any, signature: list[Any]) -> list[str]:
-    """A spec's own name, else the Python parameter's name, else `input_<i>`."""
-    parameters = list(inspect.signature(tf_function.python_function).parameters)
-    return [spec.name or (parameters[i] if i < len(parameters) else f"input_{i}")
-            for i, spec in enumerate(signature)]
+def _argument_names(traced: Traceable, signature: list[Any]) -> list[str]:
+    """Each argument's name: a lone TensorSpec's own name, else the Python parameter's name (or
+    the SavedModel signature's keyword), else `input_<i>`."""
+    import tensorflow as tf
+
+    parameters = traced.argument_names or list(inspect.signature(traced.tf_function.python_function).parameters)
+    return [(entry.name if isinstance(entry, tf.TensorSpec) and entry.name else None)
+            or (parameters[i] if i < len(parameters) else f"input_{i}")
+            for i, entry in enumerate(signature)]
+
+
+def _arguments(tf: Any, signature: list[Any], names: list[str]) -> list[dict[str, Any]]:
+    """The manifest's `input_structure`: each argument's structure node with its name."""
+    return [{"name": name, **_structure(tf, entry, tf.TensorSpec, f"argument {name!r}")}
+            for name, entry in zip(names, signature)]
 
 
 def _output_structure(tf: Any, structured: Any) -> dict[str, Any]:
-    """`tensor`, `tuple` (with length) or `dict` (keys in flattening order, i.e. sorted)."""
-    if isinstance(structured, tf.Tensor):
+    """The manifest's `output_structure` (runtime/structure.py)."""
+    return _structure(tf, structured, tf.Tensor, "the function's result")
+
+
+def _structure(tf: Any, value: Any, leaf: type, what: str) -> dict[str, Any]:
+    """The structure node of a tf.nest structure whose leaves are `leaf`s (tensors or specs);
+    containers of leaves only have no `items`, so flat structures read as they always did."""
+    if isinstance(value, leaf):
         return {"kind": "tensor"}
-    if isinstance(structured, (tuple, list)) and all(isinstance(t, tf.Tensor) for t in structured):
-        return {"kind": "tuple", "length": len(structured)}
-    if isinstance(structured, dict) and all(isinstance(t, tf.Tensor) for t in structured.values()):
-        return {"kind": "dict", "keys": sorted(structured)}
-    raise StepError(f"returns {type(structured).__name__}: an artifact can return a tensor, "
-                    "a flat tuple of tensors or a flat dict of tensors")
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise StepError(f"{what} is a dict with keys {sorted(map(repr, value))}: an artifact's dict keys are strings")
+        keys = sorted(value)
+        return _container({"kind": "dict", "keys": keys}, [_structure(tf, value[k], leaf, what) for k in keys])
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        node = {"kind": "namedtuple", "name": type(value).__name__, "fields": list(value._fields)}
+        return _container(node, [_structure(tf, item, leaf, what) for item in value])
+    if isinstance(value, (tuple, list)):
+        node = {"kind": "tuple" if isinstance(value, tuple) else "list", "length": len(value)}
+        return _container(node, [_structure(tf, item, leaf, what) for item in value])
+    raise StepError(f"{what} holds a {type(value).__name__}: an artifact takes and returns tensors, alone or "
+                    "nested in tuples, lists, dicts (string keys) and namedtuples")
+
+
+def _container(node: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    return node if all(item == {"kind": "tensor"} for item in items) else {**node, "items": items}
 
 
 def tflite_operators(flatbuffer: bytes) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,15 +41,37 @@ class AotFunction:
             `shapes` is normalized to one tuple of shapes (one per input) per artifact.
         backend: what ran on the last call: "tensorflow", or "tvm:<device>" such as "tvm:cpu";
             None before the first call.
+        name_given: whether `name=` was given; a method's artifact is otherwise named
+            `<instance>_<method>` by the build.
+
+    On a method (`@tfcheck.aot` above `@tf.function` in a class body) it is a descriptor, like the
+    tf.function: `model.serve` is a wrapper bound to `model` (one per instance, kept while the
+    instance lives), which runs the artifact only when `model` is the module-level instance the
+    artifact was built from, and TensorFlow for any other instance.
     """
 
-    def __init__(self, tf_function: Any, options: dict[str, Any]) -> None:
+    def __init__(self, tf_function: Any, options: dict[str, Any], name_given: bool = False) -> None:
         # updated=() keeps the tf.function's internal __dict__ out of the wrapper.
         functools.update_wrapper(self, tf_function, updated=())
         self.tf_function = tf_function
         self.aot_options = options
+        self.name_given = name_given
         self.backend: str | None = None
         self._dispatcher: Any = None
+        self._bound: weakref.WeakKeyDictionary[Any, AotFunction] = weakref.WeakKeyDictionary()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """The wrapper bound to `instance` (the same one on every access, so that its artifact is
+        looked up once); the class's own wrapper when accessed on the class."""
+        if instance is None:
+            return self
+        # Keyed weakly by the instance, as tf.function's own per-instance cache is (so an instance
+        # must be hashable and weakly referenceable, as tf.function requires too).
+        bound = self._bound.get(instance)
+        if bound is None:
+            bound = AotFunction(self.tf_function.__get__(instance, owner), self.aot_options, self.name_given)
+            bound = self._bound.setdefault(instance, bound)
+        return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._dispatcher is None:
@@ -97,7 +120,7 @@ def _wrap(fn: Any, options: dict[str, Any]) -> AotFunction:
             f"@tfcheck.aot needs a tf.function, got {what!r} ({type(fn).__name__}): "
             "put @tfcheck.aot above @tf.function"
         )
-    return AotFunction(fn, {**options, "name": options["name"] or fn.__name__})
+    return AotFunction(fn, {**options, "name": options["name"] or fn.__name__}, name_given=options["name"] is not None)
 
 
 def is_tf_function(fn: Any) -> bool:

@@ -155,3 +155,92 @@ def test_targets_are_read_as_literals(tmp_path: Path) -> None:
         problem = by_name[name].problem or ""
         line = TARGETS.splitlines().index(f"def {name}(x):") - 1  # 1-based line of the decorator
         assert f"targets= on line {line} must be a literal" in problem, problem
+
+
+METHODS = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+
+class Classifier(keras.Model):
+    @tfcheck.aot
+    @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+    def serve(self, x):
+        return self(x)
+
+
+class Tuned(Classifier):
+    pass
+
+
+class Lonely(tf.Module):
+    @tfcheck.aot
+    @tf.function
+    def run(self, x):
+        return x
+
+
+class Twice(tf.Module):
+    @tfcheck.aot(name="twice")
+    @tf.function
+    def run(self, x):
+        return x
+
+
+class Plain:
+    @tf.function
+    def apply(self, x):
+        return x
+
+
+classifier: keras.Model = Tuned()
+first = Twice()
+second = Twice()
+plain = Plain()
+apply_plain = tfcheck.aot(plain.apply)
+'''
+
+
+def test_methods_are_built_for_the_one_module_level_instance(tmp_path: Path) -> None:
+    source = tmp_path / "models.py"
+    source.write_text(METHODS, encoding="utf-8")
+    by_name = {f.qualname: f for f in discover([source]).functions}
+    assert set(by_name) == {"classifier.serve", "Lonely.run", "Twice.run", "apply_plain"}
+    served = by_name["classifier.serve"]  # an instance of a subclass counts
+    assert (served.instance, served.problem, served.label) == ("classifier", None, "models.classifier.serve")
+    assert served.line == METHODS.splitlines().index("    @tfcheck.aot") + 1
+    assert "models.Lonely.run" in (by_name["Lonely.run"].problem or "") and "creates none" in by_name["Lonely.run"].problem
+    several = by_name["Twice.run"].problem or ""
+    lines = METHODS.splitlines()
+    first, second = lines.index("first = Twice()") + 1, lines.index("second = Twice()") + 1
+    assert f"2 module-level instances of Twice (first (line {first}), second (line {second}))" in several
+    wrapped = by_name["apply_plain"]
+    assert (wrapped.instance, wrapped.problem) == ("plain", None)
+    # the method's lines, for the lint gate, through to the statement
+    assert (wrapped.line, wrapped.end_line) == (lines.index("    def apply(self, x):") + 1, len(lines))
+
+
+def test_saved_model_signatures_are_read_without_tensorflow(tmp_path: Path) -> None:
+    from tfcheck.compiler.saved_model import module_label, saved_model_functions, signature_names
+
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    def entry(name: str) -> bytes:
+        return field(5, field(1, name.encode()) + field(2, b""))
+
+    meta_graph = field(1, b"\x08\x01") + entry("serving_default") + entry("__saved_model_init_op") + entry("bad-name")
+    folder = tmp_path / "2-export"
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01" + field(2, meta_graph))
+    assert signature_names(folder) == ["bad-name", "serving_default"]
+    assert module_label(folder) == "_2_export"
+    functions, errors = saved_model_functions(folder, ["serving_default", "bad-name", "missing"])
+    assert errors == []
+    problems = {f.qualname: f.problem for f in functions}
+    assert problems["serving_default"] is None
+    assert "is not a Python identifier" in (problems["bad-name"] or "")
+    assert "has no signature 'missing'; its signatures: bad-name, serving_default" in (problems["missing"] or "")
+    (folder / "saved_model.pb").write_bytes(b"\x12\xff")
+    assert "truncated" in saved_model_functions(folder, [])[1][0]

@@ -270,3 +270,23 @@ def test_modified_library_falls_back_and_the_warning_points_at_the_caller(cache,
     monkeypatch.setenv("TFCHECK_AOT", "strict")
     with pytest.raises(NotCompiledError, match="does not match the manifest"):
         fn(_x(1))
+
+
+class _Doubler(tf.Module):
+    @tfcheck.aot
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+    def run(self, x):
+        return x * 2.0
+
+
+def test_the_decorator_binds_per_instance_like_tf_function(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFCHECK_ARTIFACTS", str(tmp_path))  # nothing built: TensorFlow runs
+    first, second = _Doubler(), _Doubler()
+    assert _Doubler.__dict__["run"] is _Doubler.run  # on the class: the class's own wrapper
+    assert first.run is first.run and first.run is not second.run
+    assert first.run.tf_function is first.run.tf_function and not first.run.name_given
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AotFallbackWarning)
+        np.testing.assert_allclose(first.run(np.ones(2, np.float32)).numpy(), [2.0, 2.0])
+    assert first.run.backend == "tensorflow" and second.run.backend is None  # each its own wrapper
+    assert tfcheck.aot(name="given")(_Doubler.__dict__["run"].tf_function).name_given

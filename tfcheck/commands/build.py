@@ -48,23 +48,34 @@ def _config_error(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _find_functions(arguments: tuple[str, ...], config: Config) -> tuple[list[AnnotatedFunction], list[str]]:
-    """Annotated functions in the given files, folders or dotted module names (default: `.`)."""
+def _find_functions(arguments: tuple[str, ...], config: Config,
+                    signatures: tuple[str, ...] = ()) -> tuple[list[AnnotatedFunction], list[str]]:
+    """Annotated functions in the given files, folders or dotted module names (default: `.`),
+    and the requested signatures (default: all) of the SavedModel folders among them."""
     from tfcheck.compiler.discover import discover, resolve_module_argument
+    from tfcheck.compiler.saved_model import is_saved_model, saved_model_functions
     from tfcheck.files import discover as discover_files
 
     paths: list[Path] = []
     errors: list[str] = []
+    saved: list[AnnotatedFunction] = []
     for argument in arguments or (".",):
-        if os.path.lexists(argument):
+        if is_saved_model(Path(argument)):
+            functions, problems = saved_model_functions(Path(argument), signatures)
+            saved += functions
+            errors += problems
+        elif os.path.lexists(argument):
             paths.append(Path(argument))
         elif (module_file := resolve_module_argument(argument)) is not None:
             paths.append(module_file)
         else:
             errors.append(f"{argument}: no such file, folder or module")
-    found_files = discover_files(paths, config)
-    found = discover(found_files.files, config)
-    return found.functions, errors + found_files.errors + found.errors
+    if signatures and not saved and not errors:
+        errors.append("--signature names signatures of a SavedModel folder, and no argument is one")
+    found_files = discover_files(paths, config) if paths else None
+    found = discover(found_files.files, config) if found_files else None
+    return (saved + (found.functions if found else []),
+            errors + (found_files.errors if found_files else []) + (found.errors if found else []))
 
 
 def _resolve_target(target: str | None, arch: str | None, config: Config) -> tuple[dict[str, Any], bool]:
@@ -232,6 +243,11 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
     return {"trials": trials, "database_dir": str(database.resolve()), "rpc_tracker": rpc_tracker, "rpc_key": rpc_key}
 
 
+# A SavedModel folder's signatures to compile (repeatable), for `build` and `inspect`.
+_SIGNATURE = click.option("--signature", "signatures", multiple=True, metavar="NAME",
+                          help="For SavedModel folders in PATHS: compile this signature (repeatable) [default: all].")
+
+
 @click.command()
 @click.argument("paths", nargs=-1)
 @click.option("--target", help="cpu, cuda (with --arch) or a TVM target JSON object, for every function "
@@ -252,10 +268,13 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
               help="Seconds each tracing or compiling process may take.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_SIGNATURE
 def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_dir: Path | None,
           out_dir: Path | None, no_lint: bool, dry_run: bool, tune: bool, trials: int, tuning_db: Path | None,
-          rpc_tracker: str | None, rpc_key: str | None, timeout: float, output_format: str) -> None:
-    """Compile the @tfcheck.aot functions in PATHS (files, folders or module names; default: .).
+          rpc_tracker: str | None, rpc_key: str | None, timeout: float, output_format: str,
+          signatures: tuple[str, ...]) -> None:
+    """Compile the @tfcheck.aot functions in PATHS (files, folders or module names; default: .),
+    and the signatures of SavedModel folders among PATHS (one artifact per signature).
 
     Each function is linted, traced and frozen, converted to TFLite, imported into TVM Relax,
     compiled, verified against TensorFlow and cached. Exit status: 0 all built, 1 a function
@@ -265,7 +284,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
 
     config = _load_config()
     console = _console(output_format)
-    functions, errors = _find_functions(paths, config)
+    functions, errors = _find_functions(paths, config, signatures)
     run_target, target_chosen = _resolve_target(target, arch, config)
     options = BuildOptions(
         target=run_target, target_chosen=target_chosen, arch=arch,
@@ -317,14 +336,16 @@ def _print_operator_report(records: list[BuildRecord], console: Console) -> None
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds each tracing process may take.")
-def inspect(paths: tuple[str, ...], output_format: str, timeout: float) -> None:
-    """Trace the @tfcheck.aot functions in PATHS and report their operators, marking those that
-    TVM's TFLite importer cannot import (the same as `tfcheck build --dry-run --no-lint`)."""
+@_SIGNATURE
+def inspect(paths: tuple[str, ...], output_format: str, timeout: float, signatures: tuple[str, ...]) -> None:
+    """Trace the @tfcheck.aot functions (and SavedModel signatures) in PATHS and report their
+    operators, marking those that TVM's TFLite importer cannot import (the same as
+    `tfcheck build --dry-run --no-lint`)."""
     from tfcheck.compiler.driver import BuildOptions
 
     config = _load_config()
     console = _console(output_format)
-    functions, errors = _find_functions(paths, config)
+    functions, errors = _find_functions(paths, config, signatures)
     options = BuildOptions(target={"kind": "llvm"}, cache_dir=Path(CACHE_DIR), lint=False, dry_run=True,
                            shapes=dict(config.build.shapes), config=config, timeout=timeout)
     _build_and_report(functions, errors, options, output_format, console)

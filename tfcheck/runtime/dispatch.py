@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -95,14 +96,14 @@ class Dispatcher:
         if mode == "off":
             return self._tensorflow(args, kwargs)
         try:
-            artifact, arrays = self._select(args, kwargs)
-            outputs = artifact.run(arrays)
+            artifact, arrays, guard = self._select(args, kwargs)
+            outputs = artifact.run_flat(arrays)
         except _Fallback as reason:
             return self._fall_back(str(reason), mode, args, kwargs)
         except ArtifactError as error:  # bad SHA-256, unloadable library, wrong output count
             return self._fall_back(f"{self._name}: {error}", mode, args, kwargs)
         self._wrapper.backend = f"tvm:{artifact.manifest.device}"
-        return to_tensorflow(outputs)
+        return to_tensorflow(guard.structured_outputs, outputs)
 
     def _fall_back(self, reason: str, mode: str, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
@@ -115,7 +116,7 @@ class Dispatcher:
         self._wrapper.backend = TENSORFLOW
         return self._wrapper.tf_function(*args, **kwargs)
 
-    def _select(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
+    def _select(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any], CapturesGuard]:
         compiled = self._fresh_function()
         try:
             artifact, arrays = compiled.select(args, kwargs)
@@ -125,7 +126,7 @@ class Dispatcher:
         if not guard.unchanged(verify_mode() == "first-call"):
             raise _Fallback(captures_message(self._name, artifact.manifest.folder, self._source_file(),
                                              guard.ever_matched))
-        return artifact, arrays
+        return artifact, arrays, guard
 
     @property
     def _name(self) -> str:
@@ -153,6 +154,11 @@ class Dispatcher:
         refused = [why for qualname, reasons in unavailable.items() for why in reasons
                    if qualname == self._qualname]
         if not mine:
+            other = next((a.manifest for a in runnable if self._other_instance(a.manifest)), None)
+            if other is not None:
+                raise _Fallback(f"{self._name}: its artifact was built for the module-level instance "
+                                f"{other.instance!r} ({other.qualname}), and this call is on another "
+                                f"instance: running TensorFlow; {_SILENCE}")
             if refused:
                 raise _Fallback(f"{self._name}: its artifacts cannot run here: {' | '.join(refused)}")
             where = ", ".join(map(str, roots)) or f"./{CACHE_DIR}"
@@ -173,7 +179,10 @@ class Dispatcher:
         return inspect.getsourcefile(self._python_function) or "<file>"
 
     def _is_mine(self, manifest: Manifest) -> bool:
-        """Same qualified name, or (run as a script: module __main__) same name and file."""
+        """Same qualified name, or (run as a script: module __main__) same name and file; for a
+        method, built for this very instance (see `_built_for`)."""
+        if manifest.instance is not None:
+            return self._of_this_method(manifest) and self._built_for(manifest.instance)
         if manifest.qualname == self._qualname:
             return True
         built_from = manifest.source_file
@@ -181,6 +190,28 @@ class Dispatcher:
         if manifest.function != self._name or not built_from or not here:
             return False
         return Path(here).resolve().parts[-len(Path(built_from).parts):] == Path(built_from).parts
+
+    def _of_this_method(self, manifest: Manifest) -> bool:
+        """A method artifact (`<module>.<instance>.<method>`) of this method's name."""
+        return manifest.qualname.endswith(f".{manifest.instance}.{self._python_function.__name__}")
+
+    def _other_instance(self, manifest: Manifest) -> bool:
+        """An artifact of this method built for an instance other than this call's."""
+        function = self._python_function
+        return manifest.instance is not None and \
+            manifest.qualname == f"{function.__module__}.{manifest.instance}.{function.__name__}"
+
+    def _built_for(self, instance: str) -> bool:
+        """Whether this wrapper's tf.function is the method bound to the module-level object
+        `instance` of the function's module: the build traced that object's method with that
+        object's variables, and another instance of the class has its own (which the captures
+        check could not tell apart when they hold equal values)."""
+        module = sys.modules.get(self._python_function.__module__)
+        try:
+            method = getattr(getattr(module, instance), self._python_function.__name__)
+        except Exception:  # noqa: BLE001 - the user's attribute lookup may raise anything
+            return False
+        return getattr(method, "tf_function", method) is self._wrapper.tf_function
 
     def _guard(self, artifact: Artifact) -> CapturesGuard:
         with self._lock:

@@ -15,27 +15,48 @@ import numpy as np
 
 from tfcheck.runtime.errors import InputError
 from tfcheck.runtime.manifest import TensorSpec
+from tfcheck.runtime.structure import flatten_value, leaf_count
 
 ALIGNMENT = 64
 
 
-def bind_arguments(function: str, specs: Sequence[TensorSpec], args: Sequence[Any],
+def flat_inputs(function: str, arguments: Sequence[Mapping[str, Any]], specs: Sequence[TensorSpec],
+                args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The call's tensors in the artifact's input order: arguments bound by position and by
+    name, then each flattened by its recorded structure (`runtime/structure.py`)."""
+    described = _describe_arguments(arguments, specs)
+    values = bind_arguments(function, [argument["name"] for argument in arguments], described, args, kwargs)
+    return [leaf for argument, value in zip(arguments, values)
+            for leaf in flatten_value(function, dict(argument), value, argument["name"])]
+
+
+def _describe_arguments(arguments: Sequence[Mapping[str, Any]], specs: Sequence[TensorSpec]) -> list[str]:
+    """Each argument as its tensors' specs: `x: float32[1, 4]`, or for a dict
+    `features['dense']: float32[2, 4], features['ids']: int32[2, 3]`."""
+    described, start = [], 0
+    for argument in arguments:
+        count = leaf_count(dict(argument))
+        described.append(", ".join(map(str, specs[start:start + count])))
+        start += count
+    return described
+
+
+def bind_arguments(function: str, names: Sequence[str], described: Sequence[str], args: Sequence[Any],
                    kwargs: Mapping[str, Any]) -> list[Any]:
-    """Order positional and keyword arguments like the artifact's inputs; check their number."""
-    expected = ", ".join(map(str, specs))
-    if len(args) > len(specs):
-        raise InputError(f"{function}() takes {len(specs)} input(s) ({expected}), "
+    """Order positional and keyword arguments like the artifact's arguments; check their number."""
+    expected = ", ".join(described)
+    if len(args) > len(names):
+        raise InputError(f"{function}() takes {len(names)} input(s) ({expected}), "
                          f"got {len(args)} positional arguments")
     bound: list[Any] = list(args)
-    names = [spec.name for spec in specs]
     unknown = sorted(set(kwargs) - set(names))
     if unknown:
         raise InputError(f"{function}() got unexpected keyword argument(s) {', '.join(unknown)}; "
                          f"inputs are ({expected})")
-    for spec in specs[len(args):]:
-        if spec.name not in kwargs:
-            raise InputError(f"{function}() is missing input {spec} (inputs are ({expected}))")
-        bound.append(kwargs[spec.name])
+    for name, description in list(zip(names, described))[len(args):]:
+        if name not in kwargs:
+            raise InputError(f"{function}() is missing input {description} (inputs are ({expected}))")
+        bound.append(kwargs[name])
     duplicated = [name for name in names[:len(args)] if name in kwargs]
     if duplicated:
         raise InputError(f"{function}() got multiple values for input {duplicated[0]!r}")
@@ -63,12 +84,17 @@ def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) 
     if _is_python_value(value):
         array = np.asarray(value, dtype=spec.dtype)
     if array.dtype != np.dtype(spec.dtype):
-        raise InputError(f"{function}(): argument {spec.name!r} has dtype {array.dtype}, "
+        raise InputError(f"{function}(): argument {_quoted(spec.name)} has dtype {array.dtype}, "
                          f"expected {spec}")
     if tuple(array.shape) != spec.shape:
-        raise InputError(f"{function}(): argument {spec.name!r} has shape {tuple(array.shape)}, "
+        raise InputError(f"{function}(): argument {_quoted(spec.name)} has shape {tuple(array.shape)}, "
                          f"expected {spec}")
     return for_tvm(value, array)
+
+
+def _quoted(name: str) -> str:
+    """`'images'` for a plain name; a nested path such as `features['ids']` as it is."""
+    return name if "[" in name or "." in name else repr(name)
 
 
 def for_tvm(value: Any, array: np.ndarray) -> Any:

@@ -16,9 +16,10 @@ from typing import Any
 
 from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
-from tfcheck.runtime.inputs import as_array, bind_arguments, check_array
+from tfcheck.runtime.inputs import as_array, check_array, flat_inputs
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 from tfcheck.runtime.digest import file_sha256
+from tfcheck.runtime.structure import StructureError, pack
 from tfcheck.runtime.target import incompatibilities, rebuild_hint
 from tfcheck.runtime.tvm_backend import Executable
 
@@ -51,27 +52,24 @@ class Artifact:
     def run(self, arrays: list[Any]) -> Any:
         """Run on checked inputs (from `check_array`); return outputs in the tf.function's
         structure."""
+        return structure_outputs(self.manifest, self.run_flat(arrays))
+
+    def run_flat(self, arrays: list[Any]) -> list[Any]:
+        """Run on checked inputs; the outputs in flattening order, as many as the manifest lists."""
         outputs = self.open().run(arrays)
         if len(outputs) != len(self.manifest.outputs):
             raise ArtifactError(f"{self.manifest.folder}: the library returned {len(outputs)} "
                                 f"outputs, the manifest lists {len(self.manifest.outputs)}")
-        return structure_outputs(self.manifest, outputs)
+        return outputs
 
 
 def structure_outputs(manifest: Manifest, outputs: list[Any]) -> Any:
-    """Rebuild the tf.function's output structure (tensor, tuple, list or dict)."""
-    structure = manifest.output_structure
-    kind = structure.get("kind")
-    if kind == "tensor" and len(outputs) == 1:
-        return outputs[0]
-    if kind == "tuple":
-        return tuple(outputs)
-    if kind == "list":
-        return list(outputs)
-    if kind == "dict" and len(structure.get("keys", [])) == len(outputs):
-        return dict(zip(structure["keys"], outputs))
-    raise ArtifactError(f"{manifest.folder}: output_structure {structure!r} does not fit "
-                        f"{len(outputs)} outputs")
+    """Rebuild the tf.function's output structure (`runtime/structure.py`)."""
+    try:
+        return pack(manifest.output_structure, outputs)
+    except StructureError as error:
+        raise ArtifactError(f"{manifest.folder}: output_structure {manifest.output_structure!r} does not fit "
+                            f"{len(outputs)} outputs: {error}") from None
 
 
 class CompiledFunction:
@@ -89,8 +87,9 @@ class CompiledFunction:
 
     def select(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
         """The artifact for these arguments and the checked arrays; InputError when none fits."""
-        specs = self.artifacts[0].manifest.inputs
-        values = bind_arguments(self.__name__, specs, args, kwargs)
+        first = self.artifacts[0].manifest
+        specs = first.inputs
+        values = flat_inputs(self.__name__, first.arguments, specs, args, kwargs)
         arrays = [as_array(value) for value in values]
         shapes = tuple(tuple(array.shape) for array in arrays)
         matching = [a for a in self.artifacts if a.manifest.input_shapes == shapes]

@@ -20,6 +20,7 @@ from typing import Any
 from tfcheck.atomic import write_atomic
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.paths import UnsafePathError, path_inside
+from tfcheck.runtime.structure import StructureError, leaf_count
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -89,16 +90,32 @@ class Manifest:
     # kernels whose first-choice schedule was over the code-size budget (compiler/schedules/budget.py)
     budget_fallbacks: tuple[dict[str, Any], ...] | None = None
     created: str = ""
+    # One structure node per argument, each with its parameter's "name" (runtime/structure.py);
+    # absent for artifacts built before nested inputs: then every input is one tensor argument.
+    input_structure: tuple[dict[str, Any], ...] | None = None
+    instance: str | None = None  # methods: the module-level name of the instance it was built from
     folder: Path = field(default=Path("."), compare=False)
 
     def __post_init__(self) -> None:
         if not self.qualname:
             object.__setattr__(self, "qualname", self.function)
+        structure = self.output_structure
+        if isinstance(structure, dict) and structure.get("kind") in ("tuple", "list") \
+                and "length" not in structure and "items" not in structure:
+            # the first manifests wrote a flat tuple without its length: it holds every output
+            object.__setattr__(self, "output_structure", {**structure, "length": len(self.outputs)})
 
     @property
     def library_path(self) -> Path:
         """The library, links resolved; ArtifactError when it lies outside the artifact folder."""
         return file_inside(self.folder, self.library, "'library'")
+
+    @property
+    def arguments(self) -> tuple[dict[str, Any], ...]:
+        """The function's arguments: structure nodes with a "name" (see `input_structure`)."""
+        if self.input_structure is not None:
+            return self.input_structure
+        return tuple({"name": spec.name, "kind": "tensor"} for spec in self.inputs)
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -139,6 +156,7 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "target": dict, "cpu_features": list, "versions": dict,
     "tuned": bool, "compile_options": dict, "operators": list, "compile_seconds": (int, float),
     "device_code": dict, "tuning": dict, "budget_fallbacks": list, "created": str,
+    "input_structure": list, "instance": str,
 }
 
 
@@ -169,10 +187,30 @@ def manifest_from_json(raw: object, folder: Path) -> Manifest:
     values["inputs"] = _specs(path, raw, "inputs")
     values["outputs"] = _specs(path, raw, "outputs")
     values["verify"] = _verification(path, raw.get("verify", {}))
-    for key in ("cpu_features", "operators", "budget_fallbacks"):
+    for key in ("cpu_features", "operators", "budget_fallbacks", "input_structure"):
         if key in values:
             values[key] = tuple(values[key])
-    return Manifest(**values, folder=folder)
+    manifest = Manifest(**values, folder=folder)
+    _check_structures(path, manifest)
+    return manifest
+
+
+def _check_structures(path: Path, manifest: Manifest) -> None:
+    """The input and output structures must be well formed and hold as many tensors as the
+    specs list: the runtime flattens arguments and rebuilds outputs by them."""
+    checks = [("output_structure", [manifest.output_structure], len(manifest.outputs))]
+    if manifest.input_structure is not None:
+        checks.append(("input_structure", list(manifest.input_structure), len(manifest.inputs)))
+    for key, nodes, expected in checks:
+        try:
+            if key == "input_structure" and not all(isinstance(node, dict) and isinstance(node.get("name"), str)
+                                                    for node in nodes):
+                raise StructureError("each argument needs a string 'name'")
+            count = sum(leaf_count(node) for node in nodes)
+        except StructureError as error:
+            raise ArtifactError(f"{path}: '{key}': {error}") from None
+        if count != expected:
+            raise ArtifactError(f"{path}: '{key}' holds {count} tensors, the manifest lists {expected}")
 
 
 def _json_name(kind: type | tuple[type, ...]) -> str:

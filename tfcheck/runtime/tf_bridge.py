@@ -18,19 +18,17 @@ from tfcheck.fingerprint import values_fingerprint
 from tfcheck.runtime.manifest import Manifest
 
 
-def to_tensorflow(outputs: Any) -> Any:
-    """NumPy outputs as TensorFlow tensors, in the same structure."""
+def to_tensorflow(structure: Any, outputs: list[Any]) -> Any:
+    """An artifact's outputs (in flattening order) as TensorFlow tensors nested like
+    `structure`, the tf.function's own result: its dicts, tuples and namedtuple classes."""
     import tensorflow as tf
 
-    if isinstance(outputs, dict):
-        return {key: tf.convert_to_tensor(value) for key, value in outputs.items()}
-    if isinstance(outputs, (tuple, list)):
-        return type(outputs)(tf.convert_to_tensor(value) for value in outputs)
-    return tf.convert_to_tensor(outputs)
+    return tf.nest.pack_sequence_as(structure, [tf.convert_to_tensor(value) for value in outputs])
 
 
 class CapturesGuard:
-    """Tells whether the captured variables still hold the values the artifact was built with.
+    """Tells whether the captured variables still hold the values the artifact was built with
+    (and keeps the traced function's output structure, which dispatch returns).
 
     The first check hashes them as the build did. Hashing on every call would cost more than
     the model, so after a match the values are copied into shadow variables, and later checks
@@ -45,7 +43,11 @@ class CapturesGuard:
         import tensorflow as tf
 
         specs = [tf.TensorSpec(spec.shape, tf.as_dtype(spec.dtype)) for spec in manifest.inputs]
-        self._variables = list(tf_function.get_concrete_function(*specs).variables)
+        if tf_function.input_signature is not None:
+            specs = tf.nest.pack_sequence_as(list(tf_function.input_signature), specs)
+        concrete = tf_function.get_concrete_function(*specs)
+        self.structured_outputs = concrete.structured_outputs  # what dispatch returns, nested so
+        self._variables = list(concrete.variables)
         self._shadows = [tf.Variable(tf.zeros_like(variable), trainable=False)
                          for variable in self._variables]
         pairs = list(zip(self._variables, self._shadows))
