@@ -31,6 +31,7 @@ def _full_manifest(folder: Path) -> Manifest:
         tuned=True, compile_options={"schedules": "metaschedule-or-default", "trials": 8},
         verify=Verification(1e-6, 2e-6, True), operators=({"op": "ADD", "count": 1, "example": "add"},),
         compile_seconds=1.5, tuning={"tasks": 1}, created="2026-11-22T10:00:00Z", folder=folder,
+        input_structure=({"name": "x", "kind": "tensor"},), instance="classifier",
     )
 
 
