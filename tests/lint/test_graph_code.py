@@ -218,6 +218,23 @@ GRAPH = {
         model.compile(optimizer="adam", loss="mse")
         model.fit(xs, ys)
     """,
+    # tensorflow/tensorflow#40508: a custom loss calling `.numpy()` fails inside fit (Keras 3, TF 2.21).
+    "loss passed to compile": """
+        import keras
+        def f(y_true, y_pred): return y_true - y_pred
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=f)
+    """,
+    "metrics list and loss dict passed to compile, run_eagerly=False": """
+        import keras
+        def f(y_true, y_pred): return y_true
+        def build(model):
+            model.compile("adam", {"out": f}, metrics=["mae", f], run_eagerly=False)
+    """,
+    "loss passed positionally to compile": """
+        def f(y_true, y_pred): return y_true - y_pred
+        model.compile("adam", f)
+    """,
     "__call__ of a plain object called from graph code": """
         import tensorflow as tf
         class Scale:
@@ -309,6 +326,21 @@ NOT_GRAPH = {
             def f(self, x): return x
         model = keras.Sequential([keras.layers.Dense(1)])
         model.fit(xs, ys)
+    """,
+    "loss passed to compile with run_eagerly=True": """
+        import keras
+        def f(y_true, y_pred): return y_true - y_pred
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=f, metrics=[f], run_eagerly=True)
+    """,
+    "run_eagerly from a flag: it may be true": """
+        def f(y_true, y_pred): return y_true - y_pred
+        model.compile(optimizer="adam", loss=f, run_eagerly=args.eager)
+    """,
+    "compile of a module, not a model": """
+        import re
+        def f(x): return x
+        pattern = re.compile("a", f)
     """,
     "train_step of a non-model": """
         class Trainer:
@@ -459,6 +491,12 @@ def test_strategy_run_reason_names_the_step() -> None:
     facts = analyze_source("m.py", textwrap.dedent(GRAPH["strategy.run in a tf.function"]), "m")
     reasons = {info.qualname: reason for info, reason in facts.graph_functions.items()}
     assert reasons["f"] == "passed to strategy.run from graph code in distributed_train_step (line 7)"
+
+
+def test_compiled_loss_reason_names_the_compile_call() -> None:
+    facts = analyze_source("m.py", textwrap.dedent(GRAPH["loss passed to compile"]), "m")
+    reasons = {info.qualname: reason for info, reason in facts.graph_functions.items()}
+    assert reasons == {"f": "passed as loss= to compile (line 5)"}
 
 
 def test_keras_call_reached_across_files(project, run_cli) -> None:

@@ -19,14 +19,17 @@ from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 
+_Spec = tuple[tuple[int, ...], tuple[str, ...]]
 KERAS_STEP_METHODS = frozenset({"train_step", "test_step", "predict_step"})
 # Model methods under which Keras traces the model's `call` (unless compiled with run_eagerly=True).
 KERAS_TRACING_METHODS = frozenset({"fit", "evaluate", "predict", "train_on_batch", "test_on_batch",
                                    "predict_on_batch"})
+# `Model.compile` arguments whose functions Keras traces into the train/test functions that `fit` and
+# `evaluate` run (`loss` is also the second positional argument, in Keras 3 and tf_keras alike).
+KERAS_COMPILED_FUNCTION_ARGS: _Spec = ((1,), ("loss", "metrics", "weighted_metrics"))
 # What made a function graph code: the kinds of roots that reach it (GraphCode.origins).
 FROM_TF_FUNCTION, FROM_TF_DATA, FROM_KERAS = "tf.function", "tf.data", "Keras"
 FROM_CONTROL_FLOW, FROM_OTHER_FILE = "control flow", "another file"
-_Spec = tuple[tuple[int, ...], tuple[str, ...]]
 # Functional control flow: the argument positions and keywords that take functions traced as graph code.
 CONTROL_FLOW_FUNCTION_ARGS: dict[str, _Spec] = {
     **dict.fromkeys(("tensorflow.map_fn", "tensorflow.vectorized_map", "tensorflow.scan", "tensorflow.foldl",
@@ -205,12 +208,29 @@ class _Discovery:
             for arg in function_arguments(call, DATASET_FUNCTION_ARGS[func.attr]):
                 for info in index.function_target(arg):
                     self.mark(info, f"traced by Dataset.{func.attr} at {index.line_name(call.lineno)}", FROM_TF_DATA)
+        elif isinstance(func, ast.Attribute) and func.attr == "compile" and name is None:
+            self._compiled_roots(call)
         elif isinstance(func, ast.Attribute) and func.attr in KERAS_TRACING_METHODS:
             for cls in _instance_classes(index, func.value):
                 method = index.method_of(cls, "call") if index.class_kind(cls) == kinds.MODEL else None
                 if method is not None:
                     self.mark(method, f"traced by Keras {index.text(func)} at {index.line_name(call.lineno)}",
                               FROM_KERAS)
+
+    def _compiled_roots(self, call: ast.Call) -> None:
+        """`model.compile(loss=fn, metrics=[fn])`: Keras traces `fn` into the function that `fit` runs
+        (a `SymbolicTensor` reaches it, checked with TensorFlow 2.21 and Keras 3), unless the same call
+        says `run_eagerly=True` (or any value that is not a literal False: it may be true)."""
+        eager = next((k.value for k in call.keywords if k.arg == "run_eagerly"), None)
+        if eager is not None and not (isinstance(eager, ast.Constant) and eager.value is False):
+            return
+        index = self.index
+        positions, keywords = KERAS_COMPILED_FUNCTION_ARGS
+        passed = [("loss", call.args[i]) for i in positions if i < len(call.args)]
+        passed += [(k.arg, k.value) for k in call.keywords if k.arg in keywords]
+        for keyword, arg in passed:
+            for info in index.function_target(arg):
+                self.mark(info, f"passed as {keyword}= to compile ({index.line_name(call.lineno)})", FROM_KERAS)
 
     def follow(self) -> None:
         """A function called from graph code is graph code too; calls to other modules go to the project."""
