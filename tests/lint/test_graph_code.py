@@ -499,6 +499,31 @@ def test_compiled_loss_reason_names_the_compile_call() -> None:
     assert reasons == {"f": "passed as loss= to compile (line 5)"}
 
 
+def test_autograph_converts_what_tf_function_and_tf_data_reach() -> None:
+    facts = analyze_source("m.py", textwrap.dedent("""
+        import keras
+        import tensorflow as tf
+        def helper(x): return x
+        def plain(x): return x
+        def parse(x): return x
+        def loss(y, p): return y - p
+        def looped(x):
+            for i in range(2):
+                pass
+            else:
+                pass
+        @tf.function
+        def f(x): return helper(x) + looped(x)
+        g = tf.function(plain, autograph=False)
+        ds = tf.data.Dataset.range(3).map(parse)
+        class L(keras.layers.Layer):
+            def call(self, x): return x
+        model.compile(loss=loss)
+    """), "m")
+    converted = {info.qualname for info in facts.graph_functions if facts.autograph_converted(info)}
+    assert converted == {"f", "helper", "parse"}
+
+
 def test_keras_call_reached_across_files(project, run_cli) -> None:
     root = project({
         "pkg/__init__.py": "",

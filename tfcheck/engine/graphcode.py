@@ -30,6 +30,13 @@ KERAS_COMPILED_FUNCTION_ARGS: _Spec = ((1,), ("loss", "metrics", "weighted_metri
 # What made a function graph code: the kinds of roots that reach it (GraphCode.origins).
 FROM_TF_FUNCTION, FROM_TF_DATA, FROM_KERAS = "tf.function", "tf.data", "Keras"
 FROM_CONTROL_FLOW, FROM_OTHER_FILE = "control flow", "another file"
+FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH = "tf.function(autograph=False)"
+# Roots whose code AutoGraph converts, and the functions it calls with them (TensorFlow 2.21): a
+# tf.function and a tf.data function. Keras 3 calls `call`, `train_step` and losses from its own
+# (unconverted) code, so they run as written; a function given to control flow from eager code is
+# converted by `tf.map_fn` but not by an eager `tf.cond`; another file's root is not known here.
+AUTOGRAPH_ORIGINS = frozenset({FROM_TF_FUNCTION, FROM_TF_DATA})
+_DO_NOT_CONVERT = "tensorflow.autograph.experimental.do_not_convert"
 # Functional control flow: the argument positions and keywords that take functions traced as graph code.
 CONTROL_FLOW_FUNCTION_ARGS: dict[str, _Spec] = {
     **dict.fromkeys(("tensorflow.map_fn", "tensorflow.vectorized_map", "tensorflow.scan", "tensorflow.foldl",
@@ -83,6 +90,17 @@ class GraphCode:
         """Whether `info` is graph code only because tf.data traces it: no tf.function, Keras, control
         flow or other file's graph code reaches it, so no SavedModel signature exports it."""
         return self.origins.get(info) == {FROM_TF_DATA}
+
+    def autograph_converted(self, info: FunctionInfo) -> bool:
+        """Whether AutoGraph rewrites `info` before it runs: a tf.function (not `autograph=False`) or
+        tf.data reaches it, it is not decorated with `tf.autograph.experimental.do_not_convert`, and it
+        has no `for`/`while` with an `else` (AutoGraph 2.21 cannot convert those and runs the function
+        as written, with a warning)."""
+        if not self.origins.get(info, set()) & AUTOGRAPH_ORIGINS or _has_loop_else(info):
+            return False
+        decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
+        return not any(self.index.resolve(d.func if isinstance(d, ast.Call) else d) == _DO_NOT_CONVERT
+                       for d in decorators)
 
     def excluded_for(self, info: FunctionInfo) -> frozenset[ast.AST]:
         """Nodes of a function that run eagerly even in graph code: the bodies of `with tf.init_scope():`."""
@@ -174,8 +192,10 @@ class _Discovery:
     def find_roots(self, extra_roots: Mapping[str, str]) -> None:
         index = self.index
         for info in index.functions:
-            if index.decorated_tf_function(info) is not None:
-                self.mark(info, "decorated with tf.function", FROM_TF_FUNCTION)
+            decorator = index.decorated_tf_function(info)
+            if decorator is not None:
+                keywords = decorator.keywords if isinstance(decorator, ast.Call) else []
+                self.mark(info, "decorated with tf.function", _tf_function_origin(keywords))
             elif info.cls is not None and _is_keras_graph_method(index, info):
                 self.mark(info, f"Keras {info.name} of {info.cls.name}", FROM_KERAS)
         if extra_roots:
@@ -195,7 +215,8 @@ class _Discovery:
         func = call.func
         if name in index.tf_function_names and call.args:
             for info in index.function_target(call.args[0]):
-                self.mark(info, f"passed to tf.function at {index.line_name(call.lineno)}", FROM_TF_FUNCTION)
+                self.mark(info, f"passed to tf.function at {index.line_name(call.lineno)}",
+                          _tf_function_origin(call.keywords))
         elif name in CONTROL_FLOW_FUNCTION_ARGS:
             for arg in function_arguments(call, CONTROL_FLOW_FUNCTION_ARGS[name]):
                 for info in index.function_target(arg):
@@ -276,6 +297,19 @@ class _Discovery:
                 if not origins[info] <= known:
                     known |= origins[info]
                     queue.append(callee)
+
+
+def _has_loop_else(info: FunctionInfo) -> bool:
+    return any(isinstance(node, (ast.For, ast.While)) and node.orelse for node in info.nodes)
+
+
+def _tf_function_origin(keywords: list[ast.keyword]) -> str:
+    """The origin a tf.function with these keywords gives: without AutoGraph when `autograph=` is
+    anything but a literal True (a flag may be False: the function is then not converted)."""
+    autograph = next((k.value for k in keywords if k.arg == "autograph"), None)
+    if autograph is None or (isinstance(autograph, ast.Constant) and autograph.value is True):
+        return FROM_TF_FUNCTION
+    return FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH
 
 
 def _is_keras_graph_method(index: FileIndex, info: FunctionInfo) -> bool:
