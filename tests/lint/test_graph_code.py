@@ -235,6 +235,17 @@ GRAPH = {
         def f(y_true, y_pred): return y_true - y_pred
         model.compile("adam", f)
     """,
+    "method of an object on a self attribute": """
+        import tensorflow as tf
+        class Runner:
+            def f(self, x): return x
+        class Net(tf.Module):
+            def __init__(self):
+                self.runner = Runner()
+            @tf.function
+            def __call__(self, x):
+                return self.runner.f(x)
+    """,
     "__call__ of a plain object called from graph code": """
         import tensorflow as tf
         class Scale:
@@ -557,3 +568,35 @@ def test_keras_call_reached_across_files(project, run_cli) -> None:
     flagged = [(f["path"], f["line"], f["message"]) for f in json.loads(result.stdout)]
     assert [(path, line) for path, line, _ in flagged] == [("pkg/blocks.py", 5)]
     assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][2]
+
+
+def test_method_of_an_imported_class_reached_through_an_attribute(project, run_cli) -> None:
+    """TFC013 exempts a tf.function made while tracing: `run_inner` runs only inside `Net.__call__`'s
+    trace, reached through `self.runner = Runner()` with `Runner` from another file."""
+    root = project({
+        "pkg/__init__.py": "",
+        "pkg/runner.py": """
+            import tensorflow as tf
+            class Runner:
+                def run_inner(self, x):
+                    print(x)
+                    inner = tf.function(lambda y: y * 2)
+                    return inner(x)
+        """,
+        "pkg/model.py": """
+            import tensorflow as tf
+            from pkg.runner import Runner
+            class Net(tf.Module):
+                def __init__(self):
+                    self.runner = Runner()
+                @tf.function
+                def __call__(self, x):
+                    return self.runner.run_inner(x)
+        """,
+    })
+    result = run_cli(root, "check", "--format", "json", ".")
+    import json
+
+    flagged = [(f["path"], f["line"], f["code"], f["message"]) for f in json.loads(result.stdout)]
+    assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/runner.py", 5, "TFC001")]
+    assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][3]

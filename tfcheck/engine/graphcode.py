@@ -421,13 +421,24 @@ def _bound_values(index: FileIndex, expr: ast.expr) -> list[ast.expr]:
 
 
 def _external_targets(index: FileIndex, call: ast.Call) -> list[str]:
-    """What a call from graph code runs in other modules: a function, or the `call` of a class built
-    from another module (`self.encoder = Encoder()`, with `Encoder` imported: CapWords names only)."""
+    """What a call from graph code runs in other modules: a function, the `call` of an object built from
+    a class of another module (`self.encoder(x)` with `self.encoder = Encoder()`, `Encoder` imported),
+    or a method of such an object (`self.runner.run_inner(x)` with `self.runner = Runner()`)."""
     name = index.resolve(call.func)
     if name is not None:
         return [name] if _is_user_code(index, name) else []
-    classes = (index.resolve(value.func) for value in _bound_values(index, call.func) if isinstance(value, ast.Call))
-    return [f"{name}.call" for name in dict.fromkeys(classes)
+    func = call.func
+    found = [f"{cls}.call" for cls in _foreign_classes(index, func)]
+    if isinstance(func, ast.Attribute):
+        found += [f"{cls}.{func.attr}" for cls in _foreign_classes(index, func.value)]
+    return found
+
+
+def _foreign_classes(index: FileIndex, expr: ast.expr) -> list[str]:
+    """The classes of other modules of the project whose instance a name or `self.` attribute is bound to
+    (`Runner()`: CapWords names only, so that a factory function's result is not taken for a class)."""
+    classes = (index.resolve(value.func) for value in _bound_values(index, expr) if isinstance(value, ast.Call))
+    return [name for name in dict.fromkeys(classes)
             if name is not None and _is_user_code(index, name) and name.rsplit(".", 1)[-1][:1].isupper()]
 
 
