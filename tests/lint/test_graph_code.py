@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -409,6 +410,11 @@ def test_reasons_say_why() -> None:
     assert "called from f (line 5)" in reasons["helper"]
 
 
+def json_findings(run_cli, root) -> list[dict]:
+    """The findings of `tfcheck check --format json .` run in `root`."""
+    return json.loads(run_cli(root, "check", "--format", "json", ".").stdout)
+
+
 def test_cross_file_helpers_are_graph_code(project, run_cli) -> None:
     root = project({
         "pkg/__init__.py": "",
@@ -416,10 +422,7 @@ def test_cross_file_helpers_are_graph_code(project, run_cli) -> None:
         "pkg/deep.py": "from pkg import util\n\ndef middle(x):\n    return util.helper(x)\n",
         "pkg/main.py": "import tensorflow as tf\nfrom pkg.deep import middle\n\n@tf.function\ndef f(x):\n    return middle(x)\n",
     })
-    result = run_cli(root, "check", "--format", "json", ".")
-    import json
-
-    flagged = {(f["path"], f["line"]) for f in json.loads(result.stdout)}
+    flagged = {(f["path"], f["line"]) for f in json_findings(run_cli, root)}
     assert flagged == {("pkg/util.py", 2)}
 
 
@@ -535,7 +538,10 @@ def test_autograph_converts_what_tf_function_and_tf_data_reach() -> None:
     assert converted == {"f", "helper", "parse"}
 
 
-def test_keras_call_reached_across_files(project, run_cli) -> None:
+def test_keras_call_and_methods_reached_across_files(project, run_cli) -> None:
+    """`self.encoder(x)` runs the `call` of an `Encoder` from another file; `self.runner.run_inner(x)`
+    runs a method of a `Runner` from another file, so the tf.function it makes is made while tracing
+    (TFC013 exempts it)."""
     root = project({
         "pkg/__init__.py": "",
         "pkg/blocks.py": """
@@ -551,30 +557,6 @@ def test_keras_call_reached_across_files(project, run_cli) -> None:
                     print(x)
                     return x
         """,
-        "pkg/model.py": """
-            import tensorflow as tf
-            from pkg.blocks import Encoder
-            class Net(tf.Module):
-                def __init__(self):
-                    self.encoder = Encoder()
-                @tf.function
-                def __call__(self, x):
-                    return self.encoder(x)
-        """,
-    }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
-    result = run_cli(root, "check", "--format", "json", ".")
-    import json
-
-    flagged = [(f["path"], f["line"], f["message"]) for f in json.loads(result.stdout)]
-    assert [(path, line) for path, line, _ in flagged] == [("pkg/blocks.py", 5)]
-    assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][2]
-
-
-def test_method_of_an_imported_class_reached_through_an_attribute(project, run_cli) -> None:
-    """TFC013 exempts a tf.function made while tracing: `run_inner` runs only inside `Net.__call__`'s
-    trace, reached through `self.runner = Runner()` with `Runner` from another file."""
-    root = project({
-        "pkg/__init__.py": "",
         "pkg/runner.py": """
             import tensorflow as tf
             class Runner:
@@ -585,18 +567,18 @@ def test_method_of_an_imported_class_reached_through_an_attribute(project, run_c
         """,
         "pkg/model.py": """
             import tensorflow as tf
+            from pkg.blocks import Encoder
             from pkg.runner import Runner
             class Net(tf.Module):
                 def __init__(self):
+                    self.encoder = Encoder()
                     self.runner = Runner()
                 @tf.function
                 def __call__(self, x):
-                    return self.runner.run_inner(x)
+                    return self.runner.run_inner(self.encoder(x))
         """,
-    })
-    result = run_cli(root, "check", "--format", "json", ".")
-    import json
-
-    flagged = [(f["path"], f["line"], f["code"], f["message"]) for f in json.loads(result.stdout)]
-    assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/runner.py", 5, "TFC001")]
-    assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][3]
+    }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
+    flagged = [(f["path"], f["line"], f["code"], f["message"]) for f in json_findings(run_cli, root)]
+    assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/blocks.py", 5, "TFC001"),
+                                                                         ("pkg/runner.py", 5, "TFC001")]
+    assert all("called from graph code in Net.__call__ (pkg/model.py:11)" in message for *_, message in flagged)
