@@ -1,8 +1,8 @@
 """Graph-code discovery: which functions of a file run as traced graph code, and why.
 
 Roots are functions decorated with (or passed to) `tf.function`, traced by functional control flow or
-`tf.data`, Keras step methods, and functions the project pass found called from graph code in other
-files. Every function a graph function calls (the call graph's edges) is graph code too, to a fixed
+`tf.data`, Keras step methods, losses and metrics passed to `model.compile`, and functions the project
+pass found called from graph code in other files. Every function a graph function calls (the call graph's edges) is graph code too, to a fixed
 point; calls into other modules are kept for the project pass. A function passed to `tf.py_function`
 runs eagerly, and so does the body of `with tf.init_scope():` inside graph code.
 """
