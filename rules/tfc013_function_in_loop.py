@@ -101,6 +101,10 @@ class FunctionInLoop(Rule):
         "for m in [1, 2]:\n    c = tf.function(evaluate).get_concrete_function(m, 1.0)\n",
         # Created inside graph code: only while tracing.
         "import tensorflow as tf\n@tf.function\ndef outer(x):\n    return tf.function(lambda y: y + 1)(x)\n",
+        # ... also in a method reached only from graph code, through an object on `self`.
+        "import tensorflow as tf\nclass Runner:\n    def run_inner(self, x):\n        inner = tf.function(lambda y: y * 2)\n"
+        "        return inner(x)\nclass Net(tf.Module):\n    def __init__(self):\n        self.runner = Runner()\n"
+        "    @tf.function\n    def __call__(self, x):\n        return self.runner.run_inner(x)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

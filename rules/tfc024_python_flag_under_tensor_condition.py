@@ -33,7 +33,9 @@ class PythonFlagUnderTensorCondition(Rule):
 
     Checked against TensorFlow 2.21 (every example below run): the identity example returns 1.1 for
     0.1 (0.1 eagerly), and the reporter's loop from tensorflow/tensorflow#43111 returns 4.0 under
-    tf.function and 1.0 eagerly; the Python `while` raises NotImplementedError ("The condition of while
+    tf.function and 1.0 eagerly (and, called with NumPy arrays, 0.0034 where it returns 0.0623 eagerly,
+    while Python lists give the eager 0.0623); the actions example returns 1.0 for a NumPy array (0.0
+    eagerly and for a list); the Python `while` raises NotImplementedError ("The condition of while
     loop started as non-Tensor, then changed to Tensor"); int then float raises TypeError, in an `if`
     and in a `while`; None then a tensor raises ValueError ("'best' is None at the end of the else
     branch"). The must-not-flag examples (`==`, same-type rebinding, a flag not read afterwards, a flag
@@ -78,8 +80,17 @@ class PythonFlagUnderTensorCondition(Rule):
         "    while t < 3:\n        n += 0.5\n        t += 1\n    return n\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    best = None\n    if x > 0:\n        best = x\n"
         "    return best\nf(tf.constant(1.0))\n",
+        # tensorflow/tensorflow#43111's shape: the test reads a local taken from a parameter that every
+        # call fills with a NumPy array, which tf.function turns into a tensor.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(actions):\n    holding = False\n"
+        "    act = actions[0]\n    if act > 0.5:\n        holding = True\n    if holding is False:\n        return 0.0\n"
+        "    return 1.0\nf(np.array([0.1, 0.9]))\n",
     )
     must_not_flag = (
+        # The same with a Python list: its elements stay Python floats, the `if` runs in Python.
+        "import tensorflow as tf\n@tf.function\ndef f(actions):\n    holding = False\n"
+        "    act = actions[0]\n    if act > 0.5:\n        holding = True\n    if holding is False:\n        return 0.0\n"
+        "    return 1.0\nf([0.1, 0.9])\n",
         # Same type in every branch: the flag becomes a bool tensor and works.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    found = False\n    if x > 0:\n        found = True\n"
         "    return found\nf(tf.constant(1.0))\n",

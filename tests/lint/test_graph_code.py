@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -218,6 +219,34 @@ GRAPH = {
         model.compile(optimizer="adam", loss="mse")
         model.fit(xs, ys)
     """,
+    # tensorflow/tensorflow#40508: a custom loss calling `.numpy()` fails inside fit (Keras 3, TF 2.21).
+    "loss passed to compile": """
+        import keras
+        def f(y_true, y_pred): return y_true - y_pred
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=f)
+    """,
+    "metrics list and loss dict passed to compile, run_eagerly=False": """
+        import keras
+        def f(y_true, y_pred): return y_true
+        def build(model):
+            model.compile("adam", {"out": f}, metrics=["mae", f], run_eagerly=False)
+    """,
+    "loss passed positionally to compile": """
+        def f(y_true, y_pred): return y_true - y_pred
+        model.compile("adam", f)
+    """,
+    "method of an object on a self attribute": """
+        import tensorflow as tf
+        class Runner:
+            def f(self, x): return x
+        class Net(tf.Module):
+            def __init__(self):
+                self.runner = Runner()
+            @tf.function
+            def __call__(self, x):
+                return self.runner.f(x)
+    """,
     "__call__ of a plain object called from graph code": """
         import tensorflow as tf
         class Scale:
@@ -310,6 +339,21 @@ NOT_GRAPH = {
         model = keras.Sequential([keras.layers.Dense(1)])
         model.fit(xs, ys)
     """,
+    "loss passed to compile with run_eagerly=True": """
+        import keras
+        def f(y_true, y_pred): return y_true - y_pred
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=f, metrics=[f], run_eagerly=True)
+    """,
+    "run_eagerly from a flag: it may be true": """
+        def f(y_true, y_pred): return y_true - y_pred
+        model.compile(optimizer="adam", loss=f, run_eagerly=args.eager)
+    """,
+    "compile of a module, not a model": """
+        import re
+        def f(x): return x
+        pattern = re.compile("a", f)
+    """,
     "train_step of a non-model": """
         class Trainer:
             def train_step(self, batch): return self.f(batch)
@@ -366,6 +410,11 @@ def test_reasons_say_why() -> None:
     assert "called from f (line 5)" in reasons["helper"]
 
 
+def json_findings(run_cli, root) -> list[dict]:
+    """The findings of `tfcheck check --format json .` run in `root`."""
+    return json.loads(run_cli(root, "check", "--format", "json", ".").stdout)
+
+
 def test_cross_file_helpers_are_graph_code(project, run_cli) -> None:
     root = project({
         "pkg/__init__.py": "",
@@ -373,10 +422,7 @@ def test_cross_file_helpers_are_graph_code(project, run_cli) -> None:
         "pkg/deep.py": "from pkg import util\n\ndef middle(x):\n    return util.helper(x)\n",
         "pkg/main.py": "import tensorflow as tf\nfrom pkg.deep import middle\n\n@tf.function\ndef f(x):\n    return middle(x)\n",
     })
-    result = run_cli(root, "check", "--format", "json", ".")
-    import json
-
-    flagged = {(f["path"], f["line"]) for f in json.loads(result.stdout)}
+    flagged = {(f["path"], f["line"]) for f in json_findings(run_cli, root)}
     assert flagged == {("pkg/util.py", 2)}
 
 
@@ -461,7 +507,41 @@ def test_strategy_run_reason_names_the_step() -> None:
     assert reasons["f"] == "passed to strategy.run from graph code in distributed_train_step (line 7)"
 
 
-def test_keras_call_reached_across_files(project, run_cli) -> None:
+def test_compiled_loss_reason_names_the_compile_call() -> None:
+    facts = analyze_source("m.py", textwrap.dedent(GRAPH["loss passed to compile"]), "m")
+    reasons = {info.qualname: reason for info, reason in facts.graph_functions.items()}
+    assert reasons == {"f": "passed as loss= to compile (line 5)"}
+
+
+def test_autograph_converts_what_tf_function_and_tf_data_reach() -> None:
+    facts = analyze_source("m.py", textwrap.dedent("""
+        import keras
+        import tensorflow as tf
+        def helper(x): return x
+        def plain(x): return x
+        def parse(x): return x
+        def loss(y, p): return y - p
+        def looped(x):
+            for i in range(2):
+                pass
+            else:
+                pass
+        @tf.function
+        def f(x): return helper(x) + looped(x)
+        g = tf.function(plain, autograph=False)
+        ds = tf.data.Dataset.range(3).map(parse)
+        class L(keras.layers.Layer):
+            def call(self, x): return x
+        model.compile(loss=loss)
+    """), "m")
+    converted = {info.qualname for info in facts.graph_functions if facts.autograph_converted(info)}
+    assert converted == {"f", "helper", "parse"}
+
+
+def test_keras_call_and_methods_reached_across_files(project, run_cli) -> None:
+    """`self.encoder(x)` runs the `call` of an `Encoder` from another file; `self.runner.run_inner(x)`
+    runs a method of a `Runner` from another file, so the tf.function it makes is made while tracing
+    (TFC013 exempts it)."""
     root = project({
         "pkg/__init__.py": "",
         "pkg/blocks.py": """
@@ -477,20 +557,28 @@ def test_keras_call_reached_across_files(project, run_cli) -> None:
                     print(x)
                     return x
         """,
+        "pkg/runner.py": """
+            import tensorflow as tf
+            class Runner:
+                def run_inner(self, x):
+                    print(x)
+                    inner = tf.function(lambda y: y * 2)
+                    return inner(x)
+        """,
         "pkg/model.py": """
             import tensorflow as tf
             from pkg.blocks import Encoder
+            from pkg.runner import Runner
             class Net(tf.Module):
                 def __init__(self):
                     self.encoder = Encoder()
+                    self.runner = Runner()
                 @tf.function
                 def __call__(self, x):
-                    return self.encoder(x)
+                    return self.runner.run_inner(self.encoder(x))
         """,
     }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
-    result = run_cli(root, "check", "--format", "json", ".")
-    import json
-
-    flagged = [(f["path"], f["line"], f["message"]) for f in json.loads(result.stdout)]
-    assert [(path, line) for path, line, _ in flagged] == [("pkg/blocks.py", 5)]
-    assert "called from graph code in Net.__call__ (pkg/model.py:9)" in flagged[0][2]
+    flagged = [(f["path"], f["line"], f["code"], f["message"]) for f in json_findings(run_cli, root)]
+    assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/blocks.py", 5, "TFC001"),
+                                                                         ("pkg/runner.py", 5, "TFC001")]
+    assert all("called from graph code in Net.__call__ (pkg/model.py:11)" in message for *_, message in flagged)

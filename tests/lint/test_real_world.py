@@ -33,9 +33,11 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # targets, precision 0.97 and recall 0.95, as its rule work lands: whoever improves the linter
 # raises the floors with it, so a regression of a single finding fails this test. With issue 14's
 # rule fixes and graph-code reach (strategy.run, Keras call) as well: 32 of 36 reported, no false
-# positive (precision 32/32, recall 32/36).
+# positive (precision 32/32, recall 32/36). With losses passed to `model.compile` as graph code and
+# TFC025 (locals() under AutoGraph), and 43111's flag lines unmarked (the file does not show what its
+# caller passes; see its header): 35 of 35 reported, no false positive.
 MEASURED_PRECISION_FLOOR = 1.0
-MEASURED_RECALL_FLOOR = 0.888
+MEASURED_RECALL_FLOOR = 1.0
 
 # The header of every case names the thread: "owner/repo#number" and its title.
 _THREAD = re.compile(r'^"""[\w.-]+/[\w.-]+#\d+ ')

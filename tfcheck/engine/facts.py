@@ -86,6 +86,11 @@ class FileFacts(FileIndex):
         control-flow root reaches it): input-pipeline code that no SavedModel exports."""
         return self.graph.input_pipeline_only(info)
 
+    def autograph_converted(self, info: FunctionInfo) -> bool:
+        """Whether AutoGraph rewrites `info` before it runs (a tf.function or tf.data reaches it; not
+        Keras 3, not `autograph=False`): its `if`/`for`/`while` bodies become functions of their own."""
+        return self.graph.autograph_converted(info)
+
     def graph_nodes(self, *types: type) -> list[tuple[ast.AST, FunctionInfo]]:
         """Nodes of the given types in graph code, each with the graph function it belongs to."""
         return self.graph.nodes(*types)

@@ -1,8 +1,8 @@
 """Graph-code discovery: which functions of a file run as traced graph code, and why.
 
 Roots are functions decorated with (or passed to) `tf.function`, traced by functional control flow or
-`tf.data`, Keras step methods, and functions the project pass found called from graph code in other
-files. Every function a graph function calls (the call graph's edges) is graph code too, to a fixed
+`tf.data`, Keras step methods, losses and metrics passed to `model.compile`, and functions the project
+pass found called from graph code in other files. Every function a graph function calls (the call graph's edges) is graph code too, to a fixed
 point; calls into other modules are kept for the project pass. A function passed to `tf.py_function`
 runs eagerly, and so does the body of `with tf.init_scope():` inside graph code.
 """
@@ -19,14 +19,24 @@ from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 
+_Spec = tuple[tuple[int, ...], tuple[str, ...]]
 KERAS_STEP_METHODS = frozenset({"train_step", "test_step", "predict_step"})
 # Model methods under which Keras traces the model's `call` (unless compiled with run_eagerly=True).
 KERAS_TRACING_METHODS = frozenset({"fit", "evaluate", "predict", "train_on_batch", "test_on_batch",
                                    "predict_on_batch"})
+# `Model.compile` arguments whose functions Keras traces into the train/test functions that `fit` and
+# `evaluate` run (`loss` is also the second positional argument, in Keras 3 and tf_keras alike).
+KERAS_COMPILED_FUNCTION_ARGS: _Spec = ((1,), ("loss", "metrics", "weighted_metrics"))
 # What made a function graph code: the kinds of roots that reach it (GraphCode.origins).
 FROM_TF_FUNCTION, FROM_TF_DATA, FROM_KERAS = "tf.function", "tf.data", "Keras"
 FROM_CONTROL_FLOW, FROM_OTHER_FILE = "control flow", "another file"
-_Spec = tuple[tuple[int, ...], tuple[str, ...]]
+FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH = "tf.function(autograph=False)"
+# Roots whose code AutoGraph converts, and the functions it calls with them (TensorFlow 2.21): a
+# tf.function and a tf.data function. Keras 3 calls `call`, `train_step` and losses from its own
+# (unconverted) code, so they run as written; a function given to control flow from eager code is
+# converted by `tf.map_fn` but not by an eager `tf.cond`; another file's root is not known here.
+AUTOGRAPH_ORIGINS = frozenset({FROM_TF_FUNCTION, FROM_TF_DATA})
+_DO_NOT_CONVERT = "tensorflow.autograph.experimental.do_not_convert"
 # Functional control flow: the argument positions and keywords that take functions traced as graph code.
 CONTROL_FLOW_FUNCTION_ARGS: dict[str, _Spec] = {
     **dict.fromkeys(("tensorflow.map_fn", "tensorflow.vectorized_map", "tensorflow.scan", "tensorflow.foldl",
@@ -80,6 +90,17 @@ class GraphCode:
         """Whether `info` is graph code only because tf.data traces it: no tf.function, Keras, control
         flow or other file's graph code reaches it, so no SavedModel signature exports it."""
         return self.origins.get(info) == {FROM_TF_DATA}
+
+    def autograph_converted(self, info: FunctionInfo) -> bool:
+        """Whether AutoGraph rewrites `info` before it runs: a tf.function (not `autograph=False`) or
+        tf.data reaches it, it is not decorated with `tf.autograph.experimental.do_not_convert`, and it
+        has no `for`/`while` with an `else` (AutoGraph 2.21 cannot convert those and runs the function
+        as written, with a warning)."""
+        if not self.origins.get(info, set()) & AUTOGRAPH_ORIGINS or _has_loop_else(info):
+            return False
+        decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
+        return not any(self.index.resolve(d.func if isinstance(d, ast.Call) else d) == _DO_NOT_CONVERT
+                       for d in decorators)
 
     def excluded_for(self, info: FunctionInfo) -> frozenset[ast.AST]:
         """Nodes of a function that run eagerly even in graph code: the bodies of `with tf.init_scope():`."""
@@ -171,8 +192,10 @@ class _Discovery:
     def find_roots(self, extra_roots: Mapping[str, str]) -> None:
         index = self.index
         for info in index.functions:
-            if index.decorated_tf_function(info) is not None:
-                self.mark(info, "decorated with tf.function", FROM_TF_FUNCTION)
+            decorator = index.decorated_tf_function(info)
+            if decorator is not None:
+                keywords = decorator.keywords if isinstance(decorator, ast.Call) else []
+                self.mark(info, "decorated with tf.function", _tf_function_origin(keywords))
             elif info.cls is not None and _is_keras_graph_method(index, info):
                 self.mark(info, f"Keras {info.name} of {info.cls.name}", FROM_KERAS)
         if extra_roots:
@@ -192,7 +215,8 @@ class _Discovery:
         func = call.func
         if name in index.tf_function_names and call.args:
             for info in index.function_target(call.args[0]):
-                self.mark(info, f"passed to tf.function at {index.line_name(call.lineno)}", FROM_TF_FUNCTION)
+                self.mark(info, f"passed to tf.function at {index.line_name(call.lineno)}",
+                          _tf_function_origin(call.keywords))
         elif name in CONTROL_FLOW_FUNCTION_ARGS:
             for arg in function_arguments(call, CONTROL_FLOW_FUNCTION_ARGS[name]):
                 for info in index.function_target(arg):
@@ -205,12 +229,29 @@ class _Discovery:
             for arg in function_arguments(call, DATASET_FUNCTION_ARGS[func.attr]):
                 for info in index.function_target(arg):
                     self.mark(info, f"traced by Dataset.{func.attr} at {index.line_name(call.lineno)}", FROM_TF_DATA)
+        elif isinstance(func, ast.Attribute) and func.attr == "compile" and name is None:
+            self._compiled_roots(call)
         elif isinstance(func, ast.Attribute) and func.attr in KERAS_TRACING_METHODS:
             for cls in _instance_classes(index, func.value):
                 method = index.method_of(cls, "call") if index.class_kind(cls) == kinds.MODEL else None
                 if method is not None:
                     self.mark(method, f"traced by Keras {index.text(func)} at {index.line_name(call.lineno)}",
                               FROM_KERAS)
+
+    def _compiled_roots(self, call: ast.Call) -> None:
+        """`model.compile(loss=fn, metrics=[fn])`: Keras traces `fn` into the function that `fit` runs
+        (a `SymbolicTensor` reaches it, checked with TensorFlow 2.21 and Keras 3), unless the same call
+        says `run_eagerly=True` (or any value that is not a literal False: it may be true)."""
+        eager = next((k.value for k in call.keywords if k.arg == "run_eagerly"), None)
+        if eager is not None and not (isinstance(eager, ast.Constant) and eager.value is False):
+            return
+        index = self.index
+        positions, keywords = KERAS_COMPILED_FUNCTION_ARGS
+        passed = [("loss", call.args[i]) for i in positions if i < len(call.args)]
+        passed += [(k.arg, k.value) for k in call.keywords if k.arg in keywords]
+        for keyword, arg in passed:
+            for info in index.function_target(arg):
+                self.mark(info, f"passed as {keyword}= to compile ({index.line_name(call.lineno)})", FROM_KERAS)
 
     def follow(self) -> None:
         """A function called from graph code is graph code too; calls to other modules go to the project."""
@@ -256,6 +297,19 @@ class _Discovery:
                 if not origins[info] <= known:
                     known |= origins[info]
                     queue.append(callee)
+
+
+def _has_loop_else(info: FunctionInfo) -> bool:
+    return any(isinstance(node, (ast.For, ast.While)) and node.orelse for node in info.nodes)
+
+
+def _tf_function_origin(keywords: list[ast.keyword]) -> str:
+    """The origin a tf.function with these keywords gives: without AutoGraph when `autograph=` is
+    anything but a literal True (a flag may be False: the function is then not converted)."""
+    autograph = next((k.value for k in keywords if k.arg == "autograph"), None)
+    if autograph is None or (isinstance(autograph, ast.Constant) and autograph.value is True):
+        return FROM_TF_FUNCTION
+    return FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH
 
 
 def _is_keras_graph_method(index: FileIndex, info: FunctionInfo) -> bool:
@@ -367,13 +421,24 @@ def _bound_values(index: FileIndex, expr: ast.expr) -> list[ast.expr]:
 
 
 def _external_targets(index: FileIndex, call: ast.Call) -> list[str]:
-    """What a call from graph code runs in other modules: a function, or the `call` of a class built
-    from another module (`self.encoder = Encoder()`, with `Encoder` imported: CapWords names only)."""
+    """What a call from graph code runs in other modules: a function, the `call` of an object built from
+    a class of another module (`self.encoder(x)` with `self.encoder = Encoder()`, `Encoder` imported),
+    or a method of such an object (`self.runner.run_inner(x)` with `self.runner = Runner()`)."""
     name = index.resolve(call.func)
     if name is not None:
         return [name] if _is_user_code(index, name) else []
-    classes = (index.resolve(value.func) for value in _bound_values(index, call.func) if isinstance(value, ast.Call))
-    return [f"{name}.call" for name in dict.fromkeys(classes)
+    func = call.func
+    found = [f"{cls}.call" for cls in _foreign_classes(index, func)]
+    if isinstance(func, ast.Attribute):
+        found += [f"{cls}.{func.attr}" for cls in _foreign_classes(index, func.value)]
+    return found
+
+
+def _foreign_classes(index: FileIndex, expr: ast.expr) -> list[str]:
+    """The classes of other modules of the project whose instance a name or `self.` attribute is bound to
+    (`Runner()`: CapWords names only, so that a factory function's result is not taken for a class)."""
+    classes = (index.resolve(value.func) for value in _bound_values(index, expr) if isinstance(value, ast.Call))
+    return [name for name in dict.fromkeys(classes)
             if name is not None and _is_user_code(index, name) and name.rsplit(".", 1)[-1][:1].isupper()]
 
 

@@ -266,7 +266,8 @@ class FileIndex:
             return [info for value in expr.values for info in self.function_target(value)]
         if isinstance(expr, ast.Call) and self.resolve(expr.func) == "functools.partial" and expr.args:
             return self.function_target(expr.args[0])
-        if isinstance(expr, ast.Attribute) and (self.is_self_attribute(expr) or isinstance(expr.value, ast.Name)):
+        if isinstance(expr, ast.Attribute) and (self.is_self_attribute(expr) or isinstance(expr.value, ast.Name)
+                                                or self.is_self_attribute(expr.value)):
             cls = self.class_of_self(expr) if self.is_self_attribute(expr) else self.instance_class(expr.value)
             method = self.method_of(cls, expr.attr) if cls is not None else None
             return [method] if method is not None else []
@@ -302,8 +303,14 @@ class FileIndex:
         return None
 
     def instance_class(self, receiver: ast.expr) -> ClassInfo | None:
-        """The class of this file that a name was built from (`m = SimpleModel()`), or that a parameter is
-        annotated with (`obj: First`), when all agree."""
+        """The class of this file that a name or a `self.` attribute was built from (`m = SimpleModel()`,
+        `self.runner = Runner()`), or that a parameter is annotated with (`obj: First`), when all agree."""
+        if isinstance(receiver, ast.Attribute) and self.is_self_attribute(receiver):
+            owner = self.class_of_self(receiver)
+            values = self.self_attribute_values(owner, receiver.attr) if owner is not None else []
+            built = {self.called_class(value) for _, value in values if isinstance(value, ast.Call)}
+            built.discard(None)
+            return built.pop() if len(built) == 1 else None
         if not isinstance(receiver, ast.Name):
             return None
         classes = {self.called_class(b.value) for b in self.bindings_of(receiver) if isinstance(b.value, ast.Call)}

@@ -146,20 +146,28 @@ def is_single_tensor(facts: FileFacts, expr: ast.expr | None, depth: int = 0) ->
     """Whether `expr` is surely one tensor (or tf.Variable), never a Python list or tuple of tensors.
 
     A tensor value in the sense of `tensors.surely_tensor`, not built from an op that returns a
-    sequence; a parameter of a tf.function counts when every call of it in the file passes one.
+    sequence; a parameter of a tf.function counts when every call of it in the file passes one (or a
+    NumPy array, which tf.function turns into a tensor), and so does a local every assignment of
+    which is one (`act_value = h_actions[index]`, with `h_actions` such a parameter).
     """
     if expr is None or depth > _MAX_DEPTH:
         return False
     if isinstance(expr, ast.Name):
         if _is_packed_parameter(facts, expr):
             return False  # `*args` is a tuple even under an input_signature
-        if _is_tensor_parameter(facts, expr, depth):
+        if _is_tensor_parameter(facts, expr, depth) or _assigned_single_tensors(facts, expr, depth):
             return True
     operands = _tensor_operands(expr)
     if operands and any(is_single_tensor(facts, operand, depth + 1) for operand in operands):
         return True
     # (the front that passes itself as `facts` is a FileIndex)
     return surely_tensor(facts, expr) and not _may_be_sequence(facts, expr, depth)  # type: ignore[arg-type]
+
+
+def _assigned_single_tensors(facts: FileFacts, name: ast.Name, depth: int) -> bool:
+    bindings = facts.bindings_of(name)
+    return bool(bindings) and all(b.kind == "assign" and b.value is not None and b.value is not name
+                                  and is_single_tensor(facts, b.value, depth + 1) for b in bindings)
 
 
 def _tensor_operands(expr: ast.expr) -> list[ast.expr]:
@@ -231,4 +239,5 @@ def _filled_with_tensors(facts: FileFacts, name: ast.Name, depth: int) -> bool:
     if function is None:
         return False
     arguments = [call.arguments.get(name.id) for call in facts.tf_function_calls_of(function)]
-    return bool(arguments) and all(is_single_tensor(facts, argument, depth + 1) for argument in arguments)
+    return bool(arguments) and all(argument is not None and facts.kinds(argument) == {values.NDARRAY}
+                                   or is_single_tensor(facts, argument, depth + 1) for argument in arguments)

@@ -1,9 +1,17 @@
 """tensorflow/tensorflow#43111 "tf .function gives different output than standard function".
 
-A Python bool `holding` rebound under conditions on tensors (`if act_value > 0.5`) inside a loop
-that AutoGraph converts: the flag is evaluated while tracing, so the graph's loss differs from the
-eager one. The `while` bound comes from `len(prices)`, a Python number, so the loop is unrolled
-(the reporter notes the function takes a very long time to compile).
+A Python bool `holding` rebound under `if act_value > 0.5` (a condition on tensors when the
+arguments are arrays or tensors) inside a loop that AutoGraph converts: the flag is evaluated while
+tracing, so the graph's loss differs from the eager one. The `while` bound comes from
+`len(prices)`, a Python number, so the loop is unrolled (the reporter notes the function takes a
+very long time to compile).
+
+The flag's rebindings under `if act_value > 0.5` carry no mark: whether that test is a tensor
+depends on what the caller passes, and the thread does not show the call ("precomputed predictions
+and price history"). Checked with TensorFlow 2.21 on random inputs: called with NumPy arrays or
+tensors, it returns 0.0034 where it returns 0.0623 eagerly (the reported bug); called with Python
+lists, it returns the eager 0.0623. TFC024 reports both lines once a call in the file passes arrays
+or tensors (its must-flag example of this shape); from this file alone it cannot know.
 """
 import tensorflow as tf
 
@@ -29,11 +37,11 @@ def get_loss(h_actions, nh_actions, prices):
 
         if act_value > 0.5:
             if holding is False:  # BUY
-                holding = True  # expect-missing: Python flag rebound under a tensor-dependent condition
+                holding = True  # not marked: see the header
                 entry_point = curr_price
 
             else:  # SELL
-                holding = False  # expect-missing: Python flag rebound under a tensor-dependent condition
+                holding = False  # not marked: see the header
                 exit_point = curr_price
                 profit += (pow(keep_perc, 2) * exit_point / entry_point) - 1
 

@@ -1,7 +1,8 @@
 """tensorflow/tensorflow#59725 "locals() not working in tensorflow.function decorator".
 
-`locals()` inside a tf.function sees AutoGraph's rewritten frame, so looking functions up by name
-fails; the `print` of the keys runs only while tracing.
+`locals()` inside a tf.function sees AutoGraph's rewritten frame: in the `for` loop, the frame of the
+function AutoGraph makes of the loop's body, so looking functions up by name raises KeyError (checked
+with TensorFlow 2.21); the `print` of the keys runs only while tracing.
 """
 import tensorflow as tf
 
@@ -16,7 +17,7 @@ def sample_function(inputs: tf.Tensor, application_order: list = ['method_3', 'm
     print(locals().keys())  # expect: TFC001
 
     for application in application_order:
-        inputs = locals()[application](inputs)  # expect-missing: locals() in graph code
+        inputs = locals()[application](inputs)  # expect: TFC025
 
     return inputs
 
