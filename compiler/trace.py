@@ -23,13 +23,19 @@ import numpy as np
 
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
+from tfcheck.compiler.fastkey import ReadRecorder
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
 from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, load_function,
                                       reference_outputs, to_tflite)
 
 
 def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
-    """Import, trace every shape entry, and report what the parent needs for the cache key."""
+    """Import, trace every shape entry, and report what the parent needs for the cache key (and,
+    unless in a dry run, for the fast key: what the import and the trace read)."""
+    recorder = None
+    if request.cache_dir is not None:
+        recorder = ReadRecorder([Path(request.work_dir), Path(request.cache_dir)])
+        recorder.start()
     source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
     tf = import_tensorflow()
@@ -53,6 +59,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
         versions=request.key.versions_with(tf.__version__),
         source_fingerprint=source_fingerprint(tf_function),
         variants=variants,
+        inputs=recorder.inputs() if recorder is not None else None,
     )
 
 
