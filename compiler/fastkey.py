@@ -103,23 +103,23 @@ class ReadRecorder:
     def inputs(self) -> TraceInputs:
         """What was read so far, hashed now."""
         modules, distributions = _imported_modules()
-        files = {path for path in self._files | modules if self._project_file(path)}
+        files = {path for path in self._files | modules if self._project_path(path) and not os.path.isdir(path)}
         return TraceInputs(
             files={path: _file_digest(path) for path in sorted(files)},
-            listings={path: listing_digest(path) for path in sorted(self._listings) if self._project_file(path)},
+            listings={path: listing_digest(path) for path in sorted(self._listings) if self._project_path(path)},
             environment=environment_record(self._environment, self._variables),
             distributions=distributions,
             complete=_ALL not in self._files,
         )
 
-    def _project_file(self, path: str) -> bool:
+    def _project_path(self, path: str) -> bool:
         """Whether `path` is the user's (hashed), not an installed package's (versioned), the
         build's own (work folder, cache) or the system's (/proc)."""
         if path == _ALL or path.startswith(_SYSTEM_TREES) or f"{os.sep}__pycache__{os.sep}" in path:
             return False
         if any(path.startswith(prefix) for prefix in self._ignored) or self._made_here(path):
             return False
-        return _installed_tree(path) is None and not os.path.isdir(path)
+        return _installed_tree(path) is None
 
     def _made_here(self, path: str) -> bool:
         """A temporary file this build wrote (autograph's generated modules): it is derived from
@@ -169,7 +169,8 @@ def _installed_trees() -> tuple[str, ...]:
 
 
 def _installed_tree(path: str) -> str | None:
-    return next((tree for tree in _installed_trees() if path.startswith(tree)), None)
+    inside = path + os.sep
+    return next((tree for tree in _installed_trees() if inside.startswith(tree)), None)
 
 
 def _imported_modules() -> tuple[set[str], dict[str, str]]:
@@ -199,9 +200,10 @@ def _file_digest(path: str) -> str | None:
 
 
 def listing_digest(path: str) -> str | None:
-    """SHA-256 of a folder's sorted entry names; None when it is gone."""
+    """SHA-256 of a folder's sorted entry names, without `__pycache__` and hidden names (`.tfcheck`,
+    `.git`: tools' folders, which the build itself creates); None when the folder is gone."""
     try:
-        names = sorted(os.listdir(path))
+        names = sorted(name for name in os.listdir(path) if not name.startswith(".") and name != "__pycache__")
     except (FileNotFoundError, NotADirectoryError):
         return None
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()

@@ -1,0 +1,205 @@
+"""Incremental and parallel builds: the fast key (`compiler/fastkey.py`) returns a cached artifact
+without starting TensorFlow only while nothing the trace read has changed, and `--jobs N` gives
+the same report, in the same order, as `--jobs 1`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+from tfcheck.compiler import driver, fastkey
+from tfcheck.compiler.driver import jobs_for
+from tfcheck.compiler.messages import TraceInputs
+
+MODEL = '''
+import os
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tfcheck
+
+import helper
+
+UNITS = int(os.environ.get("UNITS", "3"))
+weights = np.load(Path(__file__).with_name("weights.npy"))[:, :UNITS]
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32)])
+def affine(x):
+    return tf.matmul(x, weights) * helper.SCALE
+'''
+
+RECORD = '''
+import json, os, sys
+from pathlib import Path
+from tfcheck.compiler.fastkey import ReadRecorder
+from tfcheck.compiler.messages import to_message
+
+recorder = ReadRecorder([])
+recorder.start()
+sys.path.insert(0, sys.argv[1])
+import helper
+Path(sys.argv[1], "weights.txt").read_text()
+os.listdir(Path(sys.argv[1], "configs"))
+os.getenv("UNITS")
+print(json.dumps(to_message(recorder.inputs())))
+'''
+
+
+def recorded(folder: Path) -> TraceInputs:
+    """What a ReadRecorder in a fresh process (its hooks cannot be removed) records for RECORD."""
+    (folder / "helper.py").write_text("SCALE = 2.0\n")
+    (folder / "weights.txt").write_text("1 2 3\n")
+    (folder / "configs").mkdir()
+    (folder / "configs" / "a.toml").write_text("")
+    script = folder / "record.py"
+    script.write_text(RECORD)
+    output = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, check=True)
+    data = json.loads(output.stdout)
+    del data["contract_version"]
+    return TraceInputs(**data)
+
+
+def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UNITS", raising=False)
+    inputs = recorded(tmp_path)
+    assert {str(tmp_path / name) for name in ("helper.py", "weights.txt", "record.py")} <= set(inputs.files)
+    assert not any("site-packages" in path for path in inputs.files)  # installed: versioned instead
+    assert str(tmp_path / "configs") in inputs.listings
+    assert not any("site-packages" in path for path in inputs.listings)
+    assert inputs.environment["UNITS"] is None and inputs.complete
+    assert "tfcheck" in inputs.distributions
+    environment = {name: value for name, value in __import__("os").environ.items()}
+    assert fastkey.changed(inputs, environment) is None
+
+    (tmp_path / "weights.txt").write_text("1 2 4\n")
+    assert fastkey.changed(inputs, environment) == str(tmp_path / "weights.txt")
+    (tmp_path / "weights.txt").write_text("1 2 3\n")
+    (tmp_path / "configs" / "b.toml").write_text("")
+    assert fastkey.changed(inputs, environment) == str(tmp_path / "configs")
+    (tmp_path / "configs" / "b.toml").unlink()
+    assert fastkey.changed(inputs, {**environment, "UNITS": "2"}) == "environment"
+    # TensorFlow's C++ reads its variables with getenv: a new TF_ variable counts though unread
+    assert fastkey.changed(inputs, {**environment, "TF_NEW_SETTING": "1"}) == "environment"
+    real_version = fastkey.installed_version
+    monkeypatch.setattr(fastkey, "installed_version",
+                        lambda name: "0.0" if name == "tfcheck" else real_version(name))
+    assert fastkey.changed(inputs, environment) == "distribution tfcheck"
+
+
+def test_jobs_default_to_the_cores_and_are_capped_by_memory() -> None:
+    assert jobs_for(3, available=100 * driver.JOB_MEMORY) == (3, None)
+    jobs, note = jobs_for(4, available=2 * driver.JOB_MEMORY + 1)
+    assert jobs == 2 and note is not None and "instead of 4" in note
+    assert jobs_for(4, available=0)[0] == 1
+    assert jobs_for(None, available=100 * driver.JOB_MEMORY)[0] >= 1
+
+
+# --- end to end (TensorFlow children): slow -------------------------------------------------------
+
+
+def build(run_cli: Callable[..., Result], folder: Path, *args: str) -> dict[str, Any]:
+    result = run_cli(folder, "build", *args, "--cache-dir", str(folder / ".cache"), "--format", "json")
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The child processes the driver starts, by module, as they start."""
+    started: list[str] = []
+    run_child = driver.run_child
+
+    def counting(module: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(module)
+        return run_child(module, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "run_child", counting)
+    return started
+
+
+@pytest.mark.slow
+def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
+        project: Callable[..., Path], run_cli: Callable[..., Result], children: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UNITS", raising=False)
+    folder = project({"model.py": MODEL, "helper.py": "SCALE = 2.0\n"})
+    np.save(folder / "weights.npy", np.arange(12, dtype=np.float32).reshape(4, 3))
+    trace, compile_ = "tfcheck.compiler.trace", "tfcheck.compiler.pipeline"
+
+    def status() -> tuple[str, str]:
+        children.clear()
+        [record] = build(run_cli, folder)["functions"]
+        return record["status"], record["artifact"]
+
+    first = status()
+    assert first[0] == "built" and children == [trace, compile_]
+    assert status() == ("cached", first[1]) and children == []  # the fast path: no TensorFlow
+
+    seen = {first[1]}
+    (folder / "helper.py").write_text("SCALE = 3.0\n")  # an imported helper
+    (folder / "weights.npy").unlink()  # a weights file read at import, replaced
+    np.save(folder / "weights.npy", np.ones((4, 3), dtype=np.float32))
+    for change in ("helper and weights", "environment"):
+        if change == "environment":  # a constant that the module reads from the environment
+            monkeypatch.setenv("UNITS", "2")
+        outcome, artifact = status()
+        assert (outcome, children) == ("built", [trace, compile_]), change
+        assert artifact not in seen, change
+        seen.add(artifact)
+        assert status() == ("cached", artifact) and children == [], change
+
+    # An installed package upgraded: traced again; same graph, so the full key finds the artifact.
+    real_version = fastkey.installed_version
+    monkeypatch.setattr(fastkey, "installed_version",
+                        lambda name: "99.0" if name == "numpy" else real_version(name))
+    assert status() == ("cached", artifact) and children == [trace]
+    # tfcheck, TVM or the compiler's sources: a new key, built again
+    versions = driver.versions
+    monkeypatch.setattr(driver, "versions", lambda: {**versions(), "tvm": "99.0"})
+    outcome, upgraded = status()
+    assert (outcome, children) == ("built", [trace, compile_]) and upgraded not in seen
+
+
+TWO = '''
+import tensorflow as tf
+import tfcheck
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 2], tf.float32)])
+def double(x):
+    return x * 2.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+def unknown_batch(x):
+    return x + 1.0
+'''
+
+
+@pytest.mark.slow
+def test_jobs_2_gives_the_report_and_artifacts_of_jobs_1(project: Callable[..., Path],
+                                                        run_cli: Callable[..., Result]) -> None:
+    folder = project({"a.py": TWO, "b.py": textwrap.dedent(TWO).replace("x * 2.0", "x * 3.0")})
+    reports = []
+    for jobs in ("2", "1"):
+        result = run_cli(folder, "build", "--jobs", jobs, "--cache-dir", str(folder / f".cache-{jobs}"),
+                         "--format", "json")
+        reports.append([(r["function"], r["status"], r["artifact"] and Path(r["artifact"]).name, r["message"])
+                        for r in json.loads(result.stdout)["functions"]])
+    assert reports[0] == reports[1]
+    assert [(function, status) for function, status, _, _ in reports[0]] == [
+        ("a.double", "built"), ("a.unknown_batch", "failed"), ("b.double", "built"), ("b.unknown_batch", "failed")]
