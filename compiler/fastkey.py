@@ -83,6 +83,7 @@ class ReadRecorder:
         self._environment = dict(os.environ)
         self._started = time.time()
         self._temporary = str(Path(tempfile.gettempdir()).resolve()) + os.sep
+        self._older_temporary: set[str] = set()  # files in the temporary folder made before the trace
 
     def start(self) -> None:
         """Install the hooks; they cannot be removed, so a recorder lives as long as its process."""
@@ -94,7 +95,10 @@ class ReadRecorder:
         # An exception here would surface in the user's `open`: never let one out.
         try:
             if event == "open" and _reads(args[1], args[2]) and not isinstance(args[0], int):
-                self._files.add(os.path.abspath(os.fsdecode(args[0])))
+                path = os.path.abspath(os.fsdecode(args[0]))
+                self._files.add(path)
+                if path.startswith(self._temporary) and not self._changed_since_start(path):
+                    self._older_temporary.add(path)
             elif event in ("os.listdir", "os.scandir") and not isinstance(args[0], int):
                 self._listings.add(os.path.abspath(os.fsdecode(args[0] if args[0] is not None else ".")))
         except Exception:  # noqa: BLE001 - a path we cannot decode is one we cannot record
@@ -103,14 +107,23 @@ class ReadRecorder:
     def inputs(self) -> TraceInputs:
         """What was read so far, hashed now."""
         modules, distributions = _imported_modules()
-        files = {path for path in self._files | modules if self._project_path(path) and not os.path.isdir(path)}
+        files = sorted(path for path in self._files | modules if self._project_path(path) and not os.path.isdir(path))
         return TraceInputs(
-            files={path: _file_digest(path) for path in sorted(files)},
+            files={path: _file_digest(path) for path in files},
             listings={path: listing_digest(path) for path in sorted(self._listings) if self._project_path(path)},
             environment=environment_record(self._environment, self._variables),
             distributions=distributions,
-            complete=_ALL not in self._files,
+            # A file written since the trace began may have been read before the write: its hash
+            # now would vouch for content the trace never saw.
+            complete=_ALL not in self._files and not any(self._changed_since_start(path) for path in files),
         )
+
+    def _changed_since_start(self, path: str) -> bool:
+        """Written since the recorder started (and so, for a missing file, not known to be older)."""
+        try:
+            return os.stat(path).st_mtime >= self._started
+        except OSError:
+            return True
 
     def _project_path(self, path: str) -> bool:
         """Whether `path` is the user's (hashed), not an installed package's (versioned), the
@@ -123,13 +136,10 @@ class ReadRecorder:
 
     def _made_here(self, path: str) -> bool:
         """A temporary file this build wrote (autograph's generated modules): it is derived from
-        what the build read, and has a new random name in every process."""
-        if not path.startswith(self._temporary):
-            return False
-        try:
-            return os.stat(path).st_mtime >= self._started
-        except OSError:
-            return True
+        what the build read, and has a new random name in every process. One that was there
+        before the trace (when it was opened, or now) is the user's, and recorded."""
+        return (path.startswith(self._temporary) and path not in self._older_temporary
+                and self._changed_since_start(path))
 
 
 class _RecordingEnviron(type(os.environ)):  # type: ignore[misc]

@@ -5,6 +5,7 @@ the same report, in the same order, as `--jobs 1`."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -53,19 +54,28 @@ import helper
 Path(sys.argv[1], "weights.txt").read_text()
 os.listdir(Path(sys.argv[1], "configs"))
 os.getenv("UNITS")
+if sys.argv[2:] == ["rewrite"]:  # edited while being traced
+    Path(sys.argv[1], "weights.txt").write_text("4 5 6\\n")
 print(json.dumps(to_message(recorder.inputs())))
 '''
 
 
-def recorded(folder: Path) -> TraceInputs:
-    """What a ReadRecorder in a fresh process (its hooks cannot be removed) records for RECORD."""
-    (folder / "helper.py").write_text("SCALE = 2.0\n")
-    (folder / "weights.txt").write_text("1 2 3\n")
-    (folder / "configs").mkdir()
-    (folder / "configs" / "a.toml").write_text("")
-    script = folder / "record.py"
-    script.write_text(RECORD)
-    output = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, check=True)
+def recording_environment() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
+def recorded(folder: Path, *args: str) -> TraceInputs:
+    """What a ReadRecorder in a fresh process (its hooks cannot be removed) records for RECORD,
+    run in `folder` (made on the first call), bytecode written as for an installed project."""
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "helper.py").write_text("SCALE = 2.0\n")
+        (folder / "weights.txt").write_text("1 2 3\n")
+        (folder / "configs").mkdir()
+        (folder / "configs" / "a.toml").write_text("")
+        (folder / "record.py").write_text(RECORD)
+    output = subprocess.run([sys.executable, str(folder / "record.py"), str(folder), *args], capture_output=True,
+                            text=True, check=True, env=recording_environment())
     data = json.loads(output.stdout)
     del data["contract_version"]
     return TraceInputs(**data)
@@ -74,14 +84,17 @@ def recorded(folder: Path) -> TraceInputs:
 def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("UNITS", raising=False)
-    inputs = recorded(tmp_path)
+    recorded(tmp_path / "project")
+    tmp_path /= "project"
+    assert (tmp_path / "__pycache__").is_dir()
+    inputs = recorded(tmp_path)  # helper.py now imported from its .pyc: no open of the source
     assert {str(tmp_path / name) for name in ("helper.py", "weights.txt", "record.py")} <= set(inputs.files)
     assert not any("site-packages" in path for path in inputs.files)  # installed: versioned instead
     assert str(tmp_path / "configs") in inputs.listings
     assert not any("site-packages" in path for path in inputs.listings)
     assert inputs.environment["UNITS"] is None and inputs.complete
     assert "tfcheck" in inputs.distributions
-    environment = {name: value for name, value in __import__("os").environ.items()}
+    environment = recording_environment()
     assert fastkey.changed(inputs, environment) is None
 
     (tmp_path / "weights.txt").write_text("1 2 4\n")
@@ -97,6 +110,11 @@ def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
     monkeypatch.setattr(fastkey, "installed_version",
                         lambda name: "0.0" if name == "tfcheck" else real_version(name))
     assert fastkey.changed(inputs, environment) == "distribution tfcheck"
+
+
+def test_a_file_written_during_the_trace_gives_no_fast_key(tmp_path: Path) -> None:
+    assert recorded(tmp_path / "kept").complete
+    assert not recorded(tmp_path / "rewritten", "rewrite").complete
 
 
 def test_jobs_default_to_the_cores_and_are_capped_by_memory() -> None:
