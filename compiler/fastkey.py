@@ -5,30 +5,30 @@ TensorFlow and the user's module and tracing: seconds per function, paid on ever
 key avoids that. While tracing, the child records what the import and the trace read besides the
 installed packages (`ReadRecorder`, a `TraceInputs`):
 
-- files: every file opened for reading (the `open` audit event, which `open`, `io.open_code`,
-  `os.open` and `numpy.load` raise), and the `__file__` of every module imported from outside the
-  installed trees (a module loaded from its `.pyc` opens no source), each with its SHA-256;
-- directory listings (`os.listdir`, `os.scandir`, and so `glob` and `os.walk`), as a hash of the
+- files: every file opened for reading from Python (the `open` audit event, which `open`,
+  `io.open_code`, `os.open` and so `numpy.load` raise), every file opened by any code, native
+  included (HDF5, TensorFlow's file system), in the project's folders (`compiler/opens.py`), and
+  the `__file__` of every module imported from outside the installed trees (a module loaded from
+  its `.pyc` opens no source), each with its SHA-256;
+- folder listings (`os.listdir`, `os.scandir`, and so `glob` and `os.walk`), as a hash of the
   sorted names;
 - environment variables: every one read through `os.environ` (and so `os.getenv`), with the value
   the child started with; all of them when the code iterated the environment; and, since
   TensorFlow's C++ reads its variables with `getenv`, which no Python hook sees, every variable
   whose name starts with one of `NATIVE_PREFIXES`;
 - the version of every installed distribution a module was imported from (TensorFlow, Keras,
-  NumPy, ...), and Python's.
+  NumPy, ...).
 
-The main process stores that, with the trace's result, under `<cache>/.fastkeys/<identity>.json`,
+The main process stores that, with the trace's result, under `<cache>/.fastkeys/<identity>`,
 where `identity` hashes the request (module, function, config shapes, target, compile options,
-tfcheck, TVM and compiler-source versions). On the next build, `recall` re-hashes those files,
-re-reads those variables and versions and, when everything matches and every artifact the trace
-named is present and intact, returns the stored result; anything else falls back to the full
-trace, so a change can cost a trace but never return a stale artifact.
+tfcheck, TVM and compiler-source versions, Python). On the next build, `recall` re-hashes those
+files, re-reads those variables and versions and, when everything matches and every artifact the
+trace named is present and intact, returns the stored result; anything else falls back to the
+full trace, so a change can cost a trace but never return a stale artifact.
 
-What no Python hook can see, and so the fast key cannot either (documented in docs/build.md):
-files read by native code (HDF5 through h5py, TensorFlow's own file system: `tf.io.gfile`,
-`tf.saved_model.load`, checkpoints), and environment variables read by native code outside
-`NATIVE_PREFIXES`. A module that reads such a file gets no fast path only if it also reads it from
-Python; otherwise replacing the file in place needs `tfcheck cache clean` (or a new path).
+What the record cannot see (docs/build.md, "Incremental builds"): files read by native code
+outside the project's folders, and environment variables read by native code outside
+`NATIVE_PREFIXES`.
 """
 
 from __future__ import annotations
@@ -52,12 +52,13 @@ from tfcheck.atomic import write_atomic
 from tfcheck.compiler.artifact import ArtifactCache, entry_problem
 from tfcheck.compiler.child import CHILD_ENVIRONMENT, EVENTS_FD_VARIABLE
 from tfcheck.compiler.messages import ContractError, TraceInputs, TraceRequest, TraceResult, from_message, to_message
+from tfcheck.compiler.opens import FolderWatch
 from tfcheck.runtime.digest import file_sha256
+from tfcheck.runtime.manifest import FAST_KEYS
 from tfcheck.runtime.paths import UnsafePathError, check_name
 
 # Bump when what a record holds, or how it is compared, changes: older records then never match.
 FASTKEY_VERSION = 1
-FOLDER = ".fastkeys"
 # Variables that TensorFlow, XLA, CUDA, oneDNN, OpenMP, Keras, TVM or Python read from native code
 # (or at start-up), where no audit hook sees the read: all of them go into every fast key.
 NATIVE_PREFIXES = ("TF_", "XLA_", "CUDA_", "NVIDIA_", "ONEDNN_", "DNNL_", "MKL_", "OMP_", "KMP_",
@@ -75,7 +76,9 @@ class ReadRecorder:
     """Records, from `start` on, what this process reads: files and directory listings through
     an audit hook, environment variables through `os.environ`."""
 
-    def __init__(self, ignored: list[Path]) -> None:
+    def __init__(self, watched: list[Path], ignored: list[Path]) -> None:
+        self._watched = watched
+        self._watch = FolderWatch()
         self._ignored = [str(path.resolve()) + os.sep for path in ignored]
         self._files: set[str] = set()
         self._listings: set[str] = set()
@@ -86,7 +89,9 @@ class ReadRecorder:
         self._older_temporary: set[str] = set()  # files in the temporary folder made before the trace
 
     def start(self) -> None:
-        """Install the hooks; they cannot be removed, so a recorder lives as long as its process."""
+        """Install the hooks; they cannot be removed, so a recorder lives as long as its process.
+        The folder watch first: listing the folders to watch is not the user's code listing them."""
+        self._watch.start(self._watched, lambda folder: not self._project_path(folder))
         sys.addaudithook(self._on_event)
         _RecordingEnviron.reads = self._variables
         os.environ.__class__ = _RecordingEnviron
@@ -107,7 +112,9 @@ class ReadRecorder:
     def inputs(self) -> TraceInputs:
         """What was read so far, hashed now."""
         modules, distributions = _imported_modules()
-        files = sorted(path for path in self._files | modules if self._project_path(path) and not os.path.isdir(path))
+        native = self._watch.opened()
+        read = self._files | modules | (native or set())
+        files = sorted(path for path in read if self._project_path(path) and not os.path.isdir(path))
         return TraceInputs(
             files={path: _file_digest(path) for path in files},
             listings={path: listing_digest(path) for path in sorted(self._listings) if self._project_path(path)},
@@ -115,7 +122,8 @@ class ReadRecorder:
             distributions=distributions,
             # A file written since the trace began may have been read before the write: its hash
             # now would vouch for content the trace never saw.
-            complete=_ALL not in self._files and not any(self._changed_since_start(path) for path in files),
+            complete=(native is not None and _ALL not in self._files
+                      and not any(self._changed_since_start(path) for path in files)),
         )
 
     def _changed_since_start(self, path: str) -> bool:
@@ -266,7 +274,7 @@ def remember(cache_dir: Path, request: TraceRequest, traced: TraceResult) -> Non
         return
     cached = [dataclasses.replace(variant, cached=True) for variant in traced.variants]
     ArtifactCache(cache_dir).create_root()
-    folder = cache_dir / FOLDER
+    folder = cache_dir / FAST_KEYS
     folder.mkdir(exist_ok=True)
     write_atomic(folder / check_name(identity(request), "fast key"),
                  json.dumps(to_message(dataclasses.replace(traced, variants=cached))))
@@ -276,7 +284,7 @@ def recall(cache_dir: Path, request: TraceRequest, environment: Mapping[str, str
     """The stored result of this request's trace when nothing it read has changed and its
     artifacts are intact; None otherwise (and for an unreadable or foreign record)."""
     try:
-        text = (cache_dir / FOLDER / identity(request)).read_text(encoding="utf-8")
+        text = (cache_dir / FAST_KEYS / identity(request)).read_text(encoding="utf-8")
         traced = from_message(TraceResult, json.loads(text))
         keys = [check_name(variant.key, "artifact key") for variant in traced.variants]
     except (OSError, ValueError, ContractError, UnsafePathError, TypeError, AttributeError):

@@ -34,7 +34,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     unless in a dry run, for the fast key: what the import and the trace read)."""
     recorder = None
     if request.cache_dir is not None:
-        recorder = ReadRecorder([Path(request.work_dir), Path(request.cache_dir)])
+        recorder = ReadRecorder([Path(request.root), Path.cwd()], [Path(request.work_dir), Path(request.cache_dir)])
         recorder.start()
     source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")

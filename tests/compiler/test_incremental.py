@@ -25,14 +25,15 @@ MODEL = '''
 import os
 from pathlib import Path
 
-import numpy as np
+import h5py
 import tensorflow as tf
 import tfcheck
 
 import helper
 
 UNITS = int(os.environ.get("UNITS", "3"))
-weights = np.load(Path(__file__).with_name("weights.npy"))[:, :UNITS]
+with h5py.File(Path(__file__).with_name("weights.h5"), "r") as weights_file:  # read by HDF5's C code
+    weights = weights_file["dense"][:, :UNITS]
 
 
 @tfcheck.aot
@@ -42,17 +43,19 @@ def affine(x):
 '''
 
 RECORD = '''
-import json, os, sys
+import ctypes, ctypes.util, json, os, sys
 from pathlib import Path
 from tfcheck.compiler.fastkey import ReadRecorder
 from tfcheck.compiler.messages import to_message
 
-recorder = ReadRecorder([])
+recorder = ReadRecorder([Path(sys.argv[1])], [])
 recorder.start()
 sys.path.insert(0, sys.argv[1])
 import helper
 Path(sys.argv[1], "weights.txt").read_text()
 os.listdir(Path(sys.argv[1], "configs"))
+libc = ctypes.CDLL(ctypes.util.find_library("c"))  # native code: no audit event
+libc.close(libc.open(os.fsencode(Path(sys.argv[1], "native.bin")), os.O_RDONLY))
 os.getenv("UNITS")
 if sys.argv[2:] == ["rewrite"]:  # edited while being traced
     Path(sys.argv[1], "weights.txt").write_text("4 5 6\\n")
@@ -71,6 +74,7 @@ def recorded(folder: Path, *args: str) -> TraceInputs:
         folder.mkdir()
         (folder / "helper.py").write_text("SCALE = 2.0\n")
         (folder / "weights.txt").write_text("1 2 3\n")
+        (folder / "native.bin").write_bytes(b"\0")
         (folder / "configs").mkdir()
         (folder / "configs" / "a.toml").write_text("")
         (folder / "record.py").write_text(RECORD)
@@ -88,7 +92,7 @@ def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
     tmp_path /= "project"
     assert (tmp_path / "__pycache__").is_dir()
     inputs = recorded(tmp_path)  # helper.py now imported from its .pyc: no open of the source
-    assert {str(tmp_path / name) for name in ("helper.py", "weights.txt", "record.py")} <= set(inputs.files)
+    assert {str(tmp_path / name) for name in ("helper.py", "weights.txt", "native.bin", "record.py")} <= set(inputs.files)
     assert not any("site-packages" in path for path in inputs.files)  # installed: versioned instead
     assert str(tmp_path / "configs") in inputs.listings
     assert not any("site-packages" in path for path in inputs.listings)
@@ -133,6 +137,13 @@ def build(run_cli: Callable[..., Result], folder: Path, *args: str) -> dict[str,
     return json.loads(result.stdout)
 
 
+def save_weights(path: Path, dense: np.ndarray) -> None:
+    import h5py
+
+    with h5py.File(path, "w") as weights:
+        weights["dense"] = dense
+
+
 @pytest.fixture
 def children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The child processes the driver starts, by module, as they start."""
@@ -153,7 +164,7 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("UNITS", raising=False)
     folder = project({"model.py": MODEL, "helper.py": "SCALE = 2.0\n"})
-    np.save(folder / "weights.npy", np.arange(12, dtype=np.float32).reshape(4, 3))
+    save_weights(folder / "weights.h5", np.arange(12, dtype=np.float32).reshape(4, 3))
     trace, compile_ = "tfcheck.compiler.trace", "tfcheck.compiler.pipeline"
 
     def status() -> tuple[str, str]:
@@ -166,11 +177,13 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
     assert status() == ("cached", first[1]) and children == []  # the fast path: no TensorFlow
 
     seen = {first[1]}
-    (folder / "helper.py").write_text("SCALE = 3.0\n")  # an imported helper
-    (folder / "weights.npy").unlink()  # a weights file read at import, replaced
-    np.save(folder / "weights.npy", np.ones((4, 3), dtype=np.float32))
-    for change in ("helper and weights", "environment"):
-        if change == "environment":  # a constant that the module reads from the environment
+    for change in ("an imported helper", "a weights file read at import, replaced", "an environment constant"):
+        if change == "an imported helper":
+            (folder / "helper.py").write_text("SCALE = 3.0\n")
+        elif change.startswith("a weights file"):
+            (folder / "weights.h5").unlink()
+            save_weights(folder / "weights.h5", np.ones((4, 3), dtype=np.float32))
+        else:  # a constant that the module reads from the environment
             monkeypatch.setenv("UNITS", "2")
         outcome, artifact = status()
         assert (outcome, children) == ("built", [trace, compile_]), change
