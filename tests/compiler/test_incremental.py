@@ -50,8 +50,7 @@ from tfcheck.compiler.messages import to_message
 
 recorder = ReadRecorder([Path(sys.argv[1])], [])
 recorder.start()
-sys.path.insert(0, sys.argv[1])
-import helper
+import helper  # from the script's folder, sys.path[0], listed before the recorder started
 Path(sys.argv[1], "weights.txt").read_text()
 os.listdir(Path(sys.argv[1], "configs"))
 libc = ctypes.CDLL(ctypes.util.find_library("c"))  # native code: no audit event
@@ -107,6 +106,9 @@ def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
     (tmp_path / "configs" / "b.toml").write_text("")
     assert fastkey.changed(inputs, environment) == str(tmp_path / "configs")
     (tmp_path / "configs" / "b.toml").unlink()
+    (tmp_path / "numpy.py").write_text("")  # would shadow an installed module: a folder on sys.path changed
+    assert fastkey.changed(inputs, environment) == str(tmp_path)
+    (tmp_path / "numpy.py").unlink()
     assert fastkey.changed(inputs, {**environment, "UNITS": "2"}) == "environment"
     # TensorFlow's C++ reads its variables with getenv: a new TF_ variable counts though unread
     assert fastkey.changed(inputs, {**environment, "TF_NEW_SETTING": "1"}) == "environment"
@@ -191,6 +193,9 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
         seen.add(artifact)
         assert status() == ("cached", artifact) and children == [], change
 
+    # A file that could shadow a module (the import root's listing): traced again, same graph.
+    (folder / "extra.py").write_text("")
+    assert status() == ("cached", artifact) and children == [trace]
     # An installed package upgraded: traced again; same graph, so the full key finds the artifact.
     real_version = fastkey.installed_version
     monkeypatch.setattr(fastkey, "installed_version",
