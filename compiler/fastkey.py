@@ -53,6 +53,7 @@ from tfcheck.compiler.artifact import ArtifactCache, entry_problem
 from tfcheck.compiler.child import CHILD_ENVIRONMENT, EVENTS_FD_VARIABLE
 from tfcheck.compiler.messages import ContractError, TraceInputs, TraceRequest, TraceResult, from_message, to_message
 from tfcheck.compiler.opens import FolderWatch
+from tfcheck.runtime.bundled import distribution_version
 from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.manifest import FAST_KEYS
 from tfcheck.runtime.paths import UnsafePathError, check_name
@@ -205,7 +206,7 @@ def _imported_modules() -> tuple[set[str], dict[str, str]]:
         if _installed_tree(path) is None:
             files.add(path)
         for distribution in owners.get(name.partition(".")[0], ()):
-            distributions[distribution] = installed_version(distribution) or "?"
+            distributions[distribution] = distribution_version(distribution) or "?"
     return files, distributions
 
 
@@ -240,13 +241,6 @@ def environment_record(environment: Mapping[str, str], reads: set[str]) -> dict[
 
 def python_version() -> str:
     return f"{sys.implementation.cache_tag} {sys.version}"
-
-
-def installed_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 # --- the main process ----------------------------------------------------------------------------
@@ -299,7 +293,7 @@ def recall(cache_dir: Path, request: TraceRequest, environment: Mapping[str, str
 def changed(inputs: TraceInputs, environment: Mapping[str, str]) -> str | None:
     """The first recorded input that differs now (for messages and tests); None when none does."""
     for distribution, version in inputs.distributions.items():
-        if installed_version(distribution) != version:
+        if distribution_version(distribution) != version:
             return f"distribution {distribution}"
     if environment_record(environment, set(inputs.environment)) != inputs.environment:
         return "environment"

@@ -112,8 +112,8 @@ def test_the_recorder_notes_modules_files_listings_and_variables(tmp_path: Path,
     assert fastkey.changed(inputs, {**environment, "UNITS": "2"}) == "environment"
     # TensorFlow's C++ reads its variables with getenv: a new TF_ variable counts though unread
     assert fastkey.changed(inputs, {**environment, "TF_NEW_SETTING": "1"}) == "environment"
-    real_version = fastkey.installed_version
-    monkeypatch.setattr(fastkey, "installed_version",
+    real_version = fastkey.distribution_version
+    monkeypatch.setattr(fastkey, "distribution_version",
                         lambda name: "0.0" if name == "tfcheck" else real_version(name))
     assert fastkey.changed(inputs, environment) == "distribution tfcheck"
 
@@ -197,8 +197,8 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
     (folder / "extra.py").write_text("")
     assert status() == ("cached", artifact) and children == [trace]
     # An installed package upgraded: traced again; same graph, so the full key finds the artifact.
-    real_version = fastkey.installed_version
-    monkeypatch.setattr(fastkey, "installed_version",
+    real_version = fastkey.distribution_version
+    monkeypatch.setattr(fastkey, "distribution_version",
                         lambda name: "99.0" if name == "numpy" else real_version(name))
     assert status() == ("cached", artifact) and children == [trace]
     # tfcheck, TVM or the compiler's sources: a new key, built again
