@@ -32,9 +32,19 @@ CHILD_ENVIRONMENT = {"PYTHONUNBUFFERED": "1"}
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 _LOG_TAIL_LINES = 15
-# The children running now (parallel builds run several), for `stop_children`.
-_RUNNING: set[subprocess.Popen] = set()
-_RUNNING_LOCK = threading.Lock()
+
+
+class _Children:
+    """The children running now (parallel builds run several), for `stop_children`; once it was
+    called, no new child starts until `allow_children`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+
+_CHILDREN = _Children()
 
 
 class StepError(Exception):
@@ -137,15 +147,18 @@ def run_child(
     # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
     # the log that the failure message quotes.
     child_env = {**os.environ, **CHILD_ENVIRONMENT, **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
-    with log_path.open("wb") as log:
+    with _CHILDREN.lock, log_path.open("wb") as log:
+        if _CHILDREN.stopped:  # the build was interrupted while this thread was between two children
+            os.close(read_fd)
+            os.close(write_fd)
+            raise KeyboardInterrupt
         process = subprocess.Popen(
             [sys.executable, "-m", module, str(request_path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), env=child_env, start_new_session=True,
         )
+        _CHILDREN.running.add(process)
     os.close(write_fd)
-    with _RUNNING_LOCK:
-        _RUNNING.add(process)
     try:
         events, timed_out = _read_events(read_fd, process, on_stage, timeout)
     except BaseException:
@@ -153,18 +166,25 @@ def run_child(
         _kill(process)
         raise
     finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(process)
+        with _CHILDREN.lock:
+            _CHILDREN.running.discard(process)
     return _outcome(events, process, timed_out, timeout, log_path, result_type)
 
 
 def stop_children() -> None:
-    """Kill every running child's process group: a Ctrl-C reaches only the main thread, not the
-    threads of a parallel build waiting on their children."""
-    with _RUNNING_LOCK:
-        running = list(_RUNNING)
+    """Kill every running child's process group, and start no more: a Ctrl-C reaches only the
+    main thread, not the threads of a parallel build waiting on their children."""
+    with _CHILDREN.lock:
+        _CHILDREN.stopped = True
+        running = list(_CHILDREN.running)
     for process in running:
         _kill(process)
+
+
+def allow_children() -> None:
+    """Let children start again (a new build in this process, after an interrupted one)."""
+    with _CHILDREN.lock:
+        _CHILDREN.stopped = False
 
 
 def _kill(process: subprocess.Popen) -> None:

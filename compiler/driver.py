@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.compiler.artifact import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
-from tfcheck.compiler.child import run_child, stop_children
+from tfcheck.compiler.child import allow_children, run_child, stop_children
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.fastkey import recall, remember
 from tfcheck.compiler.importer import unimportable
@@ -123,6 +123,7 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     records come back in the functions' order whatever order they finish in, failures included."""
     lint = _LintGate(options.config) if options.lint else None
     work_root = Path(tempfile.mkdtemp(prefix="tfcheck-build-"))
+    allow_children()
 
     def build(index: int, function: AnnotatedFunction) -> list[BuildRecord]:
         started = time.monotonic()
