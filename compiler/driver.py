@@ -148,8 +148,9 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
         shutil.rmtree(work_root, ignore_errors=True)
 
 
-# A child's peak resident memory on the zoo's largest models (docs/benchmarks.md, "Parallel
-# builds"): what one more job may need at once.
+# The memory one more job may need at once: its tracing or compiling child peaked at 0.6 GiB on the
+# zoo's small models (docs/benchmarks.md, "Incremental and parallel builds"); the large ones
+# (ResNet50, EfficientNetB0) were not measured, hence the margin.
 JOB_MEMORY = 2 * 1024**3
 
 
