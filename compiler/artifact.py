@@ -91,7 +91,7 @@ class ArtifactCache:
 
     def new_staging(self) -> Path:
         """A private folder inside the cache (same file system, so the final rename is atomic)."""
-        self._create_root()
+        self.create_root()
         staging = self.root / _TEMP / uuid.uuid4().hex
         staging.mkdir(parents=True)
         return staging
@@ -121,13 +121,13 @@ class ArtifactCache:
             os.rename(folder, trash)
         remove_tree(trash)
 
-    def _create_root(self) -> None:
+    def create_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         mark_ignored(self.root, "the artifact cache of `tfcheck build`")
 
     def _index_add(self, manifest: Manifest) -> None:
         """Record the entry in index.json (read-modify-write under the cache's lock)."""
-        self._create_root()
+        self.create_root()
         with locked(self.root / ".lock"):
             index_path = self.root / INDEX
             try:

@@ -9,6 +9,7 @@ descriptor is passed in `TFCHECK_EVENTS_FD`, so nothing the user prints can be m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +27,24 @@ from typing import Any, Generic, TypeVar
 from tfcheck.compiler.messages import ContractError, from_message, to_message
 
 EVENTS_FD_VARIABLE = "TFCHECK_EVENTS_FD"
+# Set in every child's environment besides the parent's own variables.
+CHILD_ENVIRONMENT = {"PYTHONUNBUFFERED": "1"}
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 _LOG_TAIL_LINES = 15
+
+
+class _Children:
+    """The children running now (parallel builds run several), for `stop_children`; once it was
+    called, no new child starts until `allow_children`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+
+_CHILDREN = _Children()
 
 
 class StepError(Exception):
@@ -129,22 +146,51 @@ def run_child(
     read_fd, write_fd = os.pipe()
     # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
     # the log that the failure message quotes.
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
-    with log_path.open("wb") as log:
+    child_env = {**os.environ, **CHILD_ENVIRONMENT, **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
+    with _CHILDREN.lock, log_path.open("wb") as log:
+        if _CHILDREN.stopped:  # the build was interrupted while this thread was between two children
+            os.close(read_fd)
+            os.close(write_fd)
+            raise KeyboardInterrupt
         process = subprocess.Popen(
             [sys.executable, "-m", module, str(request_path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), env=child_env, start_new_session=True,
         )
+        _CHILDREN.running.add(process)
     os.close(write_fd)
     try:
         events, timed_out = _read_events(read_fd, process, on_stage, timeout)
     except BaseException:
         # Ctrl-C or an error here: the child is in its own session and would outlive us.
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        _kill(process)
         raise
+    finally:
+        with _CHILDREN.lock:
+            _CHILDREN.running.discard(process)
     return _outcome(events, process, timed_out, timeout, log_path, result_type)
+
+
+def stop_children() -> None:
+    """Kill every running child's process group, and start no more: a Ctrl-C reaches only the
+    main thread, not the threads of a parallel build waiting on their children."""
+    with _CHILDREN.lock:
+        _CHILDREN.stopped = True
+        running = list(_CHILDREN.running)
+    for process in running:
+        _kill(process)
+
+
+def allow_children() -> None:
+    """Let children start again (a new build in this process, after an interrupted one)."""
+    with _CHILDREN.lock:
+        _CHILDREN.stopped = False
+
+
+def _kill(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[str], None],
@@ -159,8 +205,7 @@ def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[st
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                _kill(process)
                 return events, True
             if not selector.select(timeout=min(remaining, 1.0)):
                 continue

@@ -9,10 +9,13 @@ function never stops the others.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.compiler.artifact import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
-from tfcheck.compiler.child import run_child
+from tfcheck.compiler.child import allow_children, run_child, stop_children
 from tfcheck.compiler.discover import AnnotatedFunction
+from tfcheck.compiler.fastkey import recall, remember
 from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
@@ -51,6 +55,7 @@ class BuildOptions:
     tuning: dict[str, Any] | None = None
     config: Config | None = None  # for the lint gate
     timeout: float = 1800.0
+    jobs: int = 1  # functions built at once (`jobs_for` caps --jobs by memory)
 
 
 @dataclass
@@ -114,22 +119,56 @@ def compile_options(options: BuildOptions) -> dict[str, Any]:
 
 
 def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporter: Reporter) -> list[BuildRecord]:
-    """Build every function; the records come back in order, failures included."""
-    records: list[BuildRecord] = []
+    """Build every function, up to `options.jobs` at once (each in its own child processes); the
+    records come back in the functions' order whatever order they finish in, failures included."""
     lint = _LintGate(options.config) if options.lint else None
     work_root = Path(tempfile.mkdtemp(prefix="tfcheck-build-"))
+    allow_children()
+
+    def build(index: int, function: AnnotatedFunction) -> list[BuildRecord]:
+        started = time.monotonic()
+        result = _build_for_targets(function, options, lint, work_root / str(index),
+                                    lambda stage: reporter.stage(function, stage))
+        for record in result:
+            record.seconds = round(time.monotonic() - started, 2)
+        reporter.done(function, result)
+        return result
+
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="tfcheck-build")
     try:
-        for index, function in enumerate(functions):
-            started = time.monotonic()
-            result = _build_for_targets(function, options, lint, work_root / str(index),
-                                        lambda stage, f=function: reporter.stage(f, stage))
-            for record in result:
-                record.seconds = round(time.monotonic() - started, 2)
-            reporter.done(function, result)
-            records.extend(result)
+        futures = [pool.submit(build, index, function) for index, function in enumerate(functions)]
+        return [record for future in futures for record in future.result()]
+    except BaseException:
+        # Ctrl-C (or a bug here): the children run in their own sessions and would outlive us.
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_children()
+        raise
     finally:
+        pool.shutdown(wait=True)
         shutil.rmtree(work_root, ignore_errors=True)
-    return records
+
+
+# The memory one more job may need at once: its tracing or compiling child peaked at 0.6 GiB on the
+# zoo's small models (docs/benchmarks.md, "Incremental and parallel builds"); the large ones
+# (ResNet50, EfficientNetB0) were not measured, hence the margin.
+JOB_MEMORY = 2 * 1024**3
+
+
+def jobs_for(requested: int | None, available: int | None = None) -> tuple[int, str | None]:
+    """How many functions to build at once: `requested` (default: the cores this process may use),
+    capped so that each job has `JOB_MEMORY` of the memory available now; with a note when capped."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = requested or cores
+    if available is None:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    jobs = max(1, min(wanted, available // JOB_MEMORY))
+    if jobs == wanted:
+        return jobs, None
+    return jobs, (f"building {jobs} function{'s' if jobs > 1 else ''} at once instead of {wanted}: "
+                  f"{available / 1024**3:.1f} GiB of memory available, a build may take "
+                  f"{JOB_MEMORY / 1024**3:.0f} GiB")
 
 
 def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[str, Any]]:
@@ -179,12 +218,17 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
             failed.message = f"{function.label}: error-level findings would be frozen into the artifact " \
                              "(--no-lint skips this check):\n" + "\n".join(blocking)
             return [failed]
-    outcome = run_child("tfcheck.compiler.trace", _trace_request(function, options, work_dir), TraceResult,
-                        work_dir, on_stage=on_stage, timeout=options.timeout)
-    traced = outcome.result
+    request = _trace_request(function, options, work_dir)
+    traced = None if options.dry_run else recall(options.cache_dir, request)
     if traced is None:
-        failed.message, failed.op = f"{function.label}: {outcome.error}", outcome.op
-        return [failed]
+        outcome = run_child("tfcheck.compiler.trace", request, TraceResult, work_dir, on_stage=on_stage,
+                            timeout=options.timeout)
+        traced = outcome.result
+        if traced is None:
+            failed.message, failed.op = f"{function.label}: {outcome.error}", outcome.op
+            return [failed]
+        if not options.dry_run:
+            remember(options.cache_dir, request, traced)
     try:
         export_names = _export_names(traced.name, traced.variants, export_suffix)
     except UnsafePathError as error:
@@ -375,13 +419,15 @@ class _LintGate:
     def __init__(self, config: Config | None) -> None:
         self._config = config
         self._by_file: dict[Path, list[Finding]] = {}
+        self._lock = threading.Lock()  # parallel builds share the gate; each file is linted once
 
     def errors_in(self, function: AnnotatedFunction) -> list[str]:
         from tfcheck.findings import Severity
         from tfcheck.runner import lint_paths
 
         path = function.path.resolve()
-        if path not in self._by_file:
-            self._by_file[path] = lint_paths([path], self._config, jobs=1, force_exclude=False).findings
+        with self._lock:
+            if path not in self._by_file:
+                self._by_file[path] = lint_paths([path], self._config, jobs=1, force_exclude=False).findings
         return [f"{f.path}:{f.line}: {f.code} {f.message}" for f in self._by_file[path]
                 if f.severity == Severity.ERROR and f.line <= function.end_line and f.end_line >= function.line]

@@ -125,6 +125,17 @@ class TracedVariant:
 
 
 @dataclass(frozen=True)
+class TraceInputs:
+    """What the import and the trace read besides installed packages' files (`compiler/fastkey.py`)."""
+
+    files: dict[str, str | None]  # absolute path -> SHA-256 (None: gone by the end of the trace)
+    listings: dict[str, str | None]  # folder listed -> SHA-256 of its sorted names
+    environment: dict[str, str | None]  # variable -> value the child started with; "*": all, hashed
+    distributions: dict[str, str]  # installed distribution a module was imported from -> version
+    complete: bool = True  # False when a read could not be recorded: no fast key then
+
+
+@dataclass(frozen=True)
 class TraceResult:
     name: str  # the artifact name: `name=` of @tfcheck.aot, else the attribute's name
     # what tfcheck.aot dispatch matches artifacts by: the Python function's own name, which
@@ -133,6 +144,7 @@ class TraceResult:
     versions: dict[str, str]  # what went into the keys: KeyParts.versions and TensorFlow's
     source_fingerprint: str
     variants: list[TracedVariant]
+    inputs: TraceInputs | None = None  # what the fast key checks (not in a dry run)
 
 
 # --- compiling: compiler/pipeline.py --------------------------------------------------------------

@@ -23,6 +23,7 @@ import numpy as np
 
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
+from tfcheck.compiler.fastkey import ReadRecorder
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
 from tfcheck.compiler.tf_side import (Traceable, freeze, generate_inputs, import_tensorflow, load_saved_signature,
                                       load_traceable, reference_outputs, to_tflite)
@@ -30,7 +31,12 @@ from tfcheck.runtime.structure import leaf_paths
 
 
 def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
-    """Import, trace every shape entry, and report what the parent needs for the cache key."""
+    """Import, trace every shape entry, and report what the parent needs for the cache key (and,
+    unless in a dry run, for the fast key: what the import and the trace read)."""
+    recorder = None
+    if request.cache_dir is not None:
+        recorder = ReadRecorder([Path(request.root), Path.cwd()], [Path(request.work_dir), Path(request.cache_dir)])
+        recorder.start()
     source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
     tf = import_tensorflow()
@@ -52,6 +58,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
         versions=request.key.versions_with(tf.__version__),
         source_fingerprint=traced.source_fingerprint,
         variants=variants,
+        inputs=recorder.inputs() if recorder is not None else None,
     )
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler.child import run_child, without_start_up_noise
+from tfcheck.compiler.child import allow_children, run_child, stop_children, without_start_up_noise
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,25 @@ def test_tensorflow_start_up_lines_are_left_out_of_the_log_tail() -> None:
         "E0000 00:00:1795443121.6 13883 cuda_executor.cc:1] failed call to cuInit: UNKNOWN ERROR (303)",
     ]
     assert without_start_up_noise(log) == log[-2:]
+
+
+def test_stop_children_kills_the_running_ones_and_starts_no_more(child_module: Path) -> None:
+    """What a Ctrl-C during a parallel build does: the threads waiting on children see them
+    killed, and a thread between two steps cannot start another until the next build."""
+    stages: list[str] = []
+    outcomes: list[object] = []
+    waiting = threading.Thread(target=lambda: outcomes.append(run_child(
+        "step_hangs", Echo(21), Echo, child_module / "work", on_stage=stages.append, timeout=60,
+        env={"PYTHONPATH": str(child_module)})))
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while not stages and time.monotonic() < deadline:  # the child is running its step
+        time.sleep(0.05)
+    stop_children()
+    waiting.join()
+    [outcome] = outcomes
+    assert "crashed with SIGKILL" in outcome.error  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        run(child_module, "ok")
+    allow_children()
+    assert run(child_module, "ok")[0].result == Echo(42)  # type: ignore[attr-defined]

@@ -56,6 +56,8 @@ def test_ls_lists_and_clean_empties_the_cache(artifacts, tmp_path, monkeypatch):
     lint_cache = tmp_path / ".tfcheck_cache"
     lint_cache.mkdir()
     monkeypatch.chdir(tmp_path)
+    (cache / ".fastkeys").mkdir()
+    (cache / ".fastkeys" / "0123abcd").write_text("{}")
     cleaned = _invoke("clean", "--cache-dir", str(cache))
     assert "removed 2 artifact(s)" in cleaned.output
     assert sorted(p.name for p in cache.iterdir()) == ["notes"]  # not an artifact: kept

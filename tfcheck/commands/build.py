@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -101,18 +102,21 @@ class _RichReporter:
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
         self._tasks: dict[str, Any] = {}
+        self._lock = threading.Lock()  # parallel builds report from several threads
 
     def stage(self, function: AnnotatedFunction, stage: str) -> None:
-        if function.label not in self._tasks:
-            self._tasks[function.label] = self._progress.add_task(function.label, total=None)
-        self._progress.update(self._tasks[function.label], description=f"{function.label}: {stage}")
+        self._progress.update(self._task(function), description=f"{function.label}: {stage}")
 
     def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None:
         statuses = ", ".join(sorted({r.status for r in records}))
-        task = self._tasks.get(function.label)
-        if task is None:
-            task = self._progress.add_task(function.label, total=None)
-        self._progress.update(task, description=f"{function.label}: {statuses}", total=1, completed=1)
+        self._progress.update(self._task(function), description=f"{function.label}: {statuses}", total=1, completed=1)
+
+    def _task(self, function: AnnotatedFunction) -> Any:
+        """The function's own progress line (rich redraws whole lines: parallel builds never mix)."""
+        with self._lock:
+            if function.label not in self._tasks:
+                self._tasks[function.label] = self._progress.add_task(function.label, total=None)
+            return self._tasks[function.label]
 
 
 class _SilentReporter:
@@ -267,11 +271,14 @@ _SIGNATURE = click.option("--signature", "signatures", multiple=True, metavar="N
 @click.option("--rpc-key", help="The device key registered with --rpc-tracker.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
               help="Seconds each tracing or compiling process may take.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1),
+              help="Functions built at once [default: the cores; capped by the memory available; 1 with --tune].")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_SIGNATURE
 def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_dir: Path | None,
           out_dir: Path | None, no_lint: bool, dry_run: bool, tune: bool, trials: int, tuning_db: Path | None,
-          rpc_tracker: str | None, rpc_key: str | None, timeout: float, output_format: str,
+          rpc_tracker: str | None, rpc_key: str | None, timeout: float, jobs: int | None,
+          output_format: str,
           signatures: tuple[str, ...]) -> None:
     """Compile the @tfcheck.aot functions in PATHS (files, folders or module names; default: .),
     and the signatures of SavedModel folders among PATHS (one artifact per signature).
@@ -280,17 +287,22 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     compiled, verified against TensorFlow and cached. Exit status: 0 all built, 1 a function
     failed, 2 bad arguments or unreadable files.
     """
-    from tfcheck.compiler.driver import BuildOptions
+    from tfcheck.compiler.driver import BuildOptions, jobs_for
 
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
     run_target, target_chosen = _resolve_target(target, arch, config)
+    # Tuning measures candidates on this machine: builds running beside it would skew the timings.
+    job_count, note = (1, None) if tune else jobs_for(jobs)
+    if note and functions:
+        click.echo(f"tfcheck: {note}", err=True)
     options = BuildOptions(
         target=run_target, target_chosen=target_chosen, arch=arch,
         cache_dir=(cache_dir or Path(config.build.cache_dir or CACHE_DIR)),
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
+        jobs=min(job_count, len(functions) or 1),
     )
     _build_and_report(functions, errors, options, output_format, console)
 

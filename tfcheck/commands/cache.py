@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
+from tfcheck.runtime.manifest import CACHE_DIR, FAST_KEYS, MANIFEST
 from tfcheck.gitignore import remove_marker
 from tfcheck.runtime.paths import remove_tree
 
@@ -63,7 +63,7 @@ def ls(cache_dir: Path | None, output_format: str) -> None:
 @click.option("--lint-cache/--no-lint-cache", default=False, show_default=True,
               help="Also delete the linter's cache ([tool.tfcheck] cache-dir, default .tfcheck_cache/).")
 def clean(cache_dir: Path | None, lint_cache: bool) -> None:
-    """Delete every artifact in the artifact cache (and its index.json). The linter's cache
+    """Delete every artifact in the artifact cache (and its index.json and .fastkeys/). The linter's cache
     (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders holding a manifest.json
     are deleted, so a mistyped --cache-dir cannot remove unrelated files; an entry that is a
     symbolic link loses the link, never what it points to."""
@@ -73,6 +73,7 @@ def clean(cache_dir: Path | None, lint_cache: bool) -> None:
     for folder in folders:
         remove_tree(folder)
     (cache_dir / "index.json").unlink(missing_ok=True)
+    remove_tree(cache_dir / FAST_KEYS)
     click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}")
     lint_dir = Path(config.cache_dir)
     if lint_cache and lint_dir.is_dir():
