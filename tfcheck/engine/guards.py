@@ -120,9 +120,11 @@ def _sets(index: FileIndex, branch: list[ast.AST], tested: str) -> bool:
 def _names(index: FileIndex, target: ast.expr, tested: str) -> bool:
     if isinstance(target, (ast.Tuple, ast.List)):
         return any(_names(index, element, tested) for element in target.elts)
-    while isinstance(target, ast.Subscript):
+    while index.text(target) != tested:  # `cache[k] = ...` sets `cache`; `items[0] = ...` sets `items[0]`
+        if not isinstance(target, ast.Subscript):
+            return False
         target = target.value
-    return index.text(target) == tested
+    return True
 
 
 def _method_sets(index: FileIndex, method: ast.Attribute, tested: str) -> bool:
