@@ -8,7 +8,7 @@ another setting takes the branch anew. A guard counts when it tests that somethi
 and the guarded branch sets exactly that:
 
 - `if X is None:` / `if not X:` / `if not hasattr(obj, "a"):` / `if key not in cache:` with `X`
-  (`obj.a`, `cache`) assigned in the branch, or set by a method of the class the branch calls
+  (a name, `obj.a`, an item `box[0]`, `cache`) assigned in the branch, or set by a method of the class the branch calls
   (`if not self.built: self.build(shape)`); the `else` branch of the opposite test counts too;
 - `X = X if X is not None else make()` and `X = X or make()`: the fallback of the value assigned to X;
 - `except KeyError:` (or `AttributeError`, `LookupError`): the miss of a cache lookup.
@@ -76,7 +76,7 @@ def _unset_test(index: FileIndex, test: ast.expr, want_unset: bool) -> str | Non
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
             and len(test.args) == 2 and isinstance(test.args[1], ast.Constant):
         return f"{index.text(test.args[0])}.{test.args[1].value}" if not want_unset else None
-    if isinstance(test, (ast.Name, ast.Attribute)):
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
         return _read_text(index, test) if not want_unset else None
     return None
 
