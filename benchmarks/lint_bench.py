@@ -152,7 +152,8 @@ def snapshot_code(destination: Path) -> None:
 
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(Path(tfcheck.__file__).parent, destination / "tfcheck", ignore=skip)
-    shutil.copytree(Path(tfcheck.rules.__file__).parent, destination / "tfcheck" / "rules", ignore=skip)
+    shutil.copytree(Path(tfcheck.rules.__file__).parent, destination / "tfcheck" / "rules", ignore=skip,
+                    dirs_exist_ok=True)  # already there when the code run is a copy laid out as installed
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(destination), os.environ.get("PYTHONPATH")]))
 
 
