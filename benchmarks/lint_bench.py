@@ -16,6 +16,7 @@ taken when the benchmark starts.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
 import shutil
@@ -29,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SITE = Path(sysconfig.get_paths()["purelib"])
-SOURCES = (SITE / "tensorflow" / "python", SITE / "keras" / "src")
+
+
+def installed_folder(package: str) -> Path:
+    """Where this interpreter finds `package`, without importing it: a worktree's venv reaches the main
+    venv's site-packages through a path entry, so the package need not be in this venv's own SITE."""
+    spec = importlib.util.find_spec(package)
+    locations = spec.submodule_search_locations if spec is not None else None
+    return Path(locations[0]) if locations else SITE / package
+
+
+SOURCES = (installed_folder("tensorflow") / "python", installed_folder("keras") / "src")
 BIN = Path(sys.executable).parent
 SECTION = "## Linter"
 
@@ -141,7 +152,8 @@ def snapshot_code(destination: Path) -> None:
 
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(Path(tfcheck.__file__).parent, destination / "tfcheck", ignore=skip)
-    shutil.copytree(Path(tfcheck.rules.__file__).parent, destination / "tfcheck" / "rules", ignore=skip)
+    shutil.copytree(Path(tfcheck.rules.__file__).parent, destination / "tfcheck" / "rules", ignore=skip,
+                    dirs_exist_ok=True)  # already there when the code run is a copy laid out as installed
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(destination), os.environ.get("PYTHONPATH")]))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.state import OuterMutation, owner_phrase as _owner
 from tfcheck.engine.tensors import may_hold_tensor
 from tfcheck.findings import Finding, Severity
@@ -22,7 +23,7 @@ class OuterMutationRule(Rule):
     outer object or of a plain object every call in the file passes as an argument, calling a mutating method (`append`, `update`, `add`, `pop`, ...) of an outer
     list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
     and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
-    (or `global v; if v is None: v = ...`)
+    (or `global v; if v is None: v = ...`, `if not box[0]: box[0] = ...`)
     and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
@@ -83,6 +84,9 @@ class OuterMutationRule(Rule):
         "for i in range(5):\n    a = with_py_side_effect(None, obj)\n",
     )
     must_not_flag = (
+        # Lazy creation in a container item (dm-sonnet 2.0.2 src/conformance/optimizer_test.py:46).
+        _T + "def test(module_fn, x):\n    mod = [None]\n    @tf.function(autograph=False)\n    def f():\n"
+        "        if not mod[0]:\n            mod[0] = module_fn()\n        return mod[0](x)\n    f()\n",
         _T + "@tf.function\ndef f(x):\n    acc = []\n    acc.append(x)\n    return tf.stack(acc)\n",
         _T + "v = tf.Variable(0)\n@tf.function\ndef f(x):\n    v.assign_add(1)\n    return x\n",
         _T + "class Count(tf.Module):\n    def __init__(self):\n        self.count = None\n    @tf.function\n"
@@ -135,6 +139,8 @@ class OuterMutationRule(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for mutation in facts.outer_mutations:
+            if mutation.how == "subscript" and first_call_guard(facts, mutation.node) is not None:
+                continue  # attributes and names behind such a guard are left out by the engine already
             if not may_hold_tensor(facts, mutation.value, mutation.function):
                 yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
 

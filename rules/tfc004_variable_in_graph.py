@@ -95,6 +95,10 @@ class VariableInGraph(Rule):
         "        return x\n",
     )
     must_not_flag = (
+        # A None guard on an item, set in the branch (dm-sonnet 2.0.2 src/distribute/replicator_test.py:180).
+        "import tensorflow as tf\ndef test():\n    variables = [None, None]\n    def f():\n"
+        "        if variables[0] is None:\n            v1 = tf.Variable(tf.ones([]))\n"
+        "            variables[0] = v1\n    tf.function(f)()\n",
         # Reference: the None guard.
         "import tensorflow as tf\nclass Count(tf.Module):\n  def __init__(self):\n    self.count = None\n\n"
         "  @tf.function\n  def __call__(self):\n    if self.count is None:\n      self.count = tf.Variable(0)\n"

@@ -16,8 +16,9 @@ from tfcheck.rule import Rule
 _T = "import tensorflow as tf\n"
 # Methods that set attributes up before any trace (or, for Keras `compile`, drop the traced functions).
 _SETUP_METHODS = frozenset({"__setstate__", "setup", "setUp", "compile", "reset_states", "reset_state"})
-# What set-up must have given an attribute for a setter (`self.a = a`) to count as changing a traced
-# constant: a number, a bool or None. Containers and objects passed in are another story (identity).
+# What set-up may have given an attribute for a setter (`self.a = a`) to count as changing a traced
+# constant: a number or a bool, perhaps None as well. None alone says nothing about what the setter
+# stores (a tensor of the same trace, an object). Containers and objects passed in are another story (identity).
 _SCALAR_KINDS = frozenset({kinds.NUMBER, kinds.NONE})
 
 
@@ -29,7 +30,7 @@ class MutableAttributeRead(Rule):
     Python value (number, string, bool, None, list, dict) and is reassigned outside set-up code:
     in another method, or on an instance of the class from outside it (`model.bias += 5.0`). A setter
     (`def setup_window(self, front): self.front = front`) counts when set-up gave the attribute a
-    number, a bool or None.
+    number or a bool (not only None: then the setter may store anything, such as a tensor of the trace).
     Attributes holding `tf.Variable`s, layers, models and other TensorFlow objects are not flagged,
     nor are attributes only set in `__init__`/`build`, nor reassignments under `tf.init_scope()` in
     the reading function itself.
@@ -93,6 +94,12 @@ class MutableAttributeRead(Rule):
         "    def inference(self, input_ids):\n        return dynamic_decode(input_ids, maximum_iterations=self.maximum_iterations)\n",
     )
     must_not_flag = (
+        # OpenNMT-tf 2.32.0 opennmt/decoders/decoder.py:247: None at set-up says nothing about what the
+        # setter stores; here the encoder's output, set by `initial_state` in the same trace before `call`.
+        _T + "class Decoder(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.memory = None\n    def initial_state(self, memory=None):\n        self.memory = memory\n"
+        "        return tf.zeros([2])\n    def call(self, inputs, state):\n"
+        "        return self.step(inputs, state, memory=self.memory)\n",
         _T + "class BetterModel:\n    def __init__(self):\n        self.bias = tf.Variable(0.)\n"
         "        self.weight = tf.Variable(2.)\n@tf.function\ndef evaluate(model, x):\n"
         "    return model.weight * x + model.bias\nbetter_model = BetterModel()\n"
@@ -246,7 +253,8 @@ class _AttributeWrites:
             return None
         later = [stmt for stmt, value in inside if self._is_reassignment(stmt, reader) and _new_plain_value(self.facts, stmt, value)]
         later += outside
-        setters = [stmt for stmt, value in inside if found <= _SCALAR_KINDS and self._is_reassignment(stmt, reader)
+        scalar = kinds.NUMBER in found and found <= _SCALAR_KINDS
+        setters = [stmt for stmt, value in inside if scalar and self._is_reassignment(stmt, reader)
                    and _from_parameter(self.facts, stmt, value)]
         values_set = [value for stmt, value in inside if not _is_none(value)] + outside
         if len(values_set) < 2 and not setters and not any(isinstance(stmt, ast.AugAssign) for stmt in later):

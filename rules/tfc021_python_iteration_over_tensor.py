@@ -104,6 +104,18 @@ class PythonIterationOverTensor(Rule):
         "lambda i, a, b: (i + 1, a, b), [0, x, x])[1:]\n    return [o * 2 for o in outs]\n",
         "import tensorflow as tf\n@tf.function(input_signature=[tf.TensorSpec([2]), tf.TensorSpec([2])])\n"
         "def f(*args):\n    return tf.add_n(list(args))\n",
+        # Ops with several outputs, unpacked (tf-models-official 2.20.0 official/vision/ops/preprocess_ops_3d.py:371,
+        # official/vision/modeling/layers/roi_generator.py:131, official/legacy/xlnet/training_utils.py:163,
+        # official/vision/serving/video_classification.py:48; tensorflow-probability 0.25.0
+        # distributions/empirical.py:251, a raw op).
+        "import tensorflow as tf\n@tf.function\ndef f(boxes, scores, grads, shape, bbox, serialized, x):\n"
+        "    rois, roi_scores, _, _ = tf.image.combined_non_max_suppression(boxes, scores, 10, 10)\n"
+        "    clipped, _ = tf.clip_by_global_norm(grads, clip_norm=1.0)\n"
+        "    sample = tf.image.sample_distorted_bounding_box(shape, bounding_boxes=bbox)\n"
+        "    begin, size, _ = sample\n"
+        "    _, decoded = tf.io.parse_single_sequence_example(serialized, {}, {})\n"
+        "    _, idx, count = tf.raw_ops.UniqueWithCountsV2(x=x, axis=[0])\n"
+        "    return rois, roi_scores, clipped, begin, size, decoded, idx, count\n",
         # A parameter the file does not pin down (a list of tensors in the call below).
         "import tensorflow as tf\n@tf.function\ndef f(xs):\n    return [x * 2 for x in xs]\nf([tf.constant(1)])\n",
         # Eager code, and code behind an eager check.

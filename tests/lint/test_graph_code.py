@@ -461,6 +461,28 @@ def test_rebound_names() -> None:
     assert facts.is_rebound(outer.scope, "count") and not facts.is_rebound(outer.scope, "fixed")
 
 
+def test_name_wrapped_twice_by_tf_function() -> None:
+    """sionna 0.19.2 utils/misc.py:657,664: two `mc_fun = tf.function(mc_fun, ...)` branches sent
+    function_target from one binding to the other forever (RecursionError: a TFC000 on a valid file)."""
+    facts = analyze_source("m.py", textwrap.dedent("""
+        import tensorflow as tf
+        def simulate(mc_fun, graph_mode):
+            if graph_mode == "graph":
+                mc_fun = tf.function(mc_fun, jit_compile=False)
+            elif graph_mode == "xla":
+                mc_fun = tf.function(mc_fun, jit_compile=True)
+            return mc_fun()
+        def step():
+            return tf.constant(1)
+        @tf.function
+        def f():
+            g = tf.function(step)
+            g = tf.function(g)
+            return g()
+    """), "m")
+    assert {info.qualname for info in facts.graph_functions} == {"f", "step"}
+
+
 def test_value_kinds() -> None:
     facts = analyze_source("m.py", textwrap.dedent("""
         import numpy as np

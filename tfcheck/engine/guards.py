@@ -8,7 +8,7 @@ another setting takes the branch anew. A guard counts when it tests that somethi
 and the guarded branch sets exactly that:
 
 - `if X is None:` / `if not X:` / `if not hasattr(obj, "a"):` / `if key not in cache:` with `X`
-  (`obj.a`, `cache`) assigned in the branch, or set by a method of the class the branch calls
+  (a name, `obj.a`, an item `box[0]`, `cache`) assigned in the branch, or set by a method of the class the branch calls
   (`if not self.built: self.build(shape)`); the `else` branch of the opposite test counts too;
 - `X = X if X is not None else make()` and `X = X or make()`: the fallback of the value assigned to X;
 - `except KeyError:` (or `AttributeError`, `LookupError`): the miss of a cache lookup.
@@ -76,7 +76,7 @@ def _unset_test(index: FileIndex, test: ast.expr, want_unset: bool) -> str | Non
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
             and len(test.args) == 2 and isinstance(test.args[1], ast.Constant):
         return f"{index.text(test.args[0])}.{test.args[1].value}" if not want_unset else None
-    if isinstance(test, (ast.Name, ast.Attribute)):
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)):
         return _read_text(index, test) if not want_unset else None
     return None
 
@@ -120,9 +120,11 @@ def _sets(index: FileIndex, branch: list[ast.AST], tested: str) -> bool:
 def _names(index: FileIndex, target: ast.expr, tested: str) -> bool:
     if isinstance(target, (ast.Tuple, ast.List)):
         return any(_names(index, element, tested) for element in target.elts)
-    while isinstance(target, ast.Subscript):
+    while index.text(target) != tested:  # `cache[k] = ...` sets `cache`; `items[0] = ...` sets `items[0]`
+        if not isinstance(target, ast.Subscript):
+            return False
         target = target.value
-    return index.text(target) == tested
+    return True
 
 
 def _method_sets(index: FileIndex, method: ast.Attribute, tested: str) -> bool:

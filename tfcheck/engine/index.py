@@ -56,6 +56,7 @@ class FileIndex:
         self._by_node = table.by_node
         self._class_by_node = {cls.node: cls for cls in self.classes}
         self._loads_cache: dict[ast.AST, dict[str, list[ast.Name]]] = {}
+        self._expanding: set[ast.expr] = set()  # binding values function_target is following now
 
     # -- tree navigation -------------------------------------------------------------------------
     def parent(self, node: ast.AST) -> ast.AST | None:
@@ -277,10 +278,20 @@ class FileIndex:
                 if binding.kind == "def":
                     found.append(self._by_node[binding.node])
                 elif binding.value is not None and isinstance(binding.value, (ast.Lambda, ast.Call)) \
+                        and binding.value not in self._expanding \
                         and not any(node is expr for node in ast.walk(binding.value)):  # f = tf.function(f)
-                    found.extend(self._wrapped_function(binding.value))
+                    found.extend(self._expanded(binding.value))
             return found
         return []
+
+    def _expanded(self, value: ast.expr) -> list[FunctionInfo]:
+        """`_wrapped_function` of a binding's value, which is not followed again while it is being followed:
+        two branches' `f = tf.function(f)` would otherwise send each `f` to the other binding forever."""
+        self._expanding.add(value)
+        try:
+            return self._wrapped_function(value)
+        finally:
+            self._expanding.discard(value)
 
     def _wrapped_function(self, value: ast.expr) -> list[FunctionInfo]:
         """`f = lambda ...` or `f = tf.function(g)`: the function behind the name."""

@@ -48,7 +48,18 @@ _SEQUENCE_RETURNING = frozenset({
     "py_function", "numpy_function", "py_func", "eager_py_func", "custom_gradient", "recompute_grad", "tuple", "group",
     "max_pool_with_argmax", "fractional_max_pool", "fractional_avg_pool", "ctc_greedy_decoder",
     "ctc_beam_search_decoder", "unicode_decode_with_offsets", "broadcast_gradient_args", "batch_gather_nd",
+    # Several outputs, unpacked in real code (docs/precision.md, issue 14 evaluation), and their siblings.
+    "clip_by_global_norm", "combined_non_max_suppression", "non_max_suppression_padded",
+    "non_max_suppression_with_scores", "sample_distorted_bounding_box", "stateless_sample_distorted_bounding_box",
+    "parse_single_sequence_example", "parse_sequence_example", "decode_csv", "slogdet", "fused_batch_norm",
+    "sufficient_statistics", "normalize_moments", "setdiff1d", "approx_max_k", "approx_min_k", "quantize",
+    "dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn", "static_bidirectional_rnn", "fill_empty_rows",
+    "unicode_split_with_offsets", "decode_wav", "ctc_unique_labels", "compute_accidental_hits",
+    "log_uniform_candidate_sampler", "uniform_candidate_sampler", "fixed_unigram_candidate_sampler",
+    "learned_unigram_candidate_sampler", "all_candidate_sampler",
 })
+# Generated op wrappers (`tf.raw_ops.X`, `gen_*_ops.x`) return a namedtuple when the op has several outputs.
+_GENERATED_OPS = (".raw_ops.", ".gen_")
 _MAX_DEPTH = 6
 
 
@@ -192,7 +203,7 @@ def _may_be_sequence(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
         return True
     if isinstance(expr, ast.Call):
         name = facts.resolve(expr.func) or ""
-        return name.rsplit(".", 1)[-1] in _SEQUENCE_RETURNING
+        return name.rsplit(".", 1)[-1] in _SEQUENCE_RETURNING or any(part in name for part in _GENERATED_OPS)
     if isinstance(expr, ast.Name):
         return any(b.value is None or _may_be_sequence(facts, b.value, depth + 1) for b in facts.bindings_of(expr)
                    if b.kind != "param")
