@@ -9,6 +9,8 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
   `return_sequences=True`), and GATHER with `batch_dims`;
+- moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
+  layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
   the TFLite operator, the TensorFlow node it came from (TFLite tensor names are the TensorFlow
   node names) and what the user can do about it.
@@ -58,11 +60,26 @@ def import_tflite(path: Path) -> Any:
     from tvm.relax.frontend.tflite import from_tflite
 
     try:
-        return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+        module = from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+        return _lowerable_transposed_convolutions(module)
     except ImporterError:
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
         raise _named_error(None, None, error) from error
+
+
+# The layouts TVM 0.27's legalization lowers transposed convolutions for (data, kernel); the TFLite
+# frontend emits NHWC/IOHW and NDHWC/DHWOI, which reach the VM unlowered and fail to compile.
+TRANSPOSED_CONVOLUTION_LAYOUTS = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
+                                  "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"]}
+
+
+def _lowerable_transposed_convolutions(module: Any) -> Any:
+    """Rewrite transposed convolutions into the layouts TVM lowers, with transposes around them
+    (docs/importer-fixes.md); every other operator keeps its layout."""
+    from tvm import relax
+
+    return relax.transform.ConvertLayout(TRANSPOSED_CONVOLUTION_LAYOUTS)(module)
 
 
 @functools.cache
