@@ -168,7 +168,7 @@ ATTENTION = (Case("causal_attention", "attention", (i32(1, 16),), "decoder(x0)",
 
 POSTPROCESS = (
     Case("gather_batch_dims", "postprocess", (f32(4, 10, 3), i32(4, 5)), "tf.gather(x0, x1, axis=1, batch_dims=1)"),
-    Case("gather_nd", "postprocess", (f32(4, 10, 3), i32(6, 2)), "tf.gather_nd(x0, x1)"),
+    Case("gather_nd", "postprocess", (f32(4, 10, 3), i32(6, 2)), "tf.gather_nd(x0, x1 % [4, 10])"),
     Case("top_k", "postprocess", (f32(2, 100),), "tf.math.top_k(x0, k=5)"),
     Case("argmax", "postprocess", (f32(2, 50, 10),), "tf.argmax(x0, axis=-1, output_type=tf.int32)"),
     Case("where_select", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0, x0, tf.zeros_like(x0))"),

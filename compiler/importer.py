@@ -8,7 +8,8 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
-  `return_sequences=True`), and GATHER with `batch_dims`;
+  `return_sequences=True`), GATHER with `batch_dims`, and ARG_MAX/ARG_MIN, whose int32 output
+  TVM made int64;
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
@@ -96,6 +97,8 @@ def _converter_class() -> type:
             self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
             self.convert_map["CONCATENATION"] = functools.partial(
                 _convert_concatenation, self, super().convert_concatenation)
+            for name in ("ARG_MAX", "ARG_MIN"):
+                self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
             self.current_op: Any = None
 
@@ -256,6 +259,17 @@ def _convert_concatenation(converter: Any, upstream: Any, op: Any) -> Any:
                                                     axes=[0], begin=[0], end=[1]), [1] * len(shape))
     chosen = relax.op.equal(relax.const(positions, "int32"), index)
     return relax.op.where(chosen, converter.get_tensor_expr(item), converter.get_tensor_expr(source))
+
+
+def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
+    """The upstream conversion, cast to the dtype of the TFLite output tensor: TVM's ARG_MAX and
+    ARG_MIN always give int64, so `tf.argmax(x, output_type=tf.int32)` came out int64."""
+    from tvm import relax
+
+    [output] = converter.get_output_tensors(op)
+    dtype = converter.get_tensor_type_str(output.tensor.Type())
+    converted = upstream(op)
+    return converted if dtype == "int64" else relax.op.astype(converted, dtype)
 
 
 def _convert_gather(converter: Any, upstream: Any, op: Any) -> Any:

@@ -54,6 +54,12 @@ def transposed_convolutions(image, volume):
 
 
 @tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 50, 10], tf.float32)])
+def int32_argmax_argmin(scores):
+    return tf.argmax(scores, axis=-1, output_type=tf.int32), tf.argmin(scores, axis=1, output_type=tf.int32)
+
+
+@tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([4, 9], tf.float32), tf.TensorSpec([], tf.int32)])
 def window_at_run_time(x, start):
     return tf.slice(x, tf.stack([0, start]), [-1, 2], name="window") * 2.0
@@ -73,7 +79,7 @@ def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callabl
     records = {r["function"].rsplit(".", 1)[-1]: r for r in json.loads(result.stdout)["functions"]}
     window, columns = records.pop("window_at_run_time"), records.pop("columns_at_run_time")
     assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_one_per_row",
-                               "transposed_convolutions"]
+                               "int32_argmax_argmin", "transposed_convolutions"]
     for name, record in records.items():
         assert record["status"] == "built", f"{name}: {record['message']}"
         assert record["verified"] is True and record["max_abs_error"] < 1e-4, record
