@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +140,10 @@ CONVOLUTIONS = (
                " keras.layers.Conv1D(32, 3, dilation_rate=2), keras.layers.GlobalAveragePooling1D()]", 1, 64, 8),
     keras_case("separable_conv1d", "convolution", "[keras.layers.SeparableConv1D(16, 3)]", 1, 64, 8),
     keras_case("conv3d", "convolution",
-               "[keras.layers.Conv3D(16, 3, padding='same', activation='relu'), keras.layers.MaxPooling3D(),"
+               "[keras.layers.Conv3D(16, 3, padding='same', activation='relu'), keras.layers.AveragePooling3D(),"
                " keras.layers.Conv3D(16, 3), keras.layers.GlobalAveragePooling3D()]", 1, 8, 16, 16, 3),
+    replace(keras_case("max_pool3d", "convolution", "[keras.layers.MaxPooling3D()]", 1, 8, 16, 16, 3),
+            unsupported="MaxPool3D"),
     keras_case("conv1d_transpose", "convolution", "[keras.layers.Conv1DTranspose(16, 3, strides=2)]", 1, 32, 8),
     keras_case("conv2d_transpose", "convolution",
                "[keras.layers.Conv2DTranspose(16, 3, strides=2, padding='same'),"
@@ -172,7 +174,7 @@ POSTPROCESS = (
     Case("top_k", "postprocess", (f32(2, 100),), "tf.math.top_k(x0, k=5)"),
     Case("argmax", "postprocess", (f32(2, 50, 10),), "tf.argmax(x0, axis=-1, output_type=tf.int32)"),
     Case("where_select", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0, x0, tf.zeros_like(x0))"),
-    Case("where_indices", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0)"),
+    Case("where_indices", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0)", unsupported="WHERE"),
     Case("tensor_scatter_update", "postprocess", (f32(8, 4), i32(3, 1), f32(3, 4)),
          "tf.tensor_scatter_nd_update(x0, x1, x2)"),
     Case("scatter_nd", "postprocess", (i32(3, 1), f32(3, 4)), "tf.scatter_nd(x0, x1, [8, 4])"),
@@ -180,7 +182,10 @@ POSTPROCESS = (
     Case("resize_nearest", "postprocess", (f32(1, 16, 16, 3),),
          "tf.image.resize(x0, [32, 32], method='nearest')"),
     Case("non_max_suppression", "postprocess", (f32(50, 4), f32(50)),
-         "tf.image.non_max_suppression_padded(x0, x1, 10, iou_threshold=0.5, pad_to_max_output_size=True)"),
+         "tf.image.non_max_suppression(x0, x1, 10, iou_threshold=0.5)"),
+    Case("non_max_suppression_padded", "postprocess", (f32(50, 4), f32(50)),
+         "tf.image.non_max_suppression_padded(x0, x1, 10, iou_threshold=0.5, pad_to_max_output_size=True)",
+         unsupported="non_max_suppression_padded"),
 )
 
 ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS

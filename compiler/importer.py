@@ -8,8 +8,8 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
-  `return_sequences=True`), GATHER with `batch_dims`, and ARG_MAX/ARG_MIN, whose int32 output
-  TVM made int64;
+  `return_sequences=True`), GATHER with `batch_dims`, ARG_MAX/ARG_MIN, whose int32 output
+  TVM made int64, and SCATTER_ND;
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
@@ -97,6 +97,7 @@ def _converter_class() -> type:
             self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
             self.convert_map["CONCATENATION"] = functools.partial(
                 _convert_concatenation, self, super().convert_concatenation)
+            self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
@@ -270,6 +271,22 @@ def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
     dtype = converter.get_tensor_type_str(output.tensor.Type())
     converted = upstream(op)
     return converted if dtype == "int64" else relax.op.astype(converted, dtype)
+
+
+def _convert_scatter_nd(converter: Any, upstream: Any, op: Any) -> Any:
+    """SCATTER_ND with a constant shape, as TensorFlow means it. TVM's converter moves the last
+    axis of `indices` first (Relay's layout), but Relax's `scatter_nd` takes TensorFlow's own
+    `[..., index depth]`, so every `tf.scatter_nd` failed to import; and TFLite sums updates to
+    the same index, where TVM's converter kept one of them."""
+    from tvm import relax
+
+    indices, updates, shape = converter.get_input_tensors(op)
+    constant_shape = _constant(converter, shape)
+    if constant_shape is None:
+        return upstream(op)
+    [output] = converter.get_output_tensors(op)
+    zeros = relax.op.zeros([int(d) for d in constant_shape], converter.get_tensor_type_str(output.tensor.Type()))
+    return relax.op.scatter_nd(zeros, converter.get_tensor_expr(indices), converter.get_tensor_expr(updates), "add")
 
 
 def _convert_gather(converter: Any, upstream: Any, op: Any) -> Any:

@@ -60,6 +60,13 @@ def int32_argmax_argmin(scores):
 
 
 @tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([8, 1], tf.int32), tf.TensorSpec([8, 4], tf.float32)])
+def scatter_with_repeats(rows, updates):
+    # 8 generated indices from 1..7 repeat one: TensorFlow sums the updates written to one row
+    return tf.scatter_nd(rows, updates, [8, 4])
+
+
+@tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([4, 9], tf.float32), tf.TensorSpec([], tf.int32)])
 def window_at_run_time(x, start):
     return tf.slice(x, tf.stack([0, start]), [-1, 2], name="window") * 2.0
@@ -79,7 +86,7 @@ def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callabl
     records = {r["function"].rsplit(".", 1)[-1]: r for r in json.loads(result.stdout)["functions"]}
     window, columns = records.pop("window_at_run_time"), records.pop("columns_at_run_time")
     assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_one_per_row",
-                               "int32_argmax_argmin", "transposed_convolutions"]
+                               "int32_argmax_argmin", "scatter_with_repeats", "transposed_convolutions"]
     for name, record in records.items():
         assert record["status"] == "built", f"{name}: {record['message']}"
         assert record["verified"] is True and record["max_abs_error"] < 1e-4, record
