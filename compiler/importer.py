@@ -9,7 +9,7 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
   `return_sequences=True`), GATHER with `batch_dims`, ARG_MAX/ARG_MIN, whose int32 output
-  TVM made int64, and SCATTER_ND;
+  TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout);
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
@@ -61,8 +61,9 @@ def import_tflite(path: Path) -> Any:
     from tvm.relax.frontend.tflite import from_tflite
 
     try:
-        module = from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
-        return _lowerable_transposed_convolutions(module)
+        model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+        module = from_tflite(model, op_converter=_converter_class())
+        return _lowerable_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
@@ -73,6 +74,16 @@ def import_tflite(path: Path) -> Any:
 # frontend emits NHWC/IOHW and NDHWC/DHWOI, which reach the VM unlowered and fail to compile.
 TRANSPOSED_CONVOLUTION_LAYOUTS = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
                                   "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"]}
+
+
+def _has_transposed_convolutions(model: Any) -> bool:
+    """Whether the TFLite model uses TRANSPOSE_CONV or CONV_3D_TRANSPOSE. The layout pass runs only
+    then: its layout inference fails on some other operators' Relax forms."""
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    wanted = {BuiltinOperator.TRANSPOSE_CONV, BuiltinOperator.CONV_3D_TRANSPOSE}
+    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+    return any(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) in wanted for code in codes)
 
 
 def _lowerable_transposed_convolutions(module: Any) -> Any:
@@ -97,6 +108,7 @@ def _converter_class() -> type:
             self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
             self.convert_map["CONCATENATION"] = functools.partial(
                 _convert_concatenation, self, super().convert_concatenation)
+            self.convert_map["GATHER_ND"] = functools.partial(_convert_gather_nd, self)
             self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
@@ -271,6 +283,17 @@ def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
     dtype = converter.get_tensor_type_str(output.tensor.Type())
     converted = upstream(op)
     return converted if dtype == "int64" else relax.op.astype(converted, dtype)
+
+
+def _convert_gather_nd(converter: Any, op: Any) -> Any:
+    """GATHER_ND with TensorFlow's index layout, which Relax's `gather_nd` shares. TVM's converter
+    moves the index depth (the last axis of `indices`) first, Relay's layout: the import failed,
+    or, where the shapes happened to fit, gathered the wrong elements."""
+    from tvm import relax
+
+    data, indices = converter.get_input_tensors(op)
+    return relax.op.gather_nd(converter.get_tensor_expr(data),
+                              relax.op.astype(converter.get_tensor_expr(indices), "int64"))
 
 
 def _convert_scatter_nd(converter: Any, upstream: Any, op: Any) -> Any:

@@ -43,6 +43,11 @@ def test_every_case_is_one_discoverable_function(tmp_path: Path) -> None:
     assert all(f.problem is None for f in found.functions)
 
 
+def test_sample_names_existing_cases() -> None:
+    assert len(SWEEP.SAMPLE) == len(SWEEP.SAMPLE_NAMES) + 1
+    assert {case.family for case in SWEEP.SAMPLE} == {"recurrent", "postprocess", "keras.applications"}
+
+
 def test_table_lists_failures_with_their_reason_and_the_cases_not_run() -> None:
     outcomes = [SWEEP.Outcome("top_k", "postprocess", "built", ["TOPK_V2"], 9.5, 500.0, 0.0, 0.0,
                               latency_ms={"tf.function": 2.0, "tflite": 1.0, "tvm": 0.5}),

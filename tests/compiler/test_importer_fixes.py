@@ -60,6 +60,13 @@ def int32_argmax_argmin(scores):
 
 
 @tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([6, 2], tf.int32), tf.TensorSpec([2, 2], tf.int32)])
+def gather_nd_pairs(pairs, square):
+    # [2, 2] indices: TVM's index layout fits the shape, and gathered the wrong elements
+    return tf.gather_nd(PARAMS, pairs % [4, 3]), tf.gather_nd(PARAMS, square % [4, 3])
+
+
+@tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([8, 1], tf.int32), tf.TensorSpec([8, 4], tf.float32)])
 def scatter_with_repeats(rows, updates):
     # 8 generated indices from 1..7 repeat one: TensorFlow sums the updates written to one row
@@ -85,8 +92,9 @@ def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callabl
     result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json")
     records = {r["function"].rsplit(".", 1)[-1]: r for r in json.loads(result.stdout)["functions"]}
     window, columns = records.pop("window_at_run_time"), records.pop("columns_at_run_time")
-    assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_one_per_row",
-                               "int32_argmax_argmin", "scatter_with_repeats", "transposed_convolutions"]
+    assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_nd_pairs",
+                               "gather_one_per_row", "int32_argmax_argmin", "scatter_with_repeats",
+                               "transposed_convolutions"]
     for name, record in records.items():
         assert record["status"] == "built", f"{name}: {record['message']}"
         assert record["verified"] is True and record["max_abs_error"] < 1e-4, record
