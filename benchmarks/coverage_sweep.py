@@ -140,7 +140,7 @@ CONVOLUTIONS = (
                " keras.layers.Conv1D(32, 3, dilation_rate=2), keras.layers.GlobalAveragePooling1D()]", 1, 64, 8),
     keras_case("separable_conv1d", "convolution", "[keras.layers.SeparableConv1D(16, 3)]", 1, 64, 8),
     keras_case("conv3d", "convolution",
-               "[keras.layers.Conv3D(16, 3, padding='same', activation='relu'), keras.layers.AveragePooling3D(),"
+               "[keras.layers.Conv3D(16, 3, padding='same', activation='relu'), keras.layers.AveragePooling3D(2),"
                " keras.layers.Conv3D(16, 3), keras.layers.GlobalAveragePooling3D()]", 1, 8, 16, 16, 3),
     replace(keras_case("max_pool3d", "convolution", "[keras.layers.MaxPooling3D()]", 1, 8, 16, 16, 3),
             unsupported="MaxPool3D"),

@@ -9,30 +9,17 @@ with the operator named and a reason, never crash the build or the other cases.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.conftest import REPO, load_benchmark
 from tfcheck.compiler.discover import discover
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _sweep() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("coverage_sweep", REPO / "benchmarks" / "coverage_sweep.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-SWEEP = _sweep()
+SWEEP = load_benchmark("coverage_sweep")
 
 
 def test_every_case_is_one_discoverable_function(tmp_path: Path) -> None:
