@@ -359,6 +359,8 @@ def main() -> None:
         outcomes = sweep(cases, args.results.resolve(), work.resolve(), not args.no_latency, args.seconds,
                          args.timeout)
     ran = {o.case for o in outcomes}
+    order = {case.name: index for index, case in enumerate(ALL)}
+    outcomes.sort(key=lambda o: order.get(o.case, len(order)))
     table = markdown(outcomes, [c.name for c in ALL if c.name not in ran])
     print(table)
     if args.write_docs:
