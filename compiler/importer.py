@@ -8,7 +8,10 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
-  `return_sequences=True`), and GATHER with `batch_dims`;
+  `return_sequences=True`), GATHER with `batch_dims`, ARG_MAX/ARG_MIN, whose int32 output
+  TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout);
+- moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
+  layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
   the TFLite operator, the TensorFlow node it came from (TFLite tensor names are the TensorFlow
   node names) and what the user can do about it.
@@ -58,11 +61,37 @@ def import_tflite(path: Path) -> Any:
     from tvm.relax.frontend.tflite import from_tflite
 
     try:
-        return from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0), op_converter=_converter_class())
+        model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+        module = from_tflite(model, op_converter=_converter_class())
+        return _lowerable_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
         raise _named_error(None, None, error) from error
+
+
+# The layouts TVM 0.27's legalization lowers transposed convolutions for (data, kernel); the TFLite
+# frontend emits NHWC/IOHW and NDHWC/DHWOI, which reach the VM unlowered and fail to compile.
+TRANSPOSED_CONVOLUTION_LAYOUTS = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
+                                  "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"]}
+
+
+def _has_transposed_convolutions(model: Any) -> bool:
+    """Whether the TFLite model uses TRANSPOSE_CONV or CONV_3D_TRANSPOSE. The layout pass runs only
+    then: its layout inference fails on some other operators' Relax forms."""
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    wanted = {BuiltinOperator.TRANSPOSE_CONV, BuiltinOperator.CONV_3D_TRANSPOSE}
+    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+    return any(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) in wanted for code in codes)
+
+
+def _lowerable_transposed_convolutions(module: Any) -> Any:
+    """Rewrite transposed convolutions into the layouts TVM lowers, with transposes around them
+    (docs/importer-fixes.md); every other operator keeps its layout."""
+    from tvm import relax
+
+    return relax.transform.ConvertLayout(TRANSPOSED_CONVOLUTION_LAYOUTS)(module)
 
 
 @functools.cache
@@ -79,6 +108,10 @@ def _converter_class() -> type:
             self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
             self.convert_map["CONCATENATION"] = functools.partial(
                 _convert_concatenation, self, super().convert_concatenation)
+            self.convert_map["GATHER_ND"] = functools.partial(_convert_gather_nd, self)
+            self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
+            for name in ("ARG_MAX", "ARG_MIN"):
+                self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
             self.current_op: Any = None
 
@@ -239,6 +272,44 @@ def _convert_concatenation(converter: Any, upstream: Any, op: Any) -> Any:
                                                     axes=[0], begin=[0], end=[1]), [1] * len(shape))
     chosen = relax.op.equal(relax.const(positions, "int32"), index)
     return relax.op.where(chosen, converter.get_tensor_expr(item), converter.get_tensor_expr(source))
+
+
+def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
+    """The upstream conversion, cast to the dtype of the TFLite output tensor: TVM's ARG_MAX and
+    ARG_MIN always give int64, so `tf.argmax(x, output_type=tf.int32)` came out int64."""
+    from tvm import relax
+
+    [output] = converter.get_output_tensors(op)
+    dtype = converter.get_tensor_type_str(output.tensor.Type())
+    converted = upstream(op)
+    return converted if dtype == "int64" else relax.op.astype(converted, dtype)
+
+
+def _convert_gather_nd(converter: Any, op: Any) -> Any:
+    """GATHER_ND with TensorFlow's index layout, which Relax's `gather_nd` shares. TVM's converter
+    moves the index depth (the last axis of `indices`) first, Relay's layout: the import failed,
+    or, where the shapes happened to fit, gathered the wrong elements."""
+    from tvm import relax
+
+    data, indices = converter.get_input_tensors(op)
+    return relax.op.gather_nd(converter.get_tensor_expr(data),
+                              relax.op.astype(converter.get_tensor_expr(indices), "int64"))
+
+
+def _convert_scatter_nd(converter: Any, upstream: Any, op: Any) -> Any:
+    """SCATTER_ND with a constant shape, as TensorFlow means it. TVM's converter moves the last
+    axis of `indices` first (Relay's layout), but Relax's `scatter_nd` takes TensorFlow's own
+    `[..., index depth]`, so every `tf.scatter_nd` failed to import; and TFLite sums updates to
+    the same index, where TVM's converter kept one of them."""
+    from tvm import relax
+
+    indices, updates, shape = converter.get_input_tensors(op)
+    constant_shape = _constant(converter, shape)
+    if constant_shape is None:
+        return upstream(op)
+    [output] = converter.get_output_tensors(op)
+    zeros = relax.op.zeros([int(d) for d in constant_shape], converter.get_tensor_type_str(output.tensor.Type()))
+    return relax.op.scatter_nd(zeros, converter.get_tensor_expr(indices), converter.get_tensor_expr(updates), "add")
 
 
 def _convert_gather(converter: Any, upstream: Any, op: Any) -> Any:

@@ -24,6 +24,8 @@ import tfcheck
 keras.utils.set_random_seed(0)
 GRU = keras.layers.Bidirectional(keras.layers.GRU(16, return_sequences=True))
 PARAMS = tf.random.stateless_normal([4, 3, 10, 5], seed=[1, 2])
+UPSAMPLE_2D = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same")
+UPSAMPLE_3D = keras.layers.Conv3DTranspose(4, 3, strides=2)
 
 
 @tfcheck.aot
@@ -46,6 +48,32 @@ def gather_batch_and_middle_axes(index):
 
 
 @tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.float32), tf.TensorSpec([1, 4, 6, 6, 2], tf.float32)])
+def transposed_convolutions(image, volume):
+    return UPSAMPLE_2D(image), UPSAMPLE_3D(volume)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 50, 10], tf.float32)])
+def int32_argmax_argmin(scores):
+    return tf.argmax(scores, axis=-1, output_type=tf.int32), tf.argmin(scores, axis=1, output_type=tf.int32)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([6, 2], tf.int32), tf.TensorSpec([2, 2], tf.int32)])
+def gather_nd_pairs(pairs, square):
+    # [2, 2] indices: TVM's index layout fits the shape, and gathered the wrong elements
+    return tf.gather_nd(PARAMS, pairs % [4, 3]), tf.gather_nd(PARAMS, square % [4, 3])
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([8, 1], tf.int32), tf.TensorSpec([8, 4], tf.float32)])
+def scatter_with_repeats(rows, updates):
+    # 8 generated indices from 1..7 repeat one: TensorFlow sums the updates written to one row
+    return tf.scatter_nd(rows, updates, [8, 4])
+
+
+@tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([4, 9], tf.float32), tf.TensorSpec([], tf.int32)])
 def window_at_run_time(x, start):
     return tf.slice(x, tf.stack([0, start]), [-1, 2], name="window") * 2.0
@@ -64,7 +92,9 @@ def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callabl
     result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json")
     records = {r["function"].rsplit(".", 1)[-1]: r for r in json.loads(result.stdout)["functions"]}
     window, columns = records.pop("window_at_run_time"), records.pop("columns_at_run_time")
-    assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_one_per_row"]
+    assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_nd_pairs",
+                               "gather_one_per_row", "int32_argmax_argmin", "scatter_with_repeats",
+                               "transposed_convolutions"]
     for name, record in records.items():
         assert record["status"] == "built", f"{name}: {record['message']}"
         assert record["verified"] is True and record["max_abs_error"] < 1e-4, record

@@ -8,7 +8,6 @@ benchmark's generated code (benchmarks/lint_scale.py), which exercises every rul
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,23 +16,18 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import load_benchmark
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.source import parse_source
 from tfcheck.rule import all_rules
 
-REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = 300
 # Linear work doubles (2.0); a quadratic step on top of it shows as 2.5 or more at this size.
 MAX_RATIO = 2.3
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lint_scale", REPO / "benchmarks" / "lint_scale.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("lint_scale")
 
 
 def _executed_lines(work: Callable[[], Any]) -> int:
