@@ -31,7 +31,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = REPO / "fixtures" / "aot"
