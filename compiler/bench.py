@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -32,6 +33,8 @@ from tfcheck.compiler.messages import BenchRequest, BenchResult, Budget
 from tfcheck.compiler.tf_side import (flat_outputs, freeze, generate_inputs, import_tensorflow, load_function,
                                       to_tflite)
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 TF_BACKENDS = ("eager", "tf.function", "xla", "tflite")
 REFERENCE = "tf.function"
@@ -104,7 +107,11 @@ def bench_function(artifacts: list[Manifest], backends: tuple[str, ...], budget:
         jobs += [("tvm-tuned" if a.tuned else "tvm", a) for a in artifacts if "tvm" in backends]
         for name, artifact in jobs:
             on_stage(name)
-            request = _request(name, first, artifact, budget, work / name.replace(".", "_"))
+            try:
+                request = _request(name, first, artifact, budget, work / name.replace(".", "_"))
+            except ValueError as error:  # a manifest whose module and source file do not agree
+                result.measurements.append(Measurement(name, error=str(error)))
+                continue
             outcome = run_child("tfcheck.compiler.bench", request, BenchResult, work / name.replace(".", "_"),
                                 on_stage=lambda _stage: None, timeout=timeout)
             result.measurements.append(_measurement(name, outcome, artifact))
@@ -133,9 +140,22 @@ def _request(backend: str, manifest: Manifest, artifact: Manifest | None, budget
 
 def _import_root(manifest: Manifest) -> Path:
     """The folder to put on sys.path so that `manifest.module` imports: the source file's
-    folder, minus one level per dot in the module name."""
+    folder, minus one level per dot in the module name.
+
+    The manifest names what bench imports, so both are checked against each other (names are
+    identifiers, never paths): the module must be a dotted name and the source file the file that
+    name denotes (`pkg/m.py` or `pkg/m/__init__.py` for `pkg.m`); ValueError otherwise.
+    """
+    module = str(manifest.module)
+    if _DOTTED.fullmatch(module) is None:
+        raise ValueError(f"{manifest.folder}: 'module' {module!r} is not a dotted module name")
     source = Path(str(manifest.source_file)).resolve()
-    return source.parents[str(manifest.module).count(".")]
+    parts = tuple(module.split("."))
+    if source.suffix != ".py" or (source.with_suffix("").parts[-len(parts):] != parts
+                                  and (source.name, *source.parent.parts[-len(parts):]) != ("__init__.py", *parts)):
+        raise ValueError(f"{manifest.folder}: 'source_file' {manifest.source_file!r} is not the file of "
+                         f"module {module!r}")
+    return source.parents[len(parts) if source.name == "__init__.py" else len(parts) - 1]
 
 
 def _compare(result: FunctionBench, work: Path) -> None:

@@ -53,6 +53,24 @@ def test_the_module_imports_from_the_folder_above_its_package(tmp_path: Path, mo
         assert _import_root(manifest) == tmp_path
 
 
+@pytest.mark.parametrize(("module", "source"), [("../../evil", "evil.py"), ("os.path", "/tmp/x/evil.py"),
+                                                ("pkg.models", "other/models.py"), ("models", "models.txt")])
+def test_a_manifest_whose_module_is_not_its_source_file_is_refused(tmp_path: Path, module: str,
+                                                                    source: str) -> None:
+    """Bench imports what the manifest names: a module that is a path, or a source file that is not
+    the file of that module, is refused instead of put on sys.path (names are identifiers)."""
+    manifest = Manifest("f", (), (), {}, "cpu", "lib.so", "", module=module, source_file=source, folder=tmp_path)
+    with pytest.raises(ValueError, match="'module'|'source_file'"):
+        _import_root(manifest)
+
+
+def test_a_package_init_imports_from_above_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    manifest = Manifest("f", (), (), {}, "cpu", "lib.so", "", module="pkg.models",
+                        source_file="pkg/models/__init__.py")
+    assert _import_root(manifest) == tmp_path
+
+
 def test_timing_stops_at_the_run_limit_after_warm_up() -> None:
     calls = []
     times = _time_calls(lambda: calls.append(1), Budget(warmup=2, min_runs=1, min_seconds=60, max_runs=7))
