@@ -1,7 +1,8 @@
 """`tfcheck build` in the main process: discover, lint, trace, look up, compile, verify, store.
 
-Nothing here imports TensorFlow; TVM is imported only for the host target and the importer's
-operator table. Each function goes through its own child processes (`compiler/trace.py`, then
+Nothing here imports TensorFlow; TVM is imported only for the host target (unless the cache
+recorded it for this machine, `compiler/targets.py`) and the importer's operator table (for
+functions that are traced). Each function goes through its own child processes (`compiler/trace.py`, then
 `compiler/pipeline.py`), and every failure becomes a `BuildRecord` with a message, so one broken
 function never stops the others.
 """
@@ -180,7 +181,8 @@ def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[
     """
     if options.target_chosen or options.dry_run or not function.targets:
         return [options.target]
-    return [resolve_target(spec, options.arch if spec == "cuda" else None) for spec in function.targets]
+    return [resolve_target(spec, options.arch if spec == "cuda" else None, options.cache_dir)
+            for spec in function.targets]
 
 
 def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,

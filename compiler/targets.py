@@ -3,45 +3,136 @@
 The dict (not a `tvm.target.Target`) is what the cache key and the manifest record, so it is made
 canonical here: the host CPU is spelled out (triple, LLVM CPU name, cores) instead of being left
 to whatever TVM would detect on the machine that later loads the artifact.
+
+Asking TVM's LLVM for the host's triple and CPU name means `import tvm` (1-2 s), which an
+unchanged rebuild otherwise never needs (compiler/fastkey.py answers it without TensorFlow or
+TVM). So the answer is kept in the artifact cache (`<cache>/.fastkeys/host-cpu-<fingerprint>.json`)
+under a fingerprint of what LLVM's answer depends on: the CPU as the kernel describes it (vendor,
+family, model, stepping, name, feature flags) and the TVM installation (versions, location, the
+library's size and time). Another machine, CPU, or TVM build has another fingerprint and asks TVM
+again; a record that is unreadable or malformed is ignored.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
+import platform
+import re
+from pathlib import Path
 from typing import Any
 
+from tfcheck.atomic import write_atomic
+from tfcheck.runtime.manifest import FAST_KEYS
+
 DEVICES = {"llvm": "cpu", "cuda": "cuda"}
+# The fields of /proc/cpuinfo that LLVM's host detection (cpuid: vendor, family, model, features) sees.
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "CPU implementer",
+               "CPU architecture", "CPU variant", "CPU part", "Features")
+# What a recorded triple or CPU name may look like (`x86_64-linux-gnu`, `znver5`, `skylake-avx512`).
+_LLVM_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 
 
 class TargetError(ValueError):
     """A `--target`/`--arch` combination that cannot be built."""
 
 
-@functools.cache
-def host_cpu_target() -> dict[str, Any]:
-    """This machine's CPU as an llvm target.
+def host_cpu_target(record_dir: Path | None = None) -> dict[str, Any]:
+    """This machine's CPU as an llvm target; with `record_dir` (an artifact cache), LLVM's answer
+    is read from, or kept in, its record for this machine and TVM (see the module's docstring).
 
     The wheel reports a conda triple (`x86_64-conda-linux-gnu`) that the system linker does not
     know; the vendor part is dropped. String targets (`llvm -mcpu=...`) no longer parse in TVM 0.27.
     """
+    fingerprint = host_fingerprint() if record_dir is not None else None
+    record = record_dir / FAST_KEYS / f"host-cpu-{fingerprint}.json" if record_dir and fingerprint else None
+    llvm = _read_host_record(record) if record else None
+    if llvm is None:
+        llvm = _llvm_host()
+        if record is not None:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(record, json.dumps(llvm))
+    return {"kind": "llvm", **llvm, "num-cores": os.cpu_count() or 1}
+
+
+@functools.cache
+def _llvm_host() -> dict[str, str]:
+    """The host's triple and CPU name as TVM's LLVM detects them (imports TVM)."""
     from tvm.target.codegen import llvm_get_system_cpu, llvm_get_system_triple
 
-    triple = llvm_get_system_triple().replace("-conda-", "-")
-    return {"kind": "llvm", "mtriple": triple, "mcpu": llvm_get_system_cpu(), "num-cores": os.cpu_count() or 1}
+    return {"mtriple": llvm_get_system_triple().replace("-conda-", "-"), "mcpu": llvm_get_system_cpu()}
 
 
-def resolve_target(spec: str, arch: str | None) -> dict[str, Any]:
-    """`cpu` (the host), `cuda` (needs `arch`, e.g. sm_90) or a TVM target JSON object."""
+def host_fingerprint() -> str | None:
+    """A hash of what LLVM's host detection depends on: this CPU (Linux's /proc/cpuinfo) and the TVM
+    installation; None where either cannot be read (then TVM is always asked)."""
+    cpu = _cpu_description()
+    spec = importlib.util.find_spec("tvm")
+    if cpu is None or spec is None or spec.origin is None:
+        return None
+    package = Path(spec.origin).parent
+    # Where TVM's libinfo looks for its libraries: the wheel's lib/, a source tree's build/ and lib/.
+    folders = (package, package / "lib", package.parent.parent / "build", package.parent.parent / "lib")
+    libraries = [(str(path), path.stat().st_size, path.stat().st_mtime_ns)
+                 for folder in folders for path in sorted(folder.glob("libtvm*"))]
+    parts = {
+        "cpu": cpu,
+        "machine": platform.machine(),
+        "tvm": [_version(name) for name in ("apache-tvm", "apache-tvm-ffi")],
+        "tvm_location": spec.origin,
+        "tvm_library_path": os.environ.get("TVM_LIBRARY_PATH"),
+        "libraries": libraries,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:  # a source build of TVM
+        return None
+
+
+def _cpu_description() -> dict[str, str] | None:
+    """The first processor's `_CPU_FIELDS` in /proc/cpuinfo; None without one (not Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            text = info.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    described = {name.strip(): value.strip() for name, value in fields.items() if name.strip() in _CPU_FIELDS}
+    return described or None
+
+
+def _read_host_record(path: Path) -> dict[str, str] | None:
+    """The recorded triple and CPU name; None when the file is absent, unreadable or malformed."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or set(record) != {"mtriple", "mcpu"}:
+        return None
+    if not all(isinstance(value, str) and _LLVM_NAME.fullmatch(value) for value in record.values()):
+        return None
+    return record
+
+
+def resolve_target(spec: str, arch: str | None, record_dir: Path | None = None) -> dict[str, Any]:
+    """`cpu` (the host), `cuda` (needs `arch`, e.g. sm_90) or a TVM target JSON object; `record_dir`
+    as for `host_cpu_target`."""
     if spec in ("cpu", "llvm"):
         if arch:
             raise TargetError("--arch applies to --target cuda only")
-        return host_cpu_target()
+        return host_cpu_target(record_dir)
     if spec == "cuda":
         if not arch or not arch.startswith("sm_") or not arch[3:].isdigit():
             raise TargetError("--target cuda needs --arch with a compute capability such as sm_90")
-        return {"kind": "cuda", "arch": arch, "host": host_cpu_target()}
+        return {"kind": "cuda", "arch": arch, "host": host_cpu_target(record_dir)}
     if spec.lstrip().startswith("{"):
         return _json_target(spec)
     raise TargetError(f"unknown target {spec!r}: use cpu, cuda (with --arch) or a TVM target JSON object")

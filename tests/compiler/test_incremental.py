@@ -146,6 +146,22 @@ def save_weights(path: Path, dense: np.ndarray) -> None:
         weights["dense"] = dense
 
 
+# `tfcheck build` in a fresh process, reporting which of TVM and TensorFlow it imported.
+BUILD_AND_LIST_IMPORTS = """
+import atexit, json, sys
+from tfcheck.cli import main
+atexit.register(lambda: print(json.dumps([m for m in ("tvm", "tensorflow") if m in sys.modules]), file=sys.stderr))
+main(["build", "--cache-dir", ".cache", "--format", "json"])
+"""
+
+
+def build_in_a_fresh_process(folder: Path) -> tuple[dict[str, Any], list[str]]:
+    """The build's JSON report, and the heavy modules its (main) process imported."""
+    done = subprocess.run([sys.executable, "-c", BUILD_AND_LIST_IMPORTS], cwd=folder, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), json.loads(done.stderr.splitlines()[-1])
+
+
 @pytest.fixture
 def children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The child processes the driver starts, by module, as they start."""
@@ -177,6 +193,10 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
     first = status()
     assert first[0] == "built" and children == [trace, compile_]
     assert status() == ("cached", first[1]) and children == []  # the fast path: no TensorFlow
+    # ... and no TVM: the host's LLVM CPU name comes from the cache's record of this machine
+    report, imported = build_in_a_fresh_process(folder)
+    assert [(r["status"], r["artifact"]) for r in report["functions"]] == [("cached", first[1])]
+    assert imported == []
 
     seen = {first[1]}
     for change in ("an imported helper", "a weights file read at import, replaced", "an environment constant"):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tfcheck.compiler import targets
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.driver import BuildOptions, targets_of
 from tfcheck.compiler.targets import TargetError, canonical_json, describe, device_of, resolve_target
+from tfcheck.runtime.manifest import FAST_KEYS
 
 
 def test_cpu_is_the_host_with_a_system_triple() -> None:
@@ -62,3 +67,69 @@ def test_a_cuda_entry_without_arch_is_an_error_for_that_function() -> None:
     options = BuildOptions(target=resolve_target("cpu", None), cache_dir=Path("cache"))
     with pytest.raises(TargetError, match="--arch"):
         targets_of(_function(["cpu", "cuda"]), options)
+
+
+# --- the host CPU kept in the artifact cache, so that an unchanged rebuild never imports TVM ----
+
+RESOLVE_IN_A_FRESH_PROCESS = """
+import json, sys
+from pathlib import Path
+from tfcheck.compiler.targets import resolve_target
+target = resolve_target("cpu", None, Path(sys.argv[1]))
+print(json.dumps({"target": target, "tvm_imported": "tvm" in sys.modules}))
+"""
+
+
+def _records(cache: Path) -> list[Path]:
+    return sorted((cache / FAST_KEYS).glob("host-cpu-*.json"))
+
+
+def _recorded(cache: Path) -> Path:
+    """The record that resolving the host target with `cache` leaves there."""
+    resolve_target("cpu", None, cache)
+    [record] = _records(cache)
+    return record
+
+
+def test_the_host_cpu_is_recorded_and_read_back_without_importing_tvm(tmp_path: Path) -> None:
+    asked = resolve_target("cpu", None, tmp_path)
+    assert asked == resolve_target("cpu", None) and len(_records(tmp_path)) == 1
+    fresh = subprocess.run([sys.executable, "-c", RESOLVE_IN_A_FRESH_PROCESS, str(tmp_path)],
+                           capture_output=True, text=True, check=True)
+    assert json.loads(fresh.stdout) == {"target": asked, "tvm_imported": False}
+
+
+def test_a_record_counts_only_for_the_same_cpu_and_tvm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = resolve_target("cpu", None)
+    record = _recorded(tmp_path)
+    record.write_text(json.dumps({"mtriple": real["mtriple"], "mcpu": "recorded"}))
+    assert resolve_target("cpu", None, tmp_path)["mcpu"] == "recorded"  # the record is what answers
+
+    description = targets._cpu_description()
+    assert description is not None
+    monkeypatch.setattr(targets, "_cpu_description", lambda: {**description, "flags": "sse2"})
+    assert resolve_target("cpu", None, tmp_path)["mcpu"] == real["mcpu"]  # another CPU: TVM asked
+    monkeypatch.setattr(targets, "_cpu_description", lambda: description)
+    version = targets._version
+    monkeypatch.setattr(targets, "_version", lambda name: "99.0" if name == "apache-tvm" else version(name))
+    assert resolve_target("cpu", None, tmp_path)["mcpu"] == real["mcpu"]  # another TVM: TVM asked
+    monkeypatch.setattr(targets, "_version", version)
+    assert resolve_target("cpu", None, tmp_path)["mcpu"] == "recorded"
+    assert resolve_target("cuda", "sm_90", tmp_path)["host"]["mcpu"] == "recorded"
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"mtriple": "x86_64-linux-gnu"}',
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": "../../etc"}',
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": 5}'])
+def test_a_malformed_record_is_replaced_by_what_tvm_says(tmp_path: Path, content: str) -> None:
+    real = resolve_target("cpu", None)
+    record = _recorded(tmp_path)
+    record.write_text(content)
+    assert resolve_target("cpu", None, tmp_path) == real
+    assert json.loads(record.read_text()) == {"mtriple": real["mtriple"], "mcpu": real["mcpu"]}
+
+
+def test_without_proc_cpuinfo_nothing_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(targets, "_cpu_description", lambda: None)
+    assert resolve_target("cpu", None, tmp_path) == resolve_target("cpu", None)
+    assert _records(tmp_path) == []

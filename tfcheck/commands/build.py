@@ -79,16 +79,19 @@ def _find_functions(arguments: tuple[str, ...], config: Config,
             errors + (found_files.errors if found_files else []) + (found.errors if found else []))
 
 
-def _resolve_target(target: str | None, arch: str | None, config: Config) -> tuple[dict[str, Any], bool]:
+def _resolve_target(target: str | None, arch: str | None, config: Config,
+                    record_dir: Path | None) -> tuple[dict[str, Any], bool]:
     """The run's target, and whether one was named (which overrides the functions' `targets=`).
 
-    Without a named target, `--arch` is kept for the functions that list "cuda" themselves.
+    Without a named target, `--arch` is kept for the functions that list "cuda" themselves. The
+    host CPU's LLVM name is kept in `record_dir` (the artifact cache), so that an unchanged rebuild
+    need not import TVM to learn it again.
     """
     from tfcheck.compiler.targets import TargetError, resolve_target
 
     named = target or config.build.target
     try:
-        return resolve_target(named or "cpu", arch if named else None), bool(named)
+        return resolve_target(named or "cpu", arch if named else None, record_dir), bool(named)
     except TargetError as error:
         if target is None:  # the config's target: say which file and key to fix
             table = "[tool.tfcheck.build]" if config.source and config.source.name == "pyproject.toml" else "[build]"
@@ -292,14 +295,15 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
-    run_target, target_chosen = _resolve_target(target, arch, config)
+    cache_dir = cache_dir or Path(config.build.cache_dir or CACHE_DIR)
+    run_target, target_chosen = _resolve_target(target, arch, config, None if dry_run else cache_dir)
     # Tuning measures candidates on this machine: builds running beside it would skew the timings.
     job_count, note = (1, None) if tune else jobs_for(jobs)
     if note and functions:
         click.echo(f"tfcheck: {note}", err=True)
     options = BuildOptions(
         target=run_target, target_chosen=target_chosen, arch=arch,
-        cache_dir=(cache_dir or Path(config.build.cache_dir or CACHE_DIR)),
+        cache_dir=cache_dir,
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
         jobs=min(job_count, len(functions) or 1),
