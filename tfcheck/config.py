@@ -40,6 +40,7 @@ class BuildConfig:
     target: str | None = None
     cache_dir: str | None = None
     tuning_db: str | None = None
+    jobs: int | None = None  # functions built at once (default: the cores)
     # function qualname ("pkg.mod.fn") -> list of shape entries, one artifact per entry
     shapes: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
@@ -212,6 +213,12 @@ def _string(value: Any, where: str) -> str:
     return value
 
 
+def _positive(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{where}: expected a whole number of at least 1, got {value!r}")
+    return value
+
+
 def _severity(value: Any, where: str) -> Severity:
     names = [severity.value for severity in Severity]
     if value not in names:
@@ -228,7 +235,7 @@ def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...
 def _build(value: Any, where: str) -> BuildConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a table, got {value!r}")
-    known = {"target": _string, "cache-dir": _string, "tuning-db": _string, "shapes": _shapes}
+    known = {"target": _string, "cache-dir": _string, "tuning-db": _string, "jobs": _positive, "shapes": _shapes}
     unknown = sorted(set(value) - set(known))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")

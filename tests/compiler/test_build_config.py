@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from tfcheck.compiler import driver
 from tfcheck.config import ConfigError, parse_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,8 @@ def test_nested_entries_for_one_and_two_inputs_are_kept() -> None:
      "pyproject.toml: [tool.tfcheck.build] target = 'gpu': unknown target 'gpu'"),
     ('[tool.tfcheck.build]\nshapes = { "m.f" = [[1, 8]] }\n',
      "pyproject.toml: [tool.tfcheck].build.shapes.m.f: entry [1, 8] is a bare shape"),
+    ('[tool.tfcheck.build]\njobs = 0\n',
+     "pyproject.toml: [tool.tfcheck].build.jobs: expected a whole number of at least 1, got 0"),
 ])
 def test_build_reports_a_bad_config_as_a_usage_error(project: Callable[..., Path],
                                                      run_cli: Callable[..., Result], config: str,
@@ -69,3 +72,29 @@ def test_build_reports_a_bad_config_as_a_usage_error(project: Callable[..., Path
     result = run_cli(folder, "build", "--dry-run")
     assert result.exit_code == 2
     assert message in result.stderr and "--target/--arch" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", '"4"', "true"])
+def test_jobs_must_be_a_whole_number_of_at_least_one(value: str) -> None:
+    table = tomllib.loads(f"[tool.tfcheck.build]\njobs = {value}\n")["tool"]["tfcheck"]
+    with pytest.raises(ConfigError, match=r"^pyproject.toml: \[tool.tfcheck\].build.jobs: expected a whole number"):
+        parse_table(table, Path("pyproject.toml"))
+
+
+@pytest.mark.parametrize(("config", "arguments", "requested"), [
+    ("", (), None),  # the cores
+    ("[tool.tfcheck.build]\njobs = 3\n", (), 3),
+    ("[tool.tfcheck.build]\njobs = 3\n", ("--jobs", "5"), 5),  # the command line wins
+])
+def test_jobs_come_from_the_config_unless_given_on_the_command_line(
+        project: Callable[..., Path], run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+        config: str, arguments: tuple[str, ...], requested: int | None) -> None:
+    asked: list[int | None] = []
+
+    def jobs_for(requested_jobs: int | None) -> tuple[int, None]:
+        asked.append(requested_jobs)
+        return 1, None
+
+    monkeypatch.setattr(driver, "jobs_for", jobs_for)
+    result = run_cli(project({}, config=config), "build", "--dry-run", *arguments)
+    assert result.exit_code == 0 and asked == [requested]

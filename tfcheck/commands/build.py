@@ -275,7 +275,8 @@ _SIGNATURE = click.option("--signature", "signatures", multiple=True, metavar="N
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
               help="Seconds each tracing or compiling process may take.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1),
-              help="Functions built at once [default: the cores; capped by the memory available; 1 with --tune].")
+              help="Functions built at once [default: [tool.tfcheck.build] jobs, else the cores; capped by the "
+              "memory available; 1 with --tune].")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_SIGNATURE
 def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_dir: Path | None,
@@ -298,7 +299,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     cache_dir = cache_dir or Path(config.build.cache_dir or CACHE_DIR)
     run_target, target_chosen = _resolve_target(target, arch, config, None if dry_run else cache_dir)
     # Tuning measures candidates on this machine: builds running beside it would skew the timings.
-    job_count, note = (1, None) if tune else jobs_for(jobs)
+    job_count, note = (1, None) if tune else jobs_for(jobs or config.build.jobs)
     if note and functions:
         click.echo(f"tfcheck: {note}", err=True)
     options = BuildOptions(
