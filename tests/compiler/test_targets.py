@@ -52,19 +52,19 @@ def _function(targets: list[str] | None) -> AnnotatedFunction:
                              targets=targets)
 
 
-def test_a_functions_targets_apply_unless_the_command_line_names_one() -> None:
+def test_a_functions_targets_apply_unless_the_command_line_names_one(tmp_path: Path) -> None:
     host = resolve_target("cpu", None)
     znver4 = '{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"}'
-    options = BuildOptions(target=host, cache_dir=Path("cache"), arch="sm_90")
+    options = BuildOptions(target=host, cache_dir=tmp_path, arch="sm_90")
     assert targets_of(_function(None), options) == [host]
     assert [describe(t) for t in targets_of(_function(["cpu", znver4, "cuda"]), options)] == [
         describe(host), "llvm:znver4", "cuda:sm_90"]
-    chosen = BuildOptions(target=resolve_target(znver4, None), cache_dir=Path("cache"), target_chosen=True)
+    chosen = BuildOptions(target=resolve_target(znver4, None), cache_dir=tmp_path, target_chosen=True)
     assert [describe(t) for t in targets_of(_function(["cpu", "cuda"]), chosen)] == ["llvm:znver4"]
 
 
-def test_a_cuda_entry_without_arch_is_an_error_for_that_function() -> None:
-    options = BuildOptions(target=resolve_target("cpu", None), cache_dir=Path("cache"))
+def test_a_cuda_entry_without_arch_is_an_error_for_that_function(tmp_path: Path) -> None:
+    options = BuildOptions(target=resolve_target("cpu", None), cache_dir=tmp_path)
     with pytest.raises(TargetError, match="--arch"):
         targets_of(_function(["cpu", "cuda"]), options)
 
