@@ -73,3 +73,11 @@ def extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int | None:
     """The constant extent of a loop, or None when it is symbolic."""
     value = sch.get(loop).extent
     return int(value.value) if isinstance(value, tirx.IntImm) else None
+
+
+def iterations(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
+    """Iterations of a loop nest (0 when an extent is symbolic)."""
+    total = 1
+    for loop in loops:
+        total *= extent(sch, loop) or 0
+    return total

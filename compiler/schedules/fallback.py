@@ -1,11 +1,10 @@
 """The fallback for every block no micro-kernel fits: parallel outer loops, vectorised inner loop.
 
 Elementwise and layout blocks get their outer loops fused and split over the cores and their
-innermost loop vectorised. Reductions that are not matmul-like (softmax, layer norm, means over the
-last axis) get their spatial loops run in parallel and their reduction loops left serial: LLVM
-does not reassociate float sums, so vectorising those would need rfactor, and they are a small part
-of the models' time. Parallel loops cost a thread-pool wake-up of a few microseconds, so small
-blocks stay serial.
+innermost loop vectorised. Reductions that neither the micro-kernel nor the row rule (`rows.py`:
+softmax, layer norm, means over the last axis) takes get their spatial loops run in parallel and
+their reduction loops left serial: LLVM does not reassociate float sums. Parallel loops cost a
+thread-pool wake-up of a few microseconds, so small blocks stay serial.
 """
 
 from __future__ import annotations
@@ -20,32 +19,31 @@ from .tiling import vector_width
 PARALLEL_MIN_ITERATIONS = 1 << 15
 
 
-def _iterations(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
-    """Iterations of a loop nest (0 when an extent is symbolic)."""
-    total = 1
-    for loop in loops:
-        total *= blocks.extent(sch, loop) or 0
-    return total
-
-
-def _parallelize(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV], work: int, target: Target) -> None:
+def parallelize(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV], work: int, target: Target) -> None:
     """Fuse ``loops`` and split them over the cores, when there are cores and enough ``work``."""
     if loops and cpu.num_cores(target) > 1 and work >= PARALLEL_MIN_ITERATIONS:
         sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
 
 
+def vectorize_loop(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV, lanes: int) -> None:
+    """Cut ``loop`` into power-of-two vectors of up to ``lanes`` elements (`tiling.vector_width`) and
+    vectorise the innermost piece; an odd extent stays scalar."""
+    extent = blocks.extent(sch, loop) or 1
+    width = vector_width(extent, lanes)
+    if width <= 1:
+        return
+    if width < extent:
+        loop = sch.split(loop, factors=[None, width])[-1]
+    sch.vectorize(loop)
+
+
 def _schedule_spatial(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
-    """Vectorise the innermost loop of an elementwise block and parallelise the ones above it."""
+    """Vectorise the innermost loop of an elementwise block and parallelise the ones above it
+    (with the outer part of the innermost loop, when it was cut into vectors)."""
     loops = sch.get_loops(block)
-    work = _iterations(sch, loops)
-    lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, block))
-    width = vector_width(blocks.extent(sch, loops[-1]) or 1, lanes)
-    if width > 1:
-        if width < blocks.extent(sch, loops[-1]):
-            sch.split(loops[-1], factors=[None, width])
-            loops = sch.get_loops(block)
-        sch.vectorize(loops[-1])
-    _parallelize(sch, loops[:-1], work, target)
+    work = blocks.iterations(sch, loops)
+    vectorize_loop(sch, loops[-1], cpu.vector_lanes(target, blocks.dtype_bits(sch, block)))
+    parallelize(sch, sch.get_loops(block)[:-1], work, target)
 
 
 def _schedule_reduction(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:
@@ -54,7 +52,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Tar
     kinds = blocks.iter_kinds(sch, block)
     if len(loops) != len(kinds) or "RS" in kinds:
         return
-    _parallelize(sch, loops[: kinds.count("S")], _iterations(sch, loops), target)
+    parallelize(sch, loops[: kinds.count("S")], blocks.iterations(sch, loops), target)
 
 
 def schedule_block(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) -> None:

@@ -1,0 +1,108 @@
+"""The row rule (`compiler/schedules/rows.py`): softmax, layer norm and means over the last axis
+computed row by row, vectorised along the row at the target's vector width, rows over the cores
+when there is enough work, and the same results as NumPy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+from tfcheck.compiler.schedules.apply import RULE_ATTR, legalize_and_fuse, schedule_module
+from tfcheck.compiler.targets import host_cpu_target
+
+from . import reference
+from .test_operators import check, module, rand, run
+
+# AVX-512 (16 float lanes), AVX2 (8) and SSE2 (4) versions of this machine's target.
+TARGETS = {"avx512": "skylake-avx512", "avx2": "znver3", "sse2": "x86-64"}
+LANES = {"avx512": 16, "avx2": 8, "sse2": 4}
+
+
+def target(kind: str) -> tvm.target.Target:
+    return tvm.target.Target({**host_cpu_target(), "mcpu": TARGETS[kind], "num-cores": 2})
+
+
+def scheduled_functions(mod: tvm.IRModule, target: tvm.target.Target) -> list[tirx.PrimFunc]:
+    """The PrimFuncs of `mod` after legalisation, fusion and the rules."""
+    scheduled = schedule_module(legalize_and_fuse(mod, target), target)
+    return [func for _, func in scheduled.functions_items() if isinstance(func, tirx.PrimFunc)]
+
+
+def vector_widths(func: tirx.PrimFunc) -> set[int]:
+    return {int(width) for width in re.findall(r"T\.vectorized\(T\.int64\((\d+)\)\)", func.script())}
+
+
+def softmax(shape: tuple[int, ...]) -> tvm.IRModule:
+    return module([shape], lambda bb, v: relax.op.nn.softmax(v, axis=-1))
+
+
+def mean(shape: tuple[int, ...]) -> tvm.IRModule:
+    return module([shape], lambda bb, v: relax.op.mean(v, axis=[-1], keepdims=True))
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@pytest.mark.parametrize("shape", [(1, 1000), (4, 64, 64), (3, 17)])
+def test_softmax_rows_match_numpy_on_every_vector_width(kind: str, shape: tuple[int, ...]) -> None:
+    x = rand(*shape) * 8
+    actual, rules = run(softmax(shape), x, target=target(kind))
+    check(actual, reference.softmax(x))
+    assert rules == ["schedule_rows"]
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@pytest.mark.parametrize("shape", [(1, 64, 128), (5, 33)])
+def test_layer_norm_and_means_match_numpy(kind: str, shape: tuple[int, ...]) -> None:
+    x, gamma, beta = rand(*shape), rand(shape[-1]), rand(shape[-1])
+    layer_norm = module([shape], lambda bb, v: relax.op.nn.layer_norm(v, relax.const(gamma), relax.const(beta),
+                                                                       axes=[-1]))
+    actual, rules = run(layer_norm, x, target=target(kind))
+    check(actual, reference.layer_norm(x, gamma, beta))
+    assert "schedule_rows" in rules
+    actual, rules = run(mean(shape), x, target=target(kind))
+    check(actual, x.mean(axis=-1, keepdims=True))
+    assert rules == ["schedule_rows"]
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+def test_rows_are_vectorised_at_the_targets_width(kind: str) -> None:
+    """Every reduction over a 64-wide row becomes `lanes` partial results in one vector, and every
+    step along the row is vectorised at that width."""
+    [func] = scheduled_functions(softmax((4, 64, 64)), target(kind))
+    assert func.attrs[RULE_ATTR] == "schedule_rows"
+    assert vector_widths(func) == {LANES[kind]}
+    assert func.script().count("_rf_update") == 2  # the max and the sum, each over vectors
+
+
+def test_rows_run_in_parallel_only_when_the_work_pays_for_it() -> None:
+    """A softmax over 256 rows of 64 (five steps per element) is split over the cores; a mean over
+    64 rows of 128 is not (measured: 5.4 against 11.3 us, and 3.5 against 0.4 us; docs/schedules.md)."""
+    [large] = scheduled_functions(softmax((4, 64, 64)), target("avx512"))
+    [small] = scheduled_functions(mean((1, 64, 128)), target("avx512"))
+    assert "T.parallel(" in large.script() and "T.parallel(" not in small.script()
+
+
+def test_reductions_over_other_axes_are_not_rows() -> None:
+    """A mean over the middle axis is not a row reduction (the contraction rule takes it: pooling)."""
+    x = rand(4, 9, 16)
+    actual, rules = run(module([x.shape], lambda bb, v: relax.op.mean(v, axis=[1])), x, target=target("avx512"))
+    check(actual, x.mean(axis=1))
+    assert rules and "schedule_rows" not in rules
+
+
+def test_a_mean_without_kept_dimensions_is_a_row_reduction_too() -> None:
+    x = rand(64, 128)
+    actual, rules = run(module([x.shape], lambda bb, v: relax.op.mean(v, axis=[-1])), x, target=target("avx2"))
+    check(actual, x.mean(axis=-1))
+    assert rules == ["schedule_rows"]
+
+
+def test_a_softmax_over_another_axis_is_not_rows() -> None:
+    """Its reductions read columns: computed row by row, every row would redo them."""
+    x = rand(4, 64, 8)
+    actual, rules = run(module([x.shape], lambda bb, v: relax.op.nn.softmax(v, axis=1)), x, target=target("avx512"))
+    check(actual, reference.softmax(x, axis=1))
+    assert rules and "schedule_rows" not in rules
