@@ -48,6 +48,12 @@ def is_unit_stride(expr: tirx.Expr | None, var: tirx.Var) -> bool:
     return len(coefficients) == 2 and isinstance(coefficients[0], tirx.IntImm) and coefficients[0].value == 1
 
 
+def indexes_by(expr: tirx.Expr, var: tirx.Var) -> bool:
+    """Whether the index ``expr`` varies with ``var`` (or may: an index that is not linear in it)."""
+    coefficients = detect_linear_equation(expr, [var])
+    return len(coefficients) != 2 or not (isinstance(coefficients[0], tirx.IntImm) and coefficients[0].value == 0)
+
+
 def is_identity_copy(block: tirx.SBlock) -> bool:
     """Whether the block only copies one buffer into another element for element (a pad by zero).
 

@@ -30,14 +30,17 @@ LoopRV = s_tir.schedule.LoopRV
 
 
 def _is_row_reduction(sch: s_tir.Schedule, block: SBlockRV) -> bool:
-    """``out[rows] = reduce over k of in[rows, k]``: one reduction axis, the innermost loop, along
-    which an input is contiguous (a softmax over another axis reads columns; a layer norm's
-    variance also reads the row's mean)."""
+    """``out[rows] = reduce over k of in[rows, k]``: one reduction axis, the innermost loop; an input
+    read along it contiguously (a softmax over another axis reads columns), and no input indexed
+    by it on another axis (a matmul's weights, whose reduction is the contraction rule's). A layer
+    norm's variance also reads the row's mean, which `k` does not index."""
     kinds = blocks.iter_kinds(sch, block)
     if len(sch.get_loops(block)) != len(kinds) or not kinds.endswith("R") or kinds.count("R") != 1:
         return False
     along = sch.get(block).iter_vars[-1].var
-    return any(blocks.is_var(blocks.innermost_index(read), along) for read in sch.get(block).reads)
+    reads = sch.get(block).reads
+    return (any(blocks.is_var(blocks.innermost_index(read), along) for read in reads)
+            and not any(blocks.indexes_by(axis.min, along) for read in reads for axis in read.region[:-1]))
 
 
 def _row_loops(sch: s_tir.Schedule, output: SBlockRV, rows: int) -> list[LoopRV] | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules.apply import RULE_ATTR, legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules.rows import schedule_rows
 from tfcheck.compiler.targets import host_cpu_target
 
 from . import reference
@@ -106,3 +106,12 @@ def test_a_softmax_over_another_axis_is_not_rows() -> None:
     actual, rules = run(module([x.shape], lambda bb, v: relax.op.nn.softmax(v, axis=1)), x, target=target("avx512"))
     check(actual, reference.softmax(x, axis=1))
     assert rules and "schedule_rows" not in rules
+
+
+def test_a_matmul_is_not_rows_even_when_its_micro_kernel_is_refused() -> None:
+    """Its reduction also indexes the weights along their first axis: not a row of one input."""
+    x, w = rand(8, 16), rand(16, 32)
+    dense_relu = module([x.shape], lambda bb, v: relax.op.nn.relu(bb.emit(relax.op.matmul(v, relax.const(w)))))
+    fused = legalize_and_fuse(dense_relu, target("avx512"))
+    [func] = [func for _, func in fused.functions_items() if isinstance(func, tirx.PrimFunc)]
+    assert schedule_rows(func, target("avx512")) is None
