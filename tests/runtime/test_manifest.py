@@ -65,7 +65,7 @@ def test_keys_without_a_value_are_left_out(tmp_path: Path) -> None:
     ("tuned", 1, "'tuned' = 1 is not a JSON boolean"),
     ("compile_seconds", True, "'compile_seconds' = True is not a JSON integer or number"),
     ("verify", {"passed": "yes"}, "'verify' = .* needs numbers"),
-    ("inputs", [{"shape": [None], "dtype": "float32"}], r"inputs\[0\] .* needs a static 'shape'"),
+    ("inputs", [{"shape": [None], "dtype": "float32"}], r"inputs\[0\] .* needs a 'shape' of sizes and names of 'dims'"),
 ])
 def test_a_key_of_the_wrong_type_is_named(tmp_path: Path, key: str, value: Any, message: str) -> None:
     data = {**_full_manifest(tmp_path).to_json(), key: value}
