@@ -280,7 +280,7 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
     """What the tracing child needs; the cache folder lets it stop right after freezing when the
     cache already holds the artifact (not in a dry run, which reports the operators)."""
     config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
-    config_dims = options.dims.get(function.label) or options.dims.get(function.qualname)
+    config_dims = options.dims.get(function.label, options.dims.get(function.qualname))  # {} counts: all unbounded
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
                         path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
                         config_shapes=config_shapes, config_dims=config_dims,

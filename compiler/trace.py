@@ -45,7 +45,8 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
     traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
     entries = traced.options.get("shapes") or request.config_shapes or None
-    dims = traced.options.get("dims") or request.config_dims
+    dims = traced.options.get("dims")
+    dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
     signature = _signature(traced, entries)
     arguments = _arguments(tf, signature, _argument_names(traced, signature))
     work_dir = Path(request.work_dir)
@@ -73,10 +74,11 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
 
 def _is_symbolic(flat: list[Any], entries: list[Any] | None, dims: dict[str, Any] | None) -> bool:
     """Whether to build one artifact with symbolic dimensions: the signature has unknown
-    dimensions, and either bounds were given (`dims=`) or no shape entries (which, alone, ask
-    for one artifact per shape as before)."""
+    dimensions and `dims=` (or the config's `dims`) asks for it; `{}` leaves every dimension
+    unbounded. Shape entries alone ask for one artifact per shape, as before, and are the
+    fallback when the symbolic build fails."""
     unknown = any(not spec.shape.is_fully_defined() for spec in flat)
-    return unknown and (dims is not None or not entries)
+    return unknown and dims is not None
 
 
 def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
@@ -138,7 +140,9 @@ def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | 
             raise StepError(
                 f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
                 f"for, one artifact each: "
-                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}")
+                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}"
+                f"; or build one artifact for any size with "
+                f"{dims_example([spec.shape.as_list() for spec in signature], names, request.label, not request.saved_model)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, names, entry) for entry in entries]
 
@@ -152,6 +156,17 @@ def entries_example(shapes: list[list[int | None]], label: str, decorator: bool 
                           for entry in entries)
     config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
     return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config
+
+
+def dims_example(shapes: list[list[int | None]], names: list[str], label: str, decorator: bool = True) -> str:
+    """`@tfcheck.aot(dims={"batch": (1, 64)})` (or the config's spelling) naming every unknown
+    dimension, each bounded 1 to 64 (docs/build.md, "Unknown dimensions")."""
+    named = symbolic.symbolic_shapes(shapes, names)
+    dims = list(dict.fromkeys(dim for shape in named for dim in shape if isinstance(dim, str)))
+    decorated = "{" + ", ".join(f"{dim!r}: (1, 64)" for dim in dims) + "}"
+    config = (f'in pyproject.toml, [tool.tfcheck.build] dims = {{ "{label}" = {{ '
+              + ", ".join(f'"{dim}" = [1, 64]' for dim in dims) + " } }")
+    return f"@tfcheck.aot(dims={decorated}) or, {config}" if decorator else config
 
 
 def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:
