@@ -206,14 +206,9 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
                     request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
     described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments)
-    # Checked here, right after freezing, because converting, running TensorFlow for reference
-    # outputs and compiling are all unnecessary for a function that has not changed.
-    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, f"for input shapes {shapes}")
+    if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
-    events.stage("convert", doing=f"converting {request.label} to TFLite for input shapes {shapes}")
-    flatbuffer = to_tflite(frozen)
-    variant_dir.mkdir(parents=True, exist_ok=True)
-    (variant_dir / "model.tflite").write_bytes(flatbuffer)
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
     np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
@@ -252,12 +247,9 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
                               output_structure=output_structure, input_structure=arguments,
                               dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
                                     for name, (low, high) in bounds.items()})
-    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, "with symbolic dimensions")
+    if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
-    events.stage("convert", doing=f"converting {request.label} to TFLite with symbolic dimensions")
-    flatbuffer = to_tflite(frozen)
-    variant_dir.mkdir(parents=True, exist_ok=True)
-    (variant_dir / "model.tflite").write_bytes(flatbuffer)
     observed = []
     for index, sizes in enumerate(steps):
         at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
@@ -274,6 +266,20 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
                  for i, (shape, dtype) in enumerate(zip(symbolic.output_dims(static, observed, steps), dtypes))],
         operators=tflite_operators(flatbuffer),
     )
+
+
+def _convert_unless_cached(frozen: Any, key: str, variant_dir: Path, events: EventWriter, request: TraceRequest,
+                           what: str) -> bytes | None:
+    """None when the cache holds `key`: checked right after freezing, because converting, running
+    TensorFlow for reference outputs and compiling are all unnecessary for a function that has not
+    changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`."""
+    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+        return None
+    events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
+    flatbuffer = to_tflite(frozen)
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    (variant_dir / "model.tflite").write_bytes(flatbuffer)
+    return flatbuffer
 
 
 def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:
