@@ -30,6 +30,7 @@ from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
 from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
+from tfcheck.compiler.symbolic import entries_example
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
 from tfcheck.runtime.manifest import LIBRARY, Manifest, SymbolicDim, TensorSpec, Verification
 from tfcheck.runtime.paths import UnsafePathError, check_name
@@ -223,16 +224,24 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
             return [failed]
     request = _trace_request(function, options, work_dir)
     records = _trace_and_build(function, options, request, failed, on_stage, export_suffix)
-    symbolic = [record for record in records if record.dims]
-    if symbolic and symbolic[0].status == "failed" and symbolic[0].fallback:
-        # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
-        # the shape entries still give one artifact each, as without symbolic dimensions.
-        per_shape = replace(request, symbolic=False, work_dir=str(work_dir / "per-shape"))
-        records = _trace_and_build(function, options, per_shape, failed, on_stage, export_suffix)
-        for record in records:
-            record.message = "; ".join(filter(None, [
-                f"{function.label}: no symbolic artifact ({symbolic[0].message}); built one artifact per "
-                "shape entry instead", record.message]))
+    failed_symbolic = next((record for record in records if record.dims and record.status == "failed"), None)
+    if failed_symbolic is None:
+        return records
+    if not failed_symbolic.fallback:
+        # An operator that takes no symbolic size (named in the message): concrete shapes work.
+        failed_symbolic.message = (
+            f"{failed_symbolic.message}; to build one artifact per size instead, list the concrete shapes: "
+            + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
+                              not function.saved_model))
+        return records
+    # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
+    # the shape entries still give one artifact each, as without symbolic dimensions.
+    per_shape = replace(request, symbolic=False, work_dir=str(work_dir / "per-shape"))
+    records = _trace_and_build(function, options, per_shape, failed, on_stage, export_suffix)
+    for record in records:
+        record.message = "; ".join(filter(None, [
+            f"{function.label}: no symbolic artifact ({failed_symbolic.message}); built one artifact per "
+            "shape entry instead", record.message]))
     return records
 
 

@@ -89,3 +89,14 @@ def output_dims(static: list[list[int | None]], observed: list[list[list[int]]],
                 named.append(sizes[0] if len(set(sizes)) == 1 else None)
         shapes.append(named)
     return shapes
+
+
+def entries_example(shapes: list[list[int | str | None]], label: str, decorator: bool = True) -> str:
+    """Both spellings of shape entries for these signature shapes, unknown (None or named)
+    dimensions as 1 and 8: the decorator's (a bare shape for a one-input function; not for a
+    SavedModel, which has no decorator) and the config's (always nested)."""
+    entries = [[[dim if isinstance(dim, int) else size for dim in shape] for shape in shapes] for size in (1, 8)]
+    decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
+                          for entry in entries)
+    config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
+    return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config

@@ -55,7 +55,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
         variants = [_trace_symbolic(tf, traced.tf_function, signature, arguments, dims or {},
                                     work_dir / "variant-0", events, request)]
     else:
-        shapes = _shape_entries(flat, _leaf_names(arguments), entries, request)
+        shapes = _shape_entries(flat, _leaf_names(arguments), entries)
         variants = [
             _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}",
                            events, request)
@@ -74,11 +74,11 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
 
 def _is_symbolic(flat: list[Any], entries: list[Any] | None, dims: dict[str, Any] | None) -> bool:
     """Whether to build one artifact with symbolic dimensions: the signature has unknown
-    dimensions and `dims=` (or the config's `dims`) asks for it; `{}` leaves every dimension
-    unbounded. Shape entries alone ask for one artifact per shape, as before, and are the
-    fallback when the symbolic build fails."""
+    dimensions, and either no shape entries list concrete shapes or `dims=` (or the config's
+    `dims`) bounds them as well. Shape entries alone ask for one artifact per shape (the explicit
+    per-shape route); with `dims=` they are the fallback when the symbolic build fails."""
     unknown = any(not spec.shape.is_fully_defined() for spec in flat)
-    return unknown and dims is not None
+    return unknown and (dims is not None or not entries)
 
 
 def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
@@ -126,47 +126,16 @@ def _common_shape(shapes: list[Any]) -> str:
     return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
 
 
-def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None,
-                   request: TraceRequest) -> list[list[list[int]]]:
+def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None) -> list[list[list[int]]]:
     """One list of concrete input shapes (one per tensor, in flattening order) per artifact.
 
-    Without entries the signature's own shapes are used and must be fully known; with entries each
-    must give one shape per input, compatible with the signature.
+    Without entries the signature's own shapes are used (they are fully known: unknown dimensions
+    without entries take the symbolic route, `_is_symbolic`); with entries each must give one
+    shape per input, compatible with the signature.
     """
     if not entries:
-        unknown = [f"{name!r} {_shape_text(spec.shape)}"
-                   for spec, name in zip(signature, names) if not spec.shape.is_fully_defined()]
-        if unknown:
-            raise StepError(
-                f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
-                f"for, one artifact each: "
-                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}"
-                f"; or build one artifact for any size with "
-                f"{dims_example([spec.shape.as_list() for spec in signature], names, request.label, not request.saved_model)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, names, entry) for entry in entries]
-
-
-def entries_example(shapes: list[list[int | None]], label: str, decorator: bool = True) -> str:
-    """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
-    the decorator's (a bare shape for a one-input function; not for a SavedModel, which has no
-    decorator) and the config's (always nested)."""
-    entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
-    decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
-                          for entry in entries)
-    config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
-    return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config
-
-
-def dims_example(shapes: list[list[int | None]], names: list[str], label: str, decorator: bool = True) -> str:
-    """`@tfcheck.aot(dims={"batch": (1, 64)})` (or the config's spelling) naming every unknown
-    dimension, each bounded 1 to 64 (docs/build.md, "Unknown dimensions")."""
-    named = symbolic.symbolic_shapes(shapes, names)
-    dims = list(dict.fromkeys(dim for shape in named for dim in shape if isinstance(dim, str)))
-    decorated = "{" + ", ".join(f"{dim!r}: (1, 64)" for dim in dims) + "}"
-    config = (f'in pyproject.toml, [tool.tfcheck.build] dims = {{ "{label}" = {{ '
-              + ", ".join(f'"{dim}" = [1, 64]' for dim in dims) + " } }")
-    return f"@tfcheck.aot(dims={decorated}) or, {config}" if decorator else config
 
 
 def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:

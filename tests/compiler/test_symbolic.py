@@ -12,7 +12,6 @@ import pytest
 from tfcheck.compiler import symbolic
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.discover import discover
-from tfcheck.compiler.trace import dims_example
 from tfcheck.config import ConfigError, parse_table
 
 import tfcheck.aot  # noqa: E402 - the module, not the decorator tfcheck exposes
@@ -67,12 +66,3 @@ def test_the_config_names_the_file_key_and_function_of_bad_bounds() -> None:
     with pytest.raises(ConfigError, match=r"pyproject\.toml: \[tool\.tfcheck\]\.build\.dims\.m\.f: dims= entry 'batch'"):
         parse_table(table, Path("pyproject.toml"))
 
-
-def test_the_dims_hint_works_in_both_spellings() -> None:
-    example = dims_example([[None, None]], ["tokens"], "models.f")
-    decorated, configured = re.fullmatch(r"@tfcheck\.aot\(dims=(.*)\) or, in pyproject\.toml, "
-                                         r"\[tool\.tfcheck\.build\] (dims = .*)", example).groups()
-    table = tomllib.loads(f"[tool.tfcheck.build]\n{configured}\n")["tool"]["tfcheck"]
-    from_config = parse_table(table, Path("pyproject.toml")).build.dims["models.f"]
-    assert aot_module.normalize_dims(ast.literal_eval(decorated)) == from_config == \
-        {"batch": (1, 64), "tokens_1": (1, 64)}

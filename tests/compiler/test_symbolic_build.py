@@ -1,6 +1,7 @@
 """One artifact for unknown dimensions (issue 16), built, verified and called at several sizes
 through `tfcheck.load`, against TensorFlow; bounds enforced; the per-shape fallback when an
-operator takes no symbolic size, with the operator named."""
+operator takes no symbolic size, with the operator named (without shape entries:
+test_build.py's FAILURES)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,6 @@ import tfcheck
 def filled(x):
     return x + tf.fill(tf.shape(x), 2.0)
 
-
-@tfcheck.aot(dims={})
-@tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
-def filled_only(x):
-    return x + tf.fill(tf.shape(x), 2.0)
 '''
 
 
@@ -72,15 +68,13 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
 
 
 @pytest.mark.slow
-def test_an_operator_without_symbolic_sizes_falls_back_to_the_shapes_or_fails_naming_it(
+def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
     folder = project({"fills.py": FILL})
     code, report = build(run_cli, folder)
-    assert code == 1
+    assert code == 0, report
     fell_back = [record for record in report["functions"] if record["function"] == "fills.filled"]
     assert [record["status"] for record in fell_back] == ["built", "built"]
     assert [record["inputs"][0]["shape"] for record in fell_back] == [[2, 4], [3, 4]]
     assert all("no symbolic artifact" in record["message"] and "TFLite operator FILL" in record["message"]
                and "built one artifact per shape entry instead" in record["message"] for record in fell_back)
-    [failed] = [record for record in report["functions"] if record["function"] == "fills.filled_only"]
-    assert failed["status"] == "failed" and "TFLite operator FILL from TensorFlow node 'Fill'" in failed["message"]
