@@ -230,7 +230,8 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
     if not failed_symbolic.fallback:
         # An operator that takes no symbolic size (named in the message): concrete shapes work.
         failed_symbolic.message = (
-            f"{failed_symbolic.message}; to build one artifact per size instead, list the concrete shapes: "
+            f"{(failed_symbolic.message or '').rstrip('.')}; to build one artifact per size instead, list the "
+            "concrete shapes: "
             + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
                               not function.saved_model))
         return records

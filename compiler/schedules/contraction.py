@@ -16,6 +16,8 @@ input. The rule builds the classic CPU micro-kernel around that:
 
 from __future__ import annotations
 
+import math
+
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
@@ -94,8 +96,9 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     return tail[epilogue - 1] if epilogue else None
 
 
-def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV]:
-    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it."""
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
+    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
+    the last item is the number of outer tiles at the smallest size (a symbolic extent as 1)."""
     kinds = blocks.iter_kinds(sch, main)
     loops = sch.get_loops(main)
     spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
@@ -117,7 +120,8 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, 
             outer.append(loop)
     inner = [rows_inner] if rows_inner is not None else []
     sch.reorder(*outer, *reduction, *inner, cols_inner)
-    return sch.fuse(*outer), rows_inner, cols_inner
+    tiles = math.prod(blocks.extent(sch, loop) or 1 for loop in outer)
+    return sch.fuse(*outer), rows_inner, cols_inner, tiles
 
 
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
@@ -188,12 +192,16 @@ def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule 
     if main is None:
         return None
     _schedule_producers(sch, main, target)
-    fused, rows_inner, cols_inner = _tile(sch, main, target)
+    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target)
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
     _schedule_epilogue(sch, main, fused, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
-    if cpu.num_cores(target) > 1 and (blocks.extent(sch, fused) or 2) > 1:
+    # Parallel when there are several tiles at the smallest size, as the static build decides at
+    # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
+    # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
+    # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
+    if cpu.num_cores(target) > 1 and tiles > 1:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])
