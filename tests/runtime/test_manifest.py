@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tfcheck.runtime import ArtifactError
-from tfcheck.runtime.manifest import Manifest, TensorSpec, Verification, manifest_from_json, read_manifest
+from tfcheck.runtime.manifest import Manifest, SymbolicDim, TensorSpec, Verification, manifest_from_json, read_manifest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "artifact-format.md"
 
@@ -32,6 +32,7 @@ def _full_manifest(folder: Path) -> Manifest:
         verify=Verification(1e-6, 2e-6, True), operators=({"op": "ADD", "count": 1, "example": "add"},),
         compile_seconds=1.5, tuning={"tasks": 1}, created="2026-11-22T10:00:00Z", folder=folder,
         input_structure=({"name": "x", "kind": "tensor"},), instance="classifier",
+        dims={"batch": SymbolicDim(1, 64, (1, 33, 64))},
     )
 
 
