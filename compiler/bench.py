@@ -203,7 +203,7 @@ def measure_backend(request: BenchRequest, events: EventWriter) -> BenchResult:
     events.stage("measure")
     outputs = call()
     np.savez(request.outputs_path, **{f"out{i}": o for i, o in enumerate(flat_outputs(outputs))})
-    times = _time_calls(call, request.budget)
+    times = time_calls(call, request.budget)
     return BenchResult(
         median_ms=round(statistics.median(times) * 1e3, 4),
         p10_ms=round(float(np.percentile(times, 10)) * 1e3, 4),
@@ -213,7 +213,7 @@ def measure_backend(request: BenchRequest, events: EventWriter) -> BenchResult:
     )
 
 
-def _time_calls(call: Callable[[], Any], budget: Budget) -> list[float]:
+def time_calls(call: Callable[[], Any], budget: Budget) -> list[float]:
     """Wall time of each call after the warm-up, within the budget."""
     for _ in range(budget.warmup):
         call()
@@ -233,7 +233,7 @@ def _prepare(request: BenchRequest, arrays: list[np.ndarray]) -> Callable[[], An
     """A no-argument callable that runs the backend once on the prepared inputs."""
     backend = request.backend
     if backend.startswith("tvm"):
-        return _prepare_tvm(Path(str(request.artifact)), arrays)
+        return prepare_tvm(Path(str(request.artifact)), arrays)
     tf = import_tensorflow()
     function, _ = load_function(request.root, request.module, request.qualname)
     specs = [tf.TensorSpec(s["shape"], s["dtype"]) for s in request.inputs]
@@ -268,7 +268,7 @@ def _prepare_tflite(tf: Any, concrete: Any, arrays: list[np.ndarray]) -> Callabl
     return run
 
 
-def _prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:
+def prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:
     """Load the artifact with `tfcheck.load`, as production code does (SHA-256 and machine
     checks, the bundled or installed TVM runtime, its thread count), check the inputs once, and
     time the artifact's own call."""

@@ -50,6 +50,7 @@ class AnnotatedFunction:
     end_line: int
     name: str | None = None  # `name=` literal, if given
     shapes: list[Any] | None = None  # `shapes=` literal, if given
+    dims: dict[str, Any] | None = None  # `dims=` literal, if given (validated: else `problem`)
     targets: list[str] | None = None  # `targets=`: "cpu", "cuda" or target JSON strings
     problem: str | None = None  # why it cannot be built (e.g. a nested function)
     instance: str | None = None  # a method: the module-level name of the instance it is built for
@@ -219,11 +220,27 @@ def _make(path: Path, module: str, root: Path, qualname: str, line: int, end_lin
     keywords = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
     targets, targets_problem = _targets(keywords.get("targets"))
     name = _literal(keywords.get("name"))
+    dims, dims_problem = _dims(f"{module}.{qualname}", keywords.get("dims"))
     return AnnotatedFunction(
         path=path, module=module, root=root, qualname=qualname, line=line, end_line=end_line,
-        name=name, shapes=_literal(keywords.get("shapes")), targets=targets,
-        problem=problem or targets_problem or _name_problem(f"{module}.{qualname}", name), instance=instance,
+        name=name, shapes=_literal(keywords.get("shapes")), dims=dims, targets=targets,
+        problem=problem or targets_problem or dims_problem or _name_problem(f"{module}.{qualname}", name),
+        instance=instance,
     )
+
+
+def _dims(label: str, node: ast.expr | None) -> tuple[dict[str, Any] | None, str | None]:
+    """A literal `dims=` checked before anything is traced (the decorator raises the same error
+    when the module is imported); a non-literal one is left to the traced wrapper's options."""
+    from tfcheck.aot import normalize_dims
+
+    value = _literal(node)
+    if node is None or value is None:
+        return None, None
+    try:
+        return normalize_dims(value), None
+    except ValueError as error:
+        return None, f"{label}: line {node.lineno}: {error}"
 
 
 def _name_problem(label: str, name: Any) -> str | None:

@@ -31,8 +31,9 @@ from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
 from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
+from tfcheck.compiler.symbolic import entries_example
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
-from tfcheck.runtime.manifest import LIBRARY, Manifest, TensorSpec, Verification
+from tfcheck.runtime.manifest import LIBRARY, Manifest, SymbolicDim, TensorSpec, Verification
 from tfcheck.runtime.paths import UnsafePathError, check_name
 from tfcheck.runtime.digest import file_sha256
 
@@ -53,6 +54,7 @@ class BuildOptions:
     lint: bool = True
     dry_run: bool = False
     shapes: dict[str, list[Any]] = field(default_factory=dict)  # config: qualname -> entries
+    dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # config: qualname -> dimension bounds
     tuning: dict[str, Any] | None = None
     config: Config | None = None  # for the lint gate
     timeout: float = 1800.0
@@ -82,6 +84,8 @@ class BuildRecord:
     op: str | None = None
     tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
     budget_fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the manifest's, if any
+    dims: dict[str, Any] | None = None  # symbolic dimensions: name -> {"min", "max", "verified"}
+    fallback: bool = False  # a symbolic build that failed can fall back to the shape entries
 
 
 class Reporter(Protocol):
@@ -221,10 +225,36 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
                              "(--no-lint skips this check):\n" + "\n".join(blocking)
             return [failed]
     request = _trace_request(function, options, work_dir)
+    records = _trace_and_build(function, options, request, failed, on_stage, export_suffix)
+    failed_symbolic = next((record for record in records if record.dims and record.status == "failed"), None)
+    if failed_symbolic is None:
+        return records
+    if not failed_symbolic.fallback:
+        # An operator that takes no symbolic size (named in the message): concrete shapes work.
+        failed_symbolic.message = (
+            f"{(failed_symbolic.message or '').rstrip('.')}; to build one artifact per size instead, list the "
+            "concrete shapes: "
+            + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
+                              not function.saved_model))
+        return records
+    # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
+    # the shape entries still give one artifact each, as without symbolic dimensions.
+    per_shape = replace(request, symbolic=False, work_dir=str(work_dir / "per-shape"))
+    records = _trace_and_build(function, options, per_shape, failed, on_stage, export_suffix)
+    for record in records:
+        record.message = "; ".join(filter(None, [
+            f"{function.label}: no symbolic artifact ({failed_symbolic.message}); built one artifact per "
+            "shape entry instead", record.message]))
+    return records
+
+
+def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request: TraceRequest,
+                     failed: BuildRecord, on_stage: Callable[[str], None], export_suffix: str) -> list[BuildRecord]:
+    """Trace (or recall the trace), then build each traced variant."""
     traced = None if options.dry_run else recall(options.cache_dir, request)
     if traced is None:
-        outcome = run_child("tfcheck.compiler.trace", request, TraceResult, work_dir, on_stage=on_stage,
-                            timeout=options.timeout)
+        outcome = run_child("tfcheck.compiler.trace", request, TraceResult, Path(request.work_dir),
+                            on_stage=on_stage, timeout=options.timeout)
         traced = outcome.result
         if traced is None:
             failed.message, failed.op = f"{function.label}: {outcome.error}", outcome.op
@@ -236,10 +266,14 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
     except UnsafePathError as error:
         failed.message = f"{function.label}: {error}"
         return [failed]
-    return [
+    records = [
         _build_variant(function, options, traced, variant, export_name, on_stage)
         for variant, export_name in zip(traced.variants, export_names)
     ]
+    for record, variant in zip(records, traced.variants):
+        record.dims = variant.dims
+        record.fallback = traced.has_shape_entries
+    return records
 
 
 def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list[str]:
@@ -258,9 +292,10 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
     """What the tracing child needs; the cache folder lets it stop right after freezing when the
     cache already holds the artifact (not in a dry run, which reports the operators)."""
     config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
+    config_dims = options.dims.get(function.label, options.dims.get(function.qualname))  # {} counts: all unbounded
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
                         path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
-                        config_shapes=config_shapes,
+                        config_shapes=config_shapes, config_dims=config_dims,
                         cache_dir=None if options.dry_run else str(options.cache_dir),
                         instance=function.instance,
                         saved_model=str(function.path.resolve()) if function.saved_model else None)
@@ -337,7 +372,7 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, trace
     not runnable here) artifact. Fills `record` with the failure otherwise."""
     staging = cache.new_staging()
     request = CompileRequest(variant_dir=variant.dir, target=options.target, out_dir=str(staging),
-                             tuning=options.tuning)
+                             tuning=options.tuning, inputs=variant.inputs, dims=variant.dims)
     compiled = run_child("tfcheck.compiler.pipeline", request, CompileResult, Path(variant.dir),
                          on_stage=on_stage, timeout=options.timeout)
     result = compiled.result
@@ -389,6 +424,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         device_code=result.device_code,
         tuning=result.tuning,
         budget_fallbacks=tuple(result.budget_fallbacks) if result.budget_fallbacks else None,
+        dims={name: SymbolicDim(dim["min"], dim["max"], tuple(dim["verified"])) for name, dim in variant.dims.items()}
+        if variant.dims else None,
         created=now_utc(),
     )
 

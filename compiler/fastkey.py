@@ -247,7 +247,8 @@ def python_version() -> str:
 
 
 def identity(request: TraceRequest) -> str:
-    """What a trace depends on besides what it reads: the function, its config shapes, target,
+    """What a trace depends on besides what it reads: the function, its config shapes and dims
+    (and whether the trace is the per-shape fallback of a symbolic build), target,
     compile options and tool versions (not the run's work or cache folders)."""
     parts = {
         "fastkey_version": FASTKEY_VERSION,
@@ -255,6 +256,8 @@ def identity(request: TraceRequest) -> str:
         "module": request.module,
         "qualname": request.qualname,
         "config_shapes": request.config_shapes,
+        "config_dims": request.config_dims,
+        "symbolic": request.symbolic,
         "key": dataclasses.asdict(request.key),
         "python": python_version(),
     }

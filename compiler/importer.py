@@ -50,19 +50,28 @@ def unimportable(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entry for entry in operators if entry["op"] not in supported]
 
 
-def import_tflite(path: Path) -> Any:
+def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
+                 dims: dict[str, Any] | None = None) -> Any:
     """Parse the flatbuffer and import it as a Relax IRModule whose `main` takes the inputs in
     signature order and returns the outputs in the concrete function's order.
 
-    Raises `ImporterError` naming the operator and TensorFlow node when a conversion fails, and
-    an `ImporterError` saying so when the importer fails outside any operator.
+    `inputs` (the traced variant's specs) may name symbolic dimensions (`["batch", 128]`): they
+    become `tir.Var`s of `main`'s parameters (`compiler/symbolic_import.py`), with their upper
+    bounds from `dims`. Raises `ImporterError` naming the operator and TensorFlow node when a
+    conversion fails, and an `ImporterError` saying so when the importer fails outside any operator.
     """
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
 
+    from tfcheck.compiler.symbolic_import import input_shapes, symbolic_int_lists, with_upper_bounds
+
     try:
         model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
-        module = from_tflite(model, op_converter=_converter_class())
+        shapes = input_shapes(model, inputs or [])
+        with symbolic_int_lists(shapes is not None):
+            module = from_tflite(model, shape_dict=shapes, op_converter=_converter_class())
+        if shapes is not None:
+            module = with_upper_bounds(module, dims or {})
         return _lowerable_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise
@@ -101,9 +110,12 @@ def _converter_class() -> type:
     `type(self)`, so they get the same."""
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
+    from tfcheck.compiler.symbolic_import import ShapeValues
+
     class Converter(OperatorConverter):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            self.shape_values = ShapeValues(self)
             self.convert_map["SLICE"] = functools.partial(_convert_slice, self, super().convert_slice)
             self.convert_map["GATHER"] = functools.partial(_convert_gather, self, super().convert_gather)
             self.convert_map["CONCATENATION"] = functools.partial(
@@ -112,8 +124,14 @@ def _converter_class() -> type:
             self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
+            self.shape_values.wrap(self.convert_map)
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
             self.current_op: Any = None
+
+        def get_tensor_shape(self, tensor_wrapper: Any) -> Any:
+            """The shape of the tensor's Relax expression where TFLite's shape holds 1 for an
+            unknown dimension (its `shape_signature` has -1): the symbolic one, not 1."""
+            return self.shape_values.tensor_shape(tensor_wrapper) or super().get_tensor_shape(tensor_wrapper)
 
         def convert_op_to_relax(self) -> None:
             try:

@@ -102,6 +102,10 @@ class TraceRequest:
     # A SavedModel folder: `qualname` is then the signature's name, `module` the folder's
     # name as an identifier, and nothing is imported.
     saved_model: str | None = None
+    config_dims: dict[str, Any] | None = None  # the config's bounds of symbolic dimensions
+    # Unknown dimensions become symbolic dimensions of one artifact (False: the per-shape
+    # fallback, one artifact per shape entry, after the symbolic build failed).
+    symbolic: bool = True
 
     @property
     def label(self) -> str:
@@ -122,6 +126,8 @@ class TracedVariant:
     output_structure: dict[str, Any] = field(default_factory=dict)
     operators: list[dict[str, Any]] = field(default_factory=list)
     input_structure: list[dict[str, Any]] = field(default_factory=list)  # one node per argument
+    # symbolic dimensions: name -> {"min", "max" (None: unbounded), "verified": [sizes]}
+    dims: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class TraceResult:
     source_fingerprint: str
     variants: list[TracedVariant]
     inputs: TraceInputs | None = None  # what the fast key checks (not in a dry run)
+    has_shape_entries: bool = False  # shape entries exist: the per-shape fallback of a symbolic build
 
 
 # --- compiling: compiler/pipeline.py --------------------------------------------------------------
@@ -156,6 +163,8 @@ class CompileRequest:
     target: dict[str, Any]
     out_dir: str  # where lib.so goes
     tuning: dict[str, Any] | None = None  # trials, database_dir, rpc_tracker, rpc_key
+    inputs: list[dict[str, Any]] | None = None  # the variant's input specs (symbolic dimensions by name)
+    dims: dict[str, Any] | None = None  # the variant's symbolic dimensions (TracedVariant.dims)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     target_json = request.target
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    compiled = compile_module(import_tflite(variant / "model.tflite"), target, device, request.tuning)
+    module = import_tflite(variant / "model.tflite", request.inputs, request.dims)
+    compiled = compile_module(module, target, device, request.tuning)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
@@ -51,7 +52,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
         result["cpu_features"] = compiled_cpu_features(target)
     result["compile_seconds"] = round(time.monotonic() - started, 3)
     events.stage("verify")
-    result["verify"] = _verify(library, variant / "io.npz", device)
+    result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device)
     return CompileResult(**result)
 
 
@@ -128,10 +129,11 @@ def compiled_cpu_features(target: Any) -> list[str]:
     return sorted(name for name in llvm_get_cpu_features(target) if feature_key(name) in host)
 
 
-def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
-    """Run and compare where the device exists; a CUDA build on a machine without a GPU is
-    reported as not verified rather than failed."""
-    from tfcheck.compiler.verify import compare, expected_outputs, run_library
+def _verify(library: Path, io_paths: list[Path], device: str) -> dict[str, Any]:
+    """Run and compare where the device exists, at every size the tracing step saved inputs for
+    (one `io.npz`, or `io-<i>.npz` per verified size of a symbolic build); a CUDA build on a
+    machine without a GPU is reported as not verified rather than failed."""
+    from tfcheck.compiler.verify import compare_all
 
     if device == "cuda":
         from tfcheck.runtime.target import cuda_available
@@ -139,11 +141,7 @@ def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
         if not cuda_available():
             return {"passed": None, "max_abs_error": None, "max_rel_error": None,
                     "message": "not run: this machine has no NVIDIA GPU"}
-    try:
-        actual = run_library(library, io_path, device)
-    except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
-        raise StepError(f"running the compiled library failed: {type(error).__name__}: {error}") from error
-    return compare(actual, expected_outputs(io_path))
+    return compare_all(library, io_paths, device)
 
 
 if __name__ == "__main__":

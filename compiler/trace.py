@@ -16,11 +16,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tfcheck.compiler import symbolic
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.fastkey import ReadRecorder
@@ -43,15 +45,22 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
     traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
     entries = traced.options.get("shapes") or request.config_shapes or None
+    dims = traced.options.get("dims")
+    dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
     signature = _signature(traced, entries)
     arguments = _arguments(tf, signature, _argument_names(traced, signature))
-    shapes = _shape_entries(tf.nest.flatten(signature), _leaf_names(arguments), entries, request)
     work_dir = Path(request.work_dir)
-    variants = [
-        _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}", events,
-                       request)
-        for index, entry in enumerate(shapes)
-    ]
+    flat = tf.nest.flatten(signature)
+    if request.symbolic and _is_symbolic(flat, entries, dims):
+        variants = [_trace_symbolic(tf, traced.tf_function, signature, arguments, dims or {},
+                                    work_dir / "variant-0", events, request)]
+    else:
+        shapes = _shape_entries(flat, _leaf_names(arguments), entries)
+        variants = [
+            _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}",
+                           events, request)
+            for index, entry in enumerate(shapes)
+        ]
     return TraceResult(
         name=traced.name,
         qualname=traced.qualname,
@@ -59,7 +68,17 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
         source_fingerprint=traced.source_fingerprint,
         variants=variants,
         inputs=recorder.inputs() if recorder is not None else None,
+        has_shape_entries=bool(entries),
     )
+
+
+def _is_symbolic(flat: list[Any], entries: list[Any] | None, dims: dict[str, Any] | None) -> bool:
+    """Whether to build one artifact with symbolic dimensions: the signature has unknown
+    dimensions, and either no shape entries list concrete shapes or `dims=` (or the config's
+    `dims`) bounds them as well. Shape entries alone ask for one artifact per shape (the explicit
+    per-shape route); with `dims=` they are the fallback when the symbolic build fails."""
+    unknown = any(not spec.shape.is_fully_defined() for spec in flat)
+    return unknown and (dims is not None or not entries)
 
 
 def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
@@ -107,34 +126,16 @@ def _common_shape(shapes: list[Any]) -> str:
     return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
 
 
-def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None,
-                   request: TraceRequest) -> list[list[list[int]]]:
+def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None) -> list[list[list[int]]]:
     """One list of concrete input shapes (one per tensor, in flattening order) per artifact.
 
-    Without entries the signature's own shapes are used and must be fully known; with entries each
-    must give one shape per input, compatible with the signature.
+    Without entries the signature's own shapes are used (they are fully known: unknown dimensions
+    without entries take the symbolic route, `_is_symbolic`); with entries each must give one
+    shape per input, compatible with the signature.
     """
     if not entries:
-        unknown = [f"{name!r} {_shape_text(spec.shape)}"
-                   for spec, name in zip(signature, names) if not spec.shape.is_fully_defined()]
-        if unknown:
-            raise StepError(
-                f"input {', '.join(unknown)} has unknown dimensions; list the concrete shapes to compile "
-                f"for, one artifact each: "
-                f"{entries_example([spec.shape.as_list() for spec in signature], request.label, not request.saved_model)}")
         return [[spec.shape.as_list() for spec in signature]]
     return [_check_entry(signature, names, entry) for entry in entries]
-
-
-def entries_example(shapes: list[list[int | None]], label: str, decorator: bool = True) -> str:
-    """Both spellings of shape entries for these signature shapes, unknown dimensions as 1 and 8:
-    the decorator's (a bare shape for a one-input function; not for a SavedModel, which has no
-    decorator) and the config's (always nested)."""
-    entries = [[[size if dim is None else dim for dim in shape] for shape in shapes] for size in (1, 8)]
-    decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
-                          for entry in entries)
-    config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'
-    return f"@tfcheck.aot(shapes=[{decorated}]) or, {config}" if decorator else config
 
 
 def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:
@@ -174,14 +175,9 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
                     request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
     described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments)
-    # Checked here, right after freezing, because converting, running TensorFlow for reference
-    # outputs and compiling are all unnecessary for a function that has not changed.
-    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, f"for input shapes {shapes}")
+    if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
-    events.stage("convert", doing=f"converting {request.label} to TFLite for input shapes {shapes}")
-    flatbuffer = to_tflite(frozen)
-    variant_dir.mkdir(parents=True, exist_ok=True)
-    (variant_dir / "model.tflite").write_bytes(flatbuffer)
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
     np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
@@ -191,6 +187,68 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
         outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
         operators=tflite_operators(flatbuffer),
     )
+
+
+def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                    dims: dict[str, Any], variant_dir: Path, events: EventWriter,
+                    request: TraceRequest) -> TracedVariant:
+    """The signature as it is, unknown dimensions kept: one frozen graph, one TFLite flatbuffer
+    (its tensors' `shape_signature` keeps -1), and reference inputs and outputs at each size of
+    `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`)."""
+    from tfcheck.fingerprint import captures_fingerprint
+
+    events.stage("trace", doing=f"tracing {request.label} with symbolic dimensions")
+    flat = tf.nest.flatten(signature)
+    names = _leaf_names(arguments)
+    shapes = symbolic.symbolic_shapes([spec.shape.as_list() for spec in flat], names)
+    bounds = symbolic.bounds_of(shapes, dims, request.label)
+    steps = symbolic.verify_sizes(bounds)
+    concrete = tf_function.get_concrete_function()
+    frozen = freeze(concrete)
+    graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
+    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    output_structure = _output_structure(tf, concrete.structured_outputs)
+    graph_sha256 = hashlib.sha256(graph_bytes).hexdigest()
+    structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
+    key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
+                    request.key.versions_with(tf.__version__), structures)
+    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
+                              output_structure=output_structure, input_structure=arguments,
+                              dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
+                                    for name, (low, high) in bounds.items()})
+    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, "with symbolic dimensions")
+    if flatbuffer is None:
+        return dataclasses.replace(described, cached=True)
+    observed = []
+    for index, sizes in enumerate(steps):
+        at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
+        arrays = generate_inputs(at)
+        outputs = reference_outputs(concrete, arrays)
+        observed.append([list(a.shape) for a in outputs])
+        np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
+                 **{f"output_{i}": a for i, a in enumerate(outputs)}, sizes=np.array(json.dumps(sizes)))
+    static = [tensor.shape.as_list() for tensor in tf.nest.flatten(concrete.structured_outputs)]
+    dtypes = [tensor.dtype.name for tensor in tf.nest.flatten(concrete.structured_outputs)]
+    return dataclasses.replace(
+        described,
+        outputs=[{"name": f"output_{i}", "shape": shape, "dtype": dtype}
+                 for i, (shape, dtype) in enumerate(zip(symbolic.output_dims(static, observed, steps), dtypes))],
+        operators=tflite_operators(flatbuffer),
+    )
+
+
+def _convert_unless_cached(frozen: Any, key: str, variant_dir: Path, events: EventWriter, request: TraceRequest,
+                           what: str) -> bytes | None:
+    """None when the cache holds `key`: checked right after freezing, because converting, running
+    TensorFlow for reference outputs and compiling are all unnecessary for a function that has not
+    changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`."""
+    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+        return None
+    events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
+    flatbuffer = to_tflite(frozen)
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    (variant_dir / "model.tflite").write_bytes(flatbuffer)
+    return flatbuffer
 
 
 def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:

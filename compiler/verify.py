@@ -15,7 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import json
+
 import numpy as np
+
+from tfcheck.compiler.child import StepError
 
 # dtype name -> (atol, rtol). float32 is loose enough for reassociated sums over ~10^5 terms
 # (ResNet50's widest reductions) and tight enough to catch a wrong layout or a dropped bias.
@@ -71,3 +75,30 @@ def expected_outputs(io_path: Path) -> list[np.ndarray]:
     data = np.load(io_path)
     count = sum(1 for key in data.files if key.startswith("output_"))
     return [data[f"output_{i}"] for i in range(count)]
+
+
+def compare_all(library: Path, io_paths: list[Path], device: str) -> dict[str, Any]:
+    """`compare` at each saved set of inputs: the largest errors over all, passed when all pass;
+    a symbolic build's message says at which sizes it failed (`at batch=33: output 0: ...`)."""
+    results = []
+    for io_path in io_paths:
+        where = _sizes(io_path)
+        try:
+            actual = run_library(library, io_path, device)
+        except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
+            raise StepError(f"running the compiled library{where} failed: {type(error).__name__}: {error}") from error
+        results.append((where, compare(actual, expected_outputs(io_path))))
+    errors = {key: [r[key] for _, r in results if r[key] is not None] for key in ("max_abs_error", "max_rel_error")}
+    return {"passed": all(r["passed"] for _, r in results),
+            **{key: max(values) if values else None for key, values in errors.items()},
+            "message": "; ".join(f"{where.strip()}: {r['message']}" if where else r["message"]
+                                 for where, r in results if not r["passed"])}
+
+
+def _sizes(io_path: Path) -> str:
+    """` at batch=33, tokens_1=17` for the inputs of a symbolic build's verified size, else ``."""
+    data = np.load(io_path)
+    if "sizes" not in data.files:
+        return ""
+    sizes = json.loads(str(data["sizes"]))
+    return " at " + ", ".join(f"{name}={size}" for name, size in sizes.items())

@@ -30,6 +30,7 @@ from typing import Any
 
 Shape = tuple[int | None, ...]
 ShapeEntry = tuple[Shape, ...]
+Bounds = tuple[int, int | None]  # (min, max) of a symbolic dimension; max None: unbounded
 
 
 class AotFunction:
@@ -37,8 +38,9 @@ class AotFunction:
 
     Attributes:
         tf_function: the original tf.function, unchanged.
-        aot_options: {"name": str, "targets": list[str] | None, "shapes": list[ShapeEntry] | None};
-            `shapes` is normalized to one tuple of shapes (one per input) per artifact.
+        aot_options: {"name": str, "targets": list[str] | None, "shapes": list[ShapeEntry] | None,
+            "dims": dict[str, Bounds] | None}; `shapes` is normalized to one tuple of shapes (one per
+            input) per artifact, `dims` to (min, max) per symbolic dimension.
         backend: what ran on the last call: "tensorflow", or "tvm:<device>" such as "tvm:cpu";
             None before the first call.
         name_given: whether `name=` was given; a method's artifact is otherwise named
@@ -90,6 +92,7 @@ def aot(
     name: str | None = None,
     targets: Sequence[str] | None = None,
     shapes: Sequence[Any] | None = None,
+    dims: Any = None,
 ) -> Any:
     """Mark a tf.function for `tfcheck build`; see the module docstring for the forms.
 
@@ -99,11 +102,16 @@ def aot(
         targets: build targets (for example ["llvm", "cuda"]); None lets the build choose.
         shapes: one entry per artifact; an entry is a tuple of shapes, one per input in signature
             order, or for a single-input function a plain shape such as (1, 224, 224, 3).
+        dims: bounds of the signature's unknown (None) dimensions, which the build compiles into
+            one artifact that takes any size within them: {"batch": (1, 64)}. Axis 0 of every
+            input is "batch"; any other axis k of input `name` is "name_k". (min, None) or a
+            missing name: no upper bound. See docs/build.md, "Unknown dimensions".
     """
     options = {
         "name": name,
         "targets": _normalize_targets(targets),
         "shapes": normalize_shapes(shapes),
+        "dims": normalize_dims(dims),
     }
     if fn is None:
         return functools.partial(_wrap, options=options)
@@ -160,6 +168,28 @@ def _is_shape(value: Any) -> bool:
         dim is None or (isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0)
         for dim in value
     )
+
+
+def normalize_dims(dims: Any) -> dict[str, Bounds] | None:
+    """`dims=` as {name: (min, max)}; ValueError saying what is wrong (the build, which reads
+    the decorator's literal without importing, and the config name the file and the function)."""
+    if dims is None:
+        return None
+    if not isinstance(dims, dict) or not all(isinstance(name, str) and name for name in dims):
+        raise ValueError(f'dims= must be a dict of dimension name -> (min, max), such as {{"batch": (1, 64)}}, '
+                         f"got {dims!r}")
+    return {name: _bounds(name, value) for name, value in dims.items()}
+
+
+def _bounds(name: str, value: Any) -> Bounds:
+    """(min, max) with 1 <= min <= max, or max None for no upper bound."""
+    pair = tuple(value) if isinstance(value, (list, tuple)) else None
+    ints = pair is not None and len(pair) == 2 and all(
+        item is None or (isinstance(item, int) and not isinstance(item, bool)) for item in pair)
+    if not ints or pair[0] is None or pair[0] < 1 or (pair[1] is not None and pair[1] < pair[0]):
+        raise ValueError(f"dims= entry {name!r}: {value!r} is not (min, max) with 1 <= min <= max "
+                         "(max None for no upper bound)")
+    return (pair[0], pair[1])
 
 
 def _normalize_targets(targets: Sequence[str] | None) -> list[str] | None:

@@ -43,6 +43,8 @@ class BuildConfig:
     jobs: int | None = None  # functions built at once (default: the cores)
     # function qualname ("pkg.mod.fn") -> list of shape entries, one artifact per entry
     shapes: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    # function qualname -> {dimension name: (min, max)}: bounds of symbolic dimensions
+    dims: Mapping[str, Mapping[str, tuple[int, int | None]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...
 def _build(value: Any, where: str) -> BuildConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a table, got {value!r}")
-    known = {"target": _string, "cache-dir": _string, "tuning-db": _string, "jobs": _positive, "shapes": _shapes}
+    known = {"target": _string, "cache-dir": _string, "tuning-db": _string, "jobs": _positive,
+             "shapes": _shapes, "dims": _dims}
     unknown = sorted(set(value) - set(known))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
@@ -254,10 +257,31 @@ def _shapes(value: Any, where: str) -> dict[str, list[list[list[int]]]]:
     return {name: _function_shapes(name, entries, f"{where}.{name}") for name, entries in value.items()}
 
 
-def _function_shapes(function: str, entries: Any, where: str) -> list[list[list[int]]]:
-    """One function's shape entries, validated; `where` names the file and the key."""
+def _dims(value: Any, where: str) -> dict[str, dict[str, tuple[int, int | None]]]:
+    """`"module.function" = { batch = [1, 64], ... }`: bounds of each function's symbolic
+    dimensions, checked as `@tfcheck.aot(dims=...)` is, with the file, key and function named."""
+    from tfcheck.aot import normalize_dims
+
+    if not isinstance(value, dict):
+        raise ConfigError(f'{where}: expected a table of "module.function" = {{ batch = [1, 64] }}, got {value!r}')
+    checked = {}
+    for function, dims in value.items():
+        _check_function_key(function, f"{where}.{function}")
+        try:
+            checked[function] = normalize_dims(dims) or {}
+        except ValueError as error:
+            raise ConfigError(f"{where}.{function}: {error}") from None
+    return checked
+
+
+def _check_function_key(function: str, where: str) -> None:
     if not all(part.isidentifier() for part in function.split(".")):
         raise ConfigError(f'{where}: {function!r} is not a dotted function name such as "models.vision.classify"')
+
+
+def _function_shapes(function: str, entries: Any, where: str) -> list[list[list[int]]]:
+    """One function's shape entries, validated; `where` names the file and the key."""
+    _check_function_key(function, where)
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{where}: expected a non-empty list of shape entries such as [[[1, 224, 224, 3]]], "
                           f"got {entries!r}")

@@ -16,6 +16,9 @@ input. The rule builds the classic CPU micro-kernel around that:
 
 from __future__ import annotations
 
+import math
+
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
@@ -36,7 +39,10 @@ def _main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     loops = sch.get_loops(main)
     if len(loops) != len(kinds) or "RS" in kinds or not kinds.startswith("S"):
         return None
-    if any(blocks.extent(sch, loop) is None for loop in loops):
+    # Symbolic extents (a batch of any size) are allowed on the outer spatial loops, where a tile
+    # split leaves a bound check per row; the columns and the reduction must be static.
+    spatial = kinds.count("S")
+    if any(blocks.extent(sch, loop) is None for loop in loops[spatial - 1:]):
         return None
     return main if _cols_axis_is_contiguous(sch.get(main)) else None
 
@@ -53,16 +59,17 @@ def _cols_axis_is_contiguous(block: tirx.SBlock) -> bool:
 def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
     """Index of the spatial loop to tile into register rows: the innermost one (before cols) longer than 1."""
     for index in range(len(spatial) - 2, -1, -1):
-        if blocks.extent(sch, spatial[index]) > 1:
+        extent = blocks.extent(sch, spatial[index])
+        if extent is None or extent > 1:
             return index
     return None
 
 
 def _same_shape(sch: s_tir.Schedule, block: SBlockRV, main: SBlockRV) -> bool:
     """Whether ``block`` writes a buffer of the shape ``main`` writes: an elementwise epilogue."""
-    shape = [int(dim) for dim in sch.get(main).writes[0].source.shape]
+    shape = list(sch.get(main).writes[0].source.shape)
     writes = sch.get(block).writes
-    return len(writes) == 1 and [int(dim) for dim in writes[0].source.shape] == shape
+    return len(writes) == 1 and tvm_ffi.structural_equal(list(writes[0].source.shape), shape)
 
 
 def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> SBlockRV | None:
@@ -89,15 +96,19 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     return tail[epilogue - 1] if epilogue else None
 
 
-def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV]:
-    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it."""
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
+    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
+    the last item is the number of outer tiles at the smallest size (a symbolic extent as 1)."""
     kinds = blocks.iter_kinds(sch, main)
     loops = sch.get_loops(main)
     spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     rows_index = _rows_loop(sch, spatial)
     rows_extent = blocks.extent(sch, spatial[rows_index]) if rows_index is not None else 1
-    rows, cols = register_tile(rows_extent, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
+    # A symbolic rows axis gets one row per tile (and more column vectors): a tile of several rows
+    # needs a bound check per row in the innermost loop, which measured 2.6x slower than the
+    # static build on an MLP at batch 8, against 1.5x for one row (docs/benchmarks.md).
+    rows, cols = register_tile(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
     cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
     outer = [cols_outer]
     rows_inner = None
@@ -109,7 +120,8 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, 
             outer.append(loop)
     inner = [rows_inner] if rows_inner is not None else []
     sch.reorder(*outer, *reduction, *inner, cols_inner)
-    return sch.fuse(*outer), rows_inner, cols_inner
+    tiles = math.prod(blocks.extent(sch, loop) or 1 for loop in outer)
+    return sch.fuse(*outer), rows_inner, cols_inner, tiles
 
 
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
@@ -180,12 +192,16 @@ def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule 
     if main is None:
         return None
     _schedule_producers(sch, main, target)
-    fused, rows_inner, cols_inner = _tile(sch, main, target)
+    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target)
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
     _schedule_epilogue(sch, main, fused, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
-    if cpu.num_cores(target) > 1 and blocks.extent(sch, fused) > 1:
+    # Parallel when there are several tiles at the smallest size, as the static build decides at
+    # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
+    # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
+    # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
+    if cpu.num_cores(target) > 1 and tiles > 1:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])

@@ -252,15 +252,18 @@ def test_saved_models_from_tf_saved_model_save_and_keras_export(project: Callabl
     assert lib["two_signatures.project"](x=b)["y"].shape == (2, 2)
 
 
-def test_a_signature_with_unknown_dimensions_names_the_config_key(project: Callable[..., Path],
-                                                                  run_cli: Callable[..., Result]) -> None:
+def test_a_signature_with_unknown_dimensions_builds_one_symbolic_artifact(project: Callable[..., Path],
+                                                                        run_cli: Callable[..., Result]) -> None:
     folder = project({"save.py": textwrap.dedent(SAVE_MODELS).split("module = Module()")[0] + '''
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
 model.export("keras_export", verbose=False)
 '''})
     subprocess.run([sys.executable, "save.py"], cwd=folder, check=True, capture_output=True, timeout=300)
-    code, records = build(run_cli, folder, "keras_export", "--signature", "serve")
-    message = records["keras_export.serve"]["message"]
-    assert code == 1 and "has unknown dimensions" in message
-    assert '[tool.tfcheck.build] shapes = { "keras_export.serve" = [[[1, 4]], [[8, 4]]] }' in message
-    assert "@tfcheck.aot" not in message
+    code, records = build(run_cli, folder, "keras_export", "--signature", "serve", "--out", str(folder / "out"))
+    record = records["keras_export.serve"]
+    assert code == 0 and record["verified"], record
+    assert record["dims"] == {"batch": {"min": 1, "max": None, "verified": [1, 17, 32]}}
+    assert record["inputs"][0]["shape"] == ["batch", 4]
+    serve = tfcheck.load(folder / "out").serve
+    assert [serve(np.ones((batch, 4), np.float32))["output_0"].shape for batch in (1, 5, 40)] == \
+        [(1, 3), (5, 3), (40, 3)]

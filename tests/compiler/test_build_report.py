@@ -16,7 +16,8 @@ from rich.console import Console
 from tfcheck.aot import normalize_shapes
 from tfcheck.commands.build import _print_table, summary_lines
 from tfcheck.compiler.driver import BuildRecord
-from tfcheck.compiler.trace import _tensor_parameters, entries_example, signature_hint
+from tfcheck.compiler.symbolic import entries_example
+from tfcheck.compiler.trace import _tensor_parameters, signature_hint
 from tfcheck.config import parse_table
 
 
@@ -66,7 +67,7 @@ def test_the_hint_names_the_tensor_parameters() -> None:
     assert _tensor_parameters(g) == ["x"]
 
 
-@pytest.mark.parametrize("shapes", [[[None, 4]], [[None, 4], [None]], [[2, None, 3]]])
+@pytest.mark.parametrize("shapes", [[[None, 4]], [[None, 4], [None]], [[2, None, 3]], [["batch", 4], ["batch"]]])
 def test_the_unknown_dimension_hint_shows_both_spellings_that_work(shapes: list) -> None:
     example = entries_example(shapes, "models.f")
     decorated, configured = re.fullmatch(r"@tfcheck\.aot\(shapes=(.*)\) or, in pyproject\.toml, "

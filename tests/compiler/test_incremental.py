@@ -242,7 +242,7 @@ def double(x):
 @tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
 def unknown_batch(x):
-    return x + 1.0
+    return x * 2.0 + 1.0
 '''
 
 
@@ -258,4 +258,4 @@ def test_jobs_2_gives_the_report_and_artifacts_of_jobs_1(project: Callable[..., 
                         for r in json.loads(result.stdout)["functions"]])
     assert reports[0] == reports[1]
     assert [(function, status) for function, status, _, _ in reports[0]] == [
-        ("a.double", "built"), ("a.unknown_batch", "failed"), ("b.double", "built"), ("b.unknown_batch", "failed")]
+        ("a.double", "built"), ("a.unknown_batch", "built"), ("b.double", "built"), ("b.unknown_batch", "built")]

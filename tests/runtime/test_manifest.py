@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tfcheck.runtime import ArtifactError
-from tfcheck.runtime.manifest import Manifest, TensorSpec, Verification, manifest_from_json, read_manifest
+from tfcheck.runtime.manifest import Manifest, SymbolicDim, TensorSpec, Verification, manifest_from_json, read_manifest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "artifact-format.md"
 
@@ -32,6 +32,7 @@ def _full_manifest(folder: Path) -> Manifest:
         verify=Verification(1e-6, 2e-6, True), operators=({"op": "ADD", "count": 1, "example": "add"},),
         compile_seconds=1.5, tuning={"tasks": 1}, created="2026-11-22T10:00:00Z", folder=folder,
         input_structure=({"name": "x", "kind": "tensor"},), instance="classifier",
+        dims={"batch": SymbolicDim(1, 64, (1, 33, 64))},
     )
 
 
@@ -65,7 +66,7 @@ def test_keys_without_a_value_are_left_out(tmp_path: Path) -> None:
     ("tuned", 1, "'tuned' = 1 is not a JSON boolean"),
     ("compile_seconds", True, "'compile_seconds' = True is not a JSON integer or number"),
     ("verify", {"passed": "yes"}, "'verify' = .* needs numbers"),
-    ("inputs", [{"shape": [None], "dtype": "float32"}], r"inputs\[0\] .* needs a static 'shape'"),
+    ("inputs", [{"shape": [None], "dtype": "float32"}], r"inputs\[0\] .* needs a 'shape' of sizes and names of 'dims'"),
 ])
 def test_a_key_of_the_wrong_type_is_named(tmp_path: Path, key: str, value: Any, message: str) -> None:
     data = {**_full_manifest(tmp_path).to_json(), key: value}

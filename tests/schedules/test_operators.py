@@ -264,3 +264,32 @@ def test_narrower_vector_targets(mcpu: str) -> None:
     actual, rules = run(module([x.shape], emit), x, target=target)
     check(actual, np.maximum(reference.conv2d_nhwc(x, w, (1, 1), (1, 1, 1, 1), (1, 1)), 0))
     assert "schedule_contraction" in rules
+
+
+def _parallel_kernels(scheduled: tvm.IRModule) -> dict[str, bool]:
+    """Whether each scheduled kernel has a parallel loop."""
+    return {gv.name_hint: "T.parallel(" in func.script() for gv, func in scheduled.functions_items()
+            if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs}
+
+
+@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, True)])
+def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles_at_batch_1(
+        k: int, n: int, parallel: bool) -> None:
+    """A symbolic batch is tiled one row at a time; the tiles it adds do not make the kernel
+    parallel, since at batch 1 a thread-pool wake-up would cost more than the work (a 256 -> 10
+    matmul: 3-5x slower at batch 8). Columns that give several tiles at every size do."""
+    w = rand(k, n)
+    batch = tirx.Var("batch", "int64")
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType([batch, k], "float32"))
+    with bb.function("main", [x_var]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(x_var, relax.const(w)))
+        bb.emit_func_output(out)
+    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
+    scheduled = apply_default_schedules(bb.get(), target)
+    assert set(_parallel_kernels(scheduled).values()) == {parallel}
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
+    for rows in (1, 8, 13):
+        x = rand(rows, k)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.bench import _import_root, _time_calls, find_artifacts, group_by_function
+from tfcheck.compiler.bench import _import_root, find_artifacts, time_calls, group_by_function
 from tfcheck.compiler.messages import Budget
 from tfcheck.runtime.manifest import Manifest, TensorSpec
 
@@ -73,7 +73,7 @@ def test_a_package_init_imports_from_above_the_package(tmp_path: Path, monkeypat
 
 def test_timing_stops_at_the_run_limit_after_warm_up() -> None:
     calls = []
-    times = _time_calls(lambda: calls.append(1), Budget(warmup=2, min_runs=1, min_seconds=60, max_runs=7))
+    times = time_calls(lambda: calls.append(1), Budget(warmup=2, min_runs=1, min_seconds=60, max_runs=7))
     assert (len(times), len(calls)) == (7, 9)
 
 

@@ -306,6 +306,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
         target=run_target, target_chosen=target_chosen, arch=arch,
         cache_dir=cache_dir,
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
+        dims={name: dict(bounds) for name, bounds in config.build.dims.items()},
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
         jobs=min(job_count, len(functions) or 1),
     )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.runtime.errors import InputError
-from tfcheck.runtime.manifest import TensorSpec
+from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 from tfcheck.runtime.structure import flatten_value, leaf_count
 
 ALIGNMENT = 64
@@ -75,8 +75,33 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def shape_problem(function: str, specs: Sequence[TensorSpec], dims: Mapping[str, SymbolicDim],
+                  shapes: Sequence[tuple[int, ...]]) -> str | None:
+    """Why the call's input shapes do not fit an artifact's specs, or None when they do.
+
+    A named (symbolic) dimension takes any size within its bounds, the same size wherever it
+    appears (`batch` of two inputs); the library itself would refuse other sizes less clearly.
+    """
+    bound: dict[str, tuple[int, str]] = {}
+    for spec, shape in zip(specs, shapes):
+        expected = f"{function}(): argument {_quoted(spec.name)} has shape {tuple(shape)}, expected {spec}"
+        if len(shape) != len(spec.shape) or any(isinstance(want, int) and want != got
+                                                for want, got in zip(spec.shape, shape)):
+            return expected
+        for axis, (want, got) in enumerate(zip(spec.shape, shape)):
+            if not isinstance(want, str):
+                continue
+            if not dims[want].accepts(got):
+                return f"{expected}: dimension {axis} ({want}) is {got}, the artifact takes {dims[want].describe()}"
+            size, where = bound.setdefault(want, (got, _quoted(spec.name)))
+            if size != got:
+                return f"{expected}: dimension {axis} ({want}) is {got}, but {want} of {where} is {size}"
+    return None
+
+
 def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) -> Any:
-    """Check dtype and shape against `spec`; return what to hand TVM (see `for_tvm`).
+    """Check the dtype against `spec` (the shape is `shape_problem`'s); return what to hand TVM
+    (see `for_tvm`).
 
     Plain Python numbers and lists are converted to the spec's dtype, as TensorFlow does for an
     input_signature; arrays must already have it, since a silent cast could lose precision.
@@ -85,9 +110,6 @@ def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) 
         array = np.asarray(value, dtype=spec.dtype)
     if array.dtype != np.dtype(spec.dtype):
         raise InputError(f"{function}(): argument {_quoted(spec.name)} has dtype {array.dtype}, "
-                         f"expected {spec}")
-    if tuple(array.shape) != spec.shape:
-        raise InputError(f"{function}(): argument {_quoted(spec.name)} has shape {tuple(array.shape)}, "
                          f"expected {spec}")
     return for_tvm(value, array)
 

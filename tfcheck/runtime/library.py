@@ -16,7 +16,7 @@ from typing import Any
 
 from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
-from tfcheck.runtime.inputs import as_array, check_array, flat_inputs
+from tfcheck.runtime.inputs import as_array, check_array, flat_inputs, shape_problem
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.structure import StructureError, pack
@@ -91,14 +91,18 @@ class CompiledFunction:
         specs = first.inputs
         values = flat_inputs(self.__name__, first.arguments, specs, args, kwargs)
         arrays = [as_array(value) for value in values]
-        shapes = tuple(tuple(array.shape) for array in arrays)
-        matching = [a for a in self.artifacts if a.manifest.input_shapes == shapes]
+        shapes = [tuple(array.shape) for array in arrays]
+        problems = [shape_problem(self.__name__, a.manifest.inputs, a.manifest.dims or {}, shapes)
+                    for a in self.artifacts]
+        matching = [artifact for artifact, problem in zip(self.artifacts, problems) if problem is None]
         if not matching and len(self.artifacts) > 1:
             available = "; ".join(a.manifest.describe() for a in self.artifacts)
             given = ", ".join(f"{spec.name}: {shape}" for spec, shape in zip(specs, shapes))
             raise InputError(f"{self.__name__}(): no artifact for input shapes ({given}); "
                              f"compiled for: {available}")
-        artifact = (matching or self.artifacts)[0]
+        if not matching:
+            raise InputError(str(problems[0]))
+        artifact = matching[0]
         checked = [check_array(self.__name__, spec, value, array)
                    for spec, value, array in zip(artifact.manifest.inputs, values, arrays)]
         return artifact, checked

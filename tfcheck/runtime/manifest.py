@@ -32,16 +32,22 @@ _REQUIRED = ("format_version", "function", "inputs", "outputs", "output_structur
              "library", "library_sha256", "entry")
 
 
+# A dimension of a spec: a size, or the name of a symbolic dimension listed in the manifest's
+# `dims`; for outputs also None, a size the library computes from several (shown as `?`).
+Dim = int | str | None
+
+
 @dataclass(frozen=True)
 class TensorSpec:
-    """One input or output of an artifact: a static shape and a dtype name."""
+    """One input or output of an artifact: a shape (sizes, or names of symbolic dimensions) and a
+    dtype name."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.dtype}[{', '.join(str(dim) for dim in self.shape)}]"
+        return f"{self.name}: {self.dtype}[{', '.join('?' if dim is None else str(dim) for dim in self.shape)}]"
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -55,6 +61,26 @@ class Verification:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     passed: bool | None = None
+
+
+@dataclass(frozen=True)
+class SymbolicDim:
+    """A dimension the library takes at any size from `min` to `max` (None: no upper bound), and
+    the sizes the build verified it at against TensorFlow."""
+
+    min: int = 1
+    max: int | None = None
+    verified: tuple[int, ...] = ()
+
+    def accepts(self, size: int) -> bool:
+        return size >= self.min and (self.max is None or size <= self.max)
+
+    def describe(self) -> str:
+        """`1 to 64`, or `at least 1`."""
+        return f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "verified": list(self.verified)}
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,8 @@ class Manifest:
     # absent for artifacts built before nested inputs: then every input is one tensor argument.
     input_structure: tuple[dict[str, Any], ...] | None = None
     instance: str | None = None  # methods: the module-level name of the instance it was built from
+    # Symbolic dimensions by name (the names that input and output shapes use); None: all static.
+    dims: dict[str, SymbolicDim] | None = None
     folder: Path = field(default=Path("."), compare=False)
 
     def __post_init__(self) -> None:
@@ -118,13 +146,11 @@ class Manifest:
             return self.input_structure
         return tuple({"name": spec.name, "kind": "tensor"} for spec in self.inputs)
 
-    @property
-    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(spec.shape for spec in self.inputs)
-
     def describe(self) -> str:
-        """`classify(x: float32[1, 224, 224, 3]) [cpu]`, for error messages."""
-        return f"{self.function}({', '.join(map(str, self.inputs))}) [{self.device}]"
+        """`classify(x: float32[1, 224, 224, 3]) [cpu]`, for error messages; symbolic dimensions
+        with their bounds: `mlp(x: float32[batch, 128]; batch 1 to 64) [cpu]`."""
+        bounds = "; ".join(f"{name} {dim.describe()}" for name, dim in (self.dims or {}).items())
+        return f"{self.function}({', '.join(map(str, self.inputs))}{'; ' + bounds if bounds else ''}) [{self.device}]"
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of docs/artifact-format.md; keys without a value are left out."""
@@ -137,6 +163,8 @@ class Manifest:
                 value = [spec.to_json() for spec in value]
             elif item.name == "verify":
                 value = dataclasses.asdict(value)
+            elif item.name == "dims":
+                value = {name: dim.to_json() for name, dim in value.items()}
             elif isinstance(value, tuple):
                 value = list(value)
             data[item.name] = value
@@ -185,8 +213,9 @@ def manifest_from_json(raw: object, folder: Path) -> Manifest:
     for key, kind in _KINDS.items():
         if key in values and (not isinstance(values[key], kind) or isinstance(values[key], bool) != (kind is bool)):
             raise ArtifactError(f"{path}: '{key}' = {values[key]!r} is not a JSON {_json_name(kind)}")
-    values["inputs"] = _specs(path, raw, "inputs")
-    values["outputs"] = _specs(path, raw, "outputs")
+    values["dims"] = _dims(path, raw.get("dims"))
+    values["inputs"] = _specs(path, raw, "inputs", values["dims"] or {})
+    values["outputs"] = _specs(path, raw, "outputs", values["dims"] or {})
     values["verify"] = _verification(path, raw.get("verify", {}))
     for key in ("cpu_features", "operators", "budget_fallbacks", "input_structure"):
         if key in values:
@@ -242,20 +271,45 @@ def file_inside(folder: Path, name: object, field: str) -> Path:
         raise ArtifactError(f"{folder}: {error}") from None
 
 
-def _specs(path: Path, raw: dict[str, Any], field: str) -> tuple[TensorSpec, ...]:
-    """Validate a list of {"name", "shape", "dtype"}: shapes must be static."""
+def _dims(path: Path, raw: object) -> dict[str, SymbolicDim] | None:
+    """`dims`: {name: {"min": int >= 0, "max": int >= min or null, "verified": [int, ...]}}."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{path}: 'dims' must be a JSON object")
+    dims = {}
+    for name, entry in raw.items():
+        low = entry.get("min") if isinstance(entry, dict) else None
+        high = entry.get("max") if isinstance(entry, dict) else None
+        verified = entry.get("verified", []) if isinstance(entry, dict) else None
+        if not (_is_int(low) and low >= 0 and (high is None or (_is_int(high) and high >= low))
+                and isinstance(verified, list) and all(_is_int(size) for size in verified)):
+            raise ArtifactError(f"{path}: 'dims'.{name} = {entry!r} needs an integer 'min' >= 0, an integer "
+                                "'max' >= min (or null) and a list of integers 'verified'")
+        dims[name] = SymbolicDim(low, high, tuple(verified))
+    return dims
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _specs(path: Path, raw: dict[str, Any], field: str, dims: dict[str, SymbolicDim]) -> tuple[TensorSpec, ...]:
+    """Validate a list of {"name", "shape", "dtype"}: each dimension a size, or the name of one
+    of the manifest's `dims`."""
     entries = raw[field]
     if not isinstance(entries, list):
         raise ArtifactError(f"{path}: '{field}' must be a list")
     specs = []
     for index, entry in enumerate(entries):
         try:
-            shape = tuple(int(dim) for dim in entry["shape"])
+            shape = tuple(dim if (isinstance(dim, str) and dim in dims) or (dim is None and field == "outputs" and dims)
+                          else int(dim) for dim in entry["shape"])
             specs.append(TensorSpec(str(entry.get("name", f"{field}_{index}")), shape,
                                     str(entry["dtype"])))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise ArtifactError(
-                f"{path}: {field}[{index}] = {entry!r} needs a static 'shape' and a 'dtype'"
+                f"{path}: {field}[{index}] = {entry!r} needs a 'shape' of sizes and names of 'dims', and a 'dtype'"
             ) from None
     return tuple(specs)
 
