@@ -92,6 +92,11 @@ class OuterMutationRule(Rule):
         _T + _RECORDER + "    def get_config(self):\n        config = super().get_config()\n"
         "        config['call_list'] = []\n        return config\ndef test():\n    feedforward_call_list = []\n"
         "    cfg = {'activation': 'relu', 'call_list': feedforward_call_list}\n    layer = Recorder(**cfg)\n",
+        # A closure made by each trace, over the trace's tensors, kept on the layer (tensorflow-addons 0.23.0
+        # seq2seq/attention_wrapper.py:296-307).
+        _T + "class Mechanism(tf.keras.layers.Layer):\n    def call(self, memory, mask):\n"
+        "        def _mask_probability_fn(score):\n            return tf.where(mask, score, score.dtype.min)\n"
+        "        self.probability_fn = _mask_probability_fn\n        return memory\n",
         _T + _RECORDER + "layer = Recorder([], 'relu')\n",
         _T + _RECORDER + "layer = Recorder(call_list=[], activation='relu')\n",
         _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]") + "layer = Recorder('relu')\n",
@@ -148,6 +153,9 @@ class OuterMutationRule(Rule):
         _T + "class Outer(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
         "        self.mem = None\n    @tf.function\n    def gradient(self, x):\n"
         "        self.mem = tf.TensorArray(tf.float32, size=10)\n        self.mem = self.mem.write(0, x)\n",
+        # A function of the module, not a closure of the trace: the same object on every trace.
+        _T + "def softmax(score):\n    return tf.nn.softmax(score)\nclass Mechanism(tf.keras.layers.Layer):\n"
+        "    def call(self, memory):\n        self.probability_fn = softmax\n        return memory\n",
         # What the file does not pin down stays unknown: instantiations that disagree, or pass it unseen.
         _T + _RECORDER + "a = Recorder([], 'relu')\nb = Recorder(make_recorder(), 'relu')\n",
         _T + _RECORDER + "def make(*args):\n    return Recorder(*args)\n",

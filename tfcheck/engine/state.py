@@ -238,5 +238,19 @@ def _is_self(index: FileIndex, expr: ast.expr, info: FunctionInfo) -> bool:
 
 def _set_up_once(index: FileIndex, stmt: ast.AST, value: ast.expr | None) -> bool:
     """A TensorFlow object stored (creating it is TFC004's business), or a store behind a first-call
-    guard (`if self.x is None: self.x = ...`, `global v; if v is None: v = ...`): set up once, then reused."""
-    return bool(values.expr_kinds(index, value) & kinds.TF_OBJECT_KINDS) or first_call_guard(index, stmt) is not None
+    guard (`if self.x is None: self.x = ...`, `global v; if v is None: v = ...`): set up once, then reused.
+    A function defined in the same graph function is no such object: a closure made anew by each trace
+    (over that trace's tensors), stored per trace."""
+    stored_object = bool(values.expr_kinds(index, value) & kinds.TF_OBJECT_KINDS) and not _closure_of(index, stmt, value)
+    return stored_object or first_call_guard(index, stmt) is not None
+
+
+def _closure_of(index: FileIndex, stmt: ast.AST, value: ast.expr | None) -> bool:
+    """`value` names only functions defined in the function that runs `stmt` (tensorflow-addons 0.23.0
+    seq2seq/attention_wrapper.py:307: `def _mask_probability_fn(...)` then `self.probability_fn = ...`)."""
+    if not isinstance(value, ast.Name):
+        return False
+    bindings = index.bindings_of(value)
+    owner = index.function_of(stmt)
+    return bool(bindings) and owner is not None and all(
+        b.kind == "def" and index.function_of(b.node) is owner for b in bindings)
