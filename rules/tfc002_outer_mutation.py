@@ -29,7 +29,10 @@ class OuterMutationRule(Rule):
     list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
     and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
     (or `global v; if v is None: v = ...`, `if not box[0]: box[0] = ...`)
-    and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
+    and code under `with tf.init_scope():` are not flagged, nor is set-up work (`__init__`, `build`,
+    also a `build` that `call` runs again for a new shape). A list, dict or set is known from the
+    file: a display, or a constructor parameter that every instantiation the file shows passes one
+    (`Recorder(call_list=[])`, a `get_config` entry, a default). Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
     ## Why is this bad

@@ -28,7 +28,9 @@ class TensorLeak(Rule):
     function's inputs, outputs of layers and models) that are stored where they outlive the call:
     a `global` or `nonlocal` name, an outer list, dict or set (`append`, item assignment), or an
     attribute of `self` or of an outer object. A `tf.TensorArray` counts as a tensor here: it holds
-    the trace's tensors.
+    the trace's tensors, and so does what a function of the file returns when its `return`s are
+    tensors (tuple elements followed through `a, b = self._helper(x)`). A `build` that graph code
+    runs again (`if x.shape[-1] != self._n: self.build(x.shape)`) stores in that trace.
 
     ## Why is this bad
     A tensor made while tracing is a symbolic tensor of that trace's graph. Outside the function it
