@@ -206,13 +206,13 @@ def _memoized(index: FileIndex, key: Hashable, compute: Callable[[], set[str]]) 
 
 def returned_kinds(index: FileIndex, function: FunctionInfo) -> frozenset[str]:
     """The kinds a call of `function` (of this file) returns: every `return` of it must be known."""
-    return _memoized(index, ("returns", function), lambda: _agreeing(
+    return _memoized(index, ("returns", function), lambda: _all_known(
         [expr_kinds(index, value) if value is not None else {NONE} for value in _returns(index, function)]))
 
 
 def _returned_element_kinds(index: FileIndex, function: FunctionInfo, position: int, length: int) -> frozenset[str]:
     """The kinds of element `position` of the `length`-tuple every `return` of `function` gives."""
-    return _memoized(index, ("element", function, position, length), lambda: _agreeing(
+    return _memoized(index, ("element", function, position, length), lambda: _all_known(
         [_element_kinds(index, value, position, length, 0) for value in _returns(index, function)]))
 
 
@@ -228,8 +228,9 @@ def _returns(index: FileIndex, function: FunctionInfo) -> list[ast.expr | None]:
     return [stmt.value for stmt in function.nodes if isinstance(stmt, ast.Return)]
 
 
-def _agreeing(answers: list[set[str]]) -> set[str]:
-    """The kinds all of `answers` give, when there is at least one and each is known; else unknown."""
+def _all_known(answers: list[set[str]]) -> set[str]:
+    """What a value with these possible answers can be (their union), when there is at least one and each
+    is known; else unknown."""
     if not answers or not all(answers):
         return set()
     return set().union(*answers)
