@@ -12,6 +12,11 @@ from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _T = "import tensorflow as tf\n"
+# tf-models-official 2.20.0 official/nlp/modeling/layers/transformer_scaffold_test.py:51-68, cut down:
+# a test layer records its calls in a list the constructor gets.
+_RECORDER = ("class Recorder(tf.keras.layers.Layer):\n    def __init__(self, call_list, activation, **kwargs):\n"
+             "        super().__init__(**kwargs)\n        self.list = call_list\n        self.activation = activation\n"
+             "    def call(self, inputs):\n        self.list.append(True)\n        return inputs\n")
 
 
 class OuterMutationRule(Rule):
@@ -24,7 +29,10 @@ class OuterMutationRule(Rule):
     list, dict or set, and assigning or deleting items of one. `tf.Variable` methods, Keras metrics
     and optimizers, local containers, the lazy-creation pattern `if self.v is None: self.v = ...`
     (or `global v; if v is None: v = ...`, `if not box[0]: box[0] = ...`)
-    and code under `with tf.init_scope():` are not flagged. Storing a tensor is reported as
+    and code under `with tf.init_scope():` are not flagged, nor is set-up work (`__init__`, `build`,
+    also a `build` that `call` runs again for a new shape). A list, dict or set is known from the
+    file: a display, or a constructor parameter that every instantiation the file shows passes one
+    (`Recorder(call_list=[])`, a `get_config` entry, a default). Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
     ## Why is this bad
@@ -82,6 +90,19 @@ class OuterMutationRule(Rule):
         _T + "class MyObj:\n    def __init__(self):\n        self.value = 0\nobj = MyObj()\n@tf.function\n"
         "def with_py_side_effect(tensorflow_stuff, o):\n    o.value += 1\n    return tensorflow_stuff\n"
         "for i in range(5):\n    a = with_py_side_effect(None, obj)\n",
+        # A list the constructor gets, known from the file's instantiation through a dict display and the
+        # layer's get_config (tf-models-official 2.20.0 official/vision/modeling/layers/nn_blocks_test.py:540).
+        _T + _RECORDER + "    def get_config(self):\n        config = super().get_config()\n"
+        "        config['call_list'] = []\n        return config\ndef test():\n    feedforward_call_list = []\n"
+        "    cfg = {'activation': 'relu', 'call_list': feedforward_call_list}\n    layer = Recorder(**cfg)\n",
+        # A closure made by each trace, over the trace's tensors, kept on the layer (tensorflow-addons 0.23.0
+        # seq2seq/attention_wrapper.py:296-307).
+        _T + "class Mechanism(tf.keras.layers.Layer):\n    def call(self, memory, mask):\n"
+        "        def _mask_probability_fn(score):\n            return tf.where(mask, score, score.dtype.min)\n"
+        "        self.probability_fn = _mask_probability_fn\n        return memory\n",
+        _T + _RECORDER + "layer = Recorder([], 'relu')\n",
+        _T + _RECORDER + "layer = Recorder(call_list=[], activation='relu')\n",
+        _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]") + "layer = Recorder('relu')\n",
     )
     must_not_flag = (
         # Lazy creation in a container item (dm-sonnet 2.0.2 src/conformance/optimizer_test.py:46).
@@ -135,10 +156,26 @@ class OuterMutationRule(Rule):
         _T + "class Outer(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
         "        self.mem = None\n    @tf.function\n    def gradient(self, x):\n"
         "        self.mem = tf.TensorArray(tf.float32, size=10)\n        self.mem = self.mem.write(0, x)\n",
+        # A function of the module, not a closure of the trace: the same object on every trace.
+        _T + "def softmax(score):\n    return tf.nn.softmax(score)\nclass Mechanism(tf.keras.layers.Layer):\n"
+        "    def call(self, memory):\n        self.probability_fn = softmax\n        return memory\n",
+        # What the file does not pin down stays unknown: instantiations that disagree, or pass it unseen.
+        _T + _RECORDER + "a = Recorder([], 'relu')\nb = Recorder(make_recorder(), 'relu')\n",
+        _T + _RECORDER + "def make(*args):\n    return Recorder(*args)\n",
+        _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]")
+        + "layer = Recorder('relu', call_list=make_recorder())\n",
+        # A `build` that `call` re-runs for a new static shape stores plain values on purpose (sionna 0.19.2
+        # fec/turbo/decoding.py; the tensors such a rebuild stores are TFC009's).
+        _T + "class Decoder(tf.keras.layers.Layer):\n    def build(self, input_shape):\n"
+        "        self._num_bits = input_shape[-1]\n        self._built_for = tuple(input_shape)\n"
+        "    def call(self, x):\n        if x.shape[-1] != self._num_bits:\n            self.build(x.shape)\n"
+        "        return x\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for mutation in facts.outer_mutations:
+            if mutation.rebuilt:
+                continue  # set-up work a trace redoes on purpose (a `build` for a new shape): TFC009's if a tensor
             if mutation.how == "subscript" and first_call_guard(facts, mutation.node) is not None:
                 continue  # attributes and names behind such a guard are left out by the engine already
             if not may_hold_tensor(facts, mutation.value, mutation.function):

@@ -11,6 +11,13 @@ from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _T = "import tensorflow as tf\n"
+# sionna 0.19.2 fec/interleaving.py:153-194 (RowColumnInterleaver), cut down.
+_INTERLEAVER = ("class Interleaver(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
+                "        self._perm_seq = None\n    def _generate_perm_rc(self, n_seq):\n"
+                "        ind = tf.range(n_seq, dtype=tf.int32)\n        perm_seq = tf.boolean_mask(ind, ind < n_seq)\n"
+                "        perm_seq_inv = tf.argsort(perm_seq)\n        return perm_seq, perm_seq_inv\n"
+                "    def build(self, input_shape):\n        p, pi = self._generate_perm_rc(input_shape[-1])\n"
+                "        self._perm_seq = p\n        self._perm_seq_inv = pi\n")
 
 
 class TensorLeak(Rule):
@@ -21,7 +28,9 @@ class TensorLeak(Rule):
     function's inputs, outputs of layers and models) that are stored where they outlive the call:
     a `global` or `nonlocal` name, an outer list, dict or set (`append`, item assignment), or an
     attribute of `self` or of an outer object. A `tf.TensorArray` counts as a tensor here: it holds
-    the trace's tensors.
+    the trace's tensors, and so does what a function of the file returns when its `return`s are
+    tensors (tuple elements followed through `a, b = self._helper(x)`). A `build` that graph code
+    runs again (`if x.shape[-1] != self._n: self.build(x.shape)`) stores in that trace.
 
     ## Why is this bad
     A tensor made while tracing is a symbolic tensor of that trace's graph. Outside the function it
@@ -79,6 +88,10 @@ class TensorLeak(Rule):
         _T + "class First:\n    def __init__(self, initial: int):\n        self.value = tf.constant(initial)\n"
         "    def increment(self):\n        self.value += 1\n@tf.function\ndef increment(obj: First):\n"
         "    obj.increment()\n",
+        # sionna 0.19.2 fec/interleaving.py:193-194: `call` re-runs `build` for a new static shape, which
+        # stores the tensors a method returns (a tuple, unpacked) on the layer.
+        _T + _INTERLEAVER + "    def call(self, inputs):\n        if inputs.shape[-1] != self._perm_seq.shape[0]:\n"
+        "            self.build(inputs.shape)\n        return tf.gather(inputs, self._perm_seq, axis=-1)\n",
     )
     must_not_flag = (
         _T + "@tf.function\ndef f(a):\n    x = a + 1\n    return a + 2, x\n",
@@ -98,6 +111,13 @@ class TensorLeak(Rule):
         _T + "class M(tf.Module):\n    def __init__(self):\n        self.cache = None\n    @tf.function\n"
         "    def __call__(self, x):\n        with tf.init_scope():\n            self.cache = tf.constant(1.0)\n"
         "        return x\n",
+        # The same `build` run once, behind a first-call guard (and by Keras, outside the trace).
+        _T + _INTERLEAVER + "    def call(self, inputs):\n        if self._perm_seq is None:\n"
+        "            self.build(inputs.shape)\n        return tf.gather(inputs, self._perm_seq, axis=-1)\n",
+        # A method whose returns the file cannot tell (a cycle between two helpers) stays unknown.
+        _T + "class L(tf.keras.layers.Layer):\n    def _a(self, n):\n        return self._b(n)\n"
+        "    def _b(self, n):\n        if n:\n            return self._a(n - 1)\n        return n, n\n"
+        "    def call(self, x):\n        p, q = self._b(3)\n        self.p = p\n        return x\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

@@ -128,7 +128,7 @@ class FileFacts(FileIndex):
     # -- outer state ------------------------------------------------------------------------------
     @cached_property
     def outer_state(self) -> OuterState:
-        return OuterState(self, self.graph, self.explicit_traces, self.tf_function_calls_of)
+        return OuterState(self, self.graph, self.explicit_traces, self.tf_function_calls_of, self.callers)
 
     @cached_property
     def outer_mutations(self) -> list[OuterMutation]:

@@ -10,7 +10,7 @@ outer state, loops) is built on this and imports it, never `FileFacts`, so the e
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -57,6 +57,11 @@ class FileIndex:
         self._class_by_node = {cls.node: cls for cls in self.classes}
         self._loads_cache: dict[ast.AST, dict[str, list[ast.Name]]] = {}
         self._expanding: set[ast.expr] = set()  # binding values function_target is following now
+        # Answers of analyses above the index that are computed once per file and follow each other
+        # through the file's functions (tfcheck.engine.values: return kinds, constructor parameters),
+        # keyed by the analysis; `memo_stack` holds the keys being computed now (cycles, depth).
+        self.memo: dict[Hashable, frozenset[str]] = {}
+        self.memo_stack: list[Hashable] = []
 
     # -- tree navigation -------------------------------------------------------------------------
     def parent(self, node: ast.AST) -> ast.AST | None:
@@ -457,6 +462,40 @@ class FileIndex:
                 calls.setdefault(receiver.id, []).append(call)
         return calls
 
+    @cached_property
+    def _instantiations(self) -> dict[FunctionInfo, list[tuple[ast.Call, bool]]]:
+        """For each `__init__` of the file, the calls that run it, each with whether `self` is implicit:
+        `C(...)` of a class whose `__init__` it is, `super().__init__(...)` and `Base.__init__(self, ...)`."""
+        found: dict[FunctionInfo, list[tuple[ast.Call, bool]]] = {}
+        for call, caller in self.calls:
+            target = self._constructor_called(call, caller)
+            if target is not None:
+                found.setdefault(target[0], []).append((call, target[1]))
+        return found
+
+    def _constructor_called(self, call: ast.Call, caller: FunctionInfo | None) -> tuple[FunctionInfo, bool] | None:
+        func = call.func
+        cls = self.called_class(call)
+        if cls is not None:
+            init = self.method_of(cls, "__init__")
+            return (init, True) if init is not None else None
+        if not (isinstance(func, ast.Attribute) and func.attr == "__init__"):
+            return None
+        if isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+            base = self._local_base(caller.cls) if caller is not None and caller.cls is not None else None
+            init = self.method_of(base, "__init__") if base is not None else None
+            return (init, True) if init is not None else None
+        if isinstance(func.value, ast.Name):
+            named = next((self._class_by_node[b.node] for b in self.bindings_of(func.value)
+                          if b.kind == "class" and b.node in self._class_by_node), None)
+            init = self.method_of(named, "__init__") if named is not None else None
+            return (init, False) if init is not None else None
+        return None
+
+    def instantiations(self, init: FunctionInfo) -> list[tuple[ast.Call, bool]]:
+        """The calls of the file that run the `__init__` method `init` (see `_instantiations`)."""
+        return self._instantiations.get(init, [])
+
     def calls_on(self, name: str) -> list[ast.Call]:
         """The calls `name(...)` and `name.method(...)` of the file, whatever `name` is bound to there."""
         return self._calls_by_receiver.get(name, [])
@@ -486,6 +525,24 @@ class FileIndex:
         lines[-1] = lines[-1][:node.end_col_offset]  # type: ignore[attr-defined]
         lines[0] = lines[0][node.col_offset:]  # type: ignore[attr-defined]
         return b"\n".join(lines).decode("utf-8", errors="replace")
+
+
+def bind_arguments(function: FunctionInfo, args: list[ast.expr], keywords: list[ast.keyword],
+                   skip_self: bool = False) -> dict[str, ast.expr]:
+    """Parameter name -> argument expression, as Python binds them (stops at the first `*args`)."""
+    node_args = function.node.args
+    positional = [a.arg for a in node_args.posonlyargs + node_args.args]
+    if skip_self:
+        positional = positional[1:]
+    bound: dict[str, ast.expr] = {}
+    for name, arg in zip(positional, args):
+        if isinstance(arg, ast.Starred):
+            break
+        bound[name] = arg
+    for keyword in keywords:
+        if keyword.arg is not None:
+            bound[keyword.arg] = keyword.value
+    return bound
 
 
 def _in_body(function_node: ast.AST, child: ast.AST) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tfcheck.engine import kinds, values
 from tfcheck.engine.graphcode import GraphCode
@@ -48,6 +48,10 @@ class OuterMutation:
     target: str
     owner: str
     value: ast.expr | None
+    # In a set-up method (`build`) that graph code calls again itself, not behind a first-call guard
+    # (`if shape changed: self.build(shape)`): set-up work redone per trace on purpose, whose plain
+    # values are no side effect to report, but whose tensors are the trace's (TFC009).
+    rebuilt: bool = False
 
 
 def is_setup_method(name: str) -> bool:
@@ -68,21 +72,34 @@ class OuterState:
     """
 
     def __init__(self, index: FileIndex, graph: GraphCode, traces: frozenset[tuple[FunctionInfo, FunctionInfo]],
-                 calls_of: Callable[[FunctionInfo], list[TfFunctionCall]]) -> None:
+                 calls_of: Callable[[FunctionInfo], list[TfFunctionCall]],
+                 callers: Callable[[FunctionInfo], list[tuple[ast.Call, FunctionInfo | None]]]) -> None:
         self.index = index
         self.graph = graph
         self.traces = traces
         self.calls_of = calls_of
+        self.callers = callers
 
     def mutations(self) -> list[OuterMutation]:
         """Every write in graph code to Python state that outlives the call."""
         found: list[OuterMutation] = []
         statements = self.graph.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Call)
+        rebuilt: dict[FunctionInfo, bool] = {}
         for node, info in statements:
             if not is_setup_method(info.name):
                 found.extend(self._mutations_of(node, info))
+            elif rebuilt.setdefault(info, self._rebuilt_in_graph(info)):
+                found.extend(replace(mutation, rebuilt=True) for mutation in self._mutations_of(node, info))
         found.sort(key=lambda m: (m.node.lineno, m.node.col_offset))
         return found
+
+    def _rebuilt_in_graph(self, info: FunctionInfo) -> bool:
+        """A set-up method other than a constructor that graph code of the file calls, not behind a
+        first-call guard: it runs again in the traces that call it, not once (sionna's interleavers
+        call `self.build(inputs.shape)` from `call` when the static shape changed)."""
+        return info.name not in ("__init__", "__new__", "__post_init__") and any(
+            self.graph.is_graph_function(caller) and not is_setup_method(caller.name)
+            and first_call_guard(self.index, call) is None for call, caller in self.callers(info))
 
     def _mutations_of(self, node: ast.AST, info: FunctionInfo) -> Iterator[OuterMutation]:
         if isinstance(node, ast.Call):
@@ -221,5 +238,19 @@ def _is_self(index: FileIndex, expr: ast.expr, info: FunctionInfo) -> bool:
 
 def _set_up_once(index: FileIndex, stmt: ast.AST, value: ast.expr | None) -> bool:
     """A TensorFlow object stored (creating it is TFC004's business), or a store behind a first-call
-    guard (`if self.x is None: self.x = ...`, `global v; if v is None: v = ...`): set up once, then reused."""
-    return bool(values.expr_kinds(index, value) & kinds.TF_OBJECT_KINDS) or first_call_guard(index, stmt) is not None
+    guard (`if self.x is None: self.x = ...`, `global v; if v is None: v = ...`): set up once, then reused.
+    A function defined in the same graph function is no such object: a closure made anew by each trace
+    (over that trace's tensors), stored per trace."""
+    stored_object = bool(values.expr_kinds(index, value) & kinds.TF_OBJECT_KINDS) and not _closure_of(index, stmt, value)
+    return stored_object or first_call_guard(index, stmt) is not None
+
+
+def _closure_of(index: FileIndex, stmt: ast.AST, value: ast.expr | None) -> bool:
+    """`value` names only functions defined in the function that runs `stmt` (tensorflow-addons 0.23.0
+    seq2seq/attention_wrapper.py:307: `def _mask_probability_fn(...)` then `self.probability_fn = ...`)."""
+    if not isinstance(value, ast.Name):
+        return False
+    bindings = index.bindings_of(value)
+    owner = index.function_of(stmt)
+    return bool(bindings) and owner is not None and all(
+        b.kind == "def" and index.function_of(b.node) is owner for b in bindings)

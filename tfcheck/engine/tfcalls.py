@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
-from tfcheck.engine.index import FileIndex
+from tfcheck.engine.index import FileIndex, bind_arguments
 from tfcheck.engine.scopes import FunctionInfo
 
 
@@ -137,24 +137,6 @@ def _decorated(index: FileIndex, info: FunctionInfo) -> tuple[FunctionInfo, ast.
     if decorator is None:
         return None
     return info, info.node, index.has_input_signature(decorator)
-
-
-def bind_arguments(function: FunctionInfo, args: list[ast.expr], keywords: list[ast.keyword],
-                   skip_self: bool = False) -> dict[str, ast.expr]:
-    """Parameter name -> argument expression, as Python binds them (stops at the first `*args`)."""
-    node_args = function.node.args
-    positional = [a.arg for a in node_args.posonlyargs + node_args.args]
-    if skip_self:
-        positional = positional[1:]
-    bound: dict[str, ast.expr] = {}
-    for name, arg in zip(positional, args):
-        if isinstance(arg, ast.Starred):
-            break
-        bound[name] = arg
-    for keyword in keywords:
-        if keyword.arg is not None:
-            bound[keyword.arg] = keyword.value
-    return bound
 
 
 def _forwarded_call(index: FileIndex, call: ast.Call, caller: FunctionInfo | None) -> list[TfFunctionCall]:

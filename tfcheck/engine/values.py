@@ -3,16 +3,30 @@
 Rules need to tell a NumPy array from a tensor, a Python list from a dataset, an iterator from a
 tf.data iterator. The answer is a small set of kinds (a name can be bound to several values), named
 in tfcheck.engine.kinds.
+
+Two answers follow the file's own functions, each computed once per file (`FileIndex.memo`):
+- what a function or method of the file returns (`self._helper(x)` resolved through `self.`), and the
+  elements of a tuple it returns, followed through unpacking (`p, pi = self._perm(n)`);
+- what a constructor parameter holds (`self.list = call_list` in `__init__`): the arguments of every
+  instantiation the file shows (`L([])`, `L(call_list=[])`, `super().__init__(...)`), the default
+  where one of them (or none at all) leaves it out, and a Keras class's `get_config` entry (Keras'
+  `from_config` calls `cls(**config)`), all of which must agree.
+What the file does not pin down stays unknown: a parameter some instantiation passes through `*args`
+or `**kwargs`, a return value the file cannot tell, a cycle of functions whose answers depend on each
+other (recursion), or a chain deeper than `_MEMO_DEPTH`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from tfcheck.engine.index import FileIndex
+from collections.abc import Callable, Hashable
+
+from tfcheck.engine.index import FileIndex, bind_arguments
 from tfcheck.engine.kinds import (DATASET, DICT, FUNCTION, ITERATOR, LAYER, LIST, MODEL, NDARRAY, NONE, NUMBER,
                                   OPTIMIZER, RANGE, SET, STRATEGY, STRING, TENSOR, TENSOR_ARRAY, TF_FUNCTION,
                                   TUPLE, VARIABLE)
+from tfcheck.engine.scopes import Binding, FunctionInfo
 
 _BUILTIN_KINDS = {
     "builtins.list": LIST, "builtins.dict": DICT, "builtins.set": SET, "builtins.tuple": TUPLE,
@@ -69,6 +83,8 @@ def call_kind(index: FileIndex, call: ast.Call, depth: int) -> set[str]:
     target = index.called_function(call)
     if target is not None and target.is_generator:
         return {ITERATOR}
+    if target is not None:
+        return set(returned_kinds(index, target))
     cls = index.called_class(call)
     if cls is not None:
         return {index.class_kind(cls)}
@@ -157,4 +173,171 @@ def name_kinds(index: FileIndex, name: ast.Name, depth: int) -> set[str]:
             kinds |= expr_kinds(index, binding.value, depth)
         elif binding.kind == "def":
             kinds.add(FUNCTION)
+        elif binding.kind == "param":
+            kinds |= _parameter_kinds(index, binding, name.id)
+        elif binding.kind == "assign":
+            kinds |= _unpacked_kinds(index, binding.node, depth)
     return kinds
+
+
+# -- answers that follow the file's functions, memoized per file --------------------------------------
+_MEMO_DEPTH = 8  # functions (or constructors) followed inside each other before the answer is unknown
+_TRUSTED_DECORATORS = frozenset({"builtins.staticmethod", "builtins.classmethod"})
+
+
+def _memoized(index: FileIndex, key: Hashable, compute: Callable[[], set[str]]) -> frozenset[str]:
+    """`compute()` once per file for `key`. A key asked for while it is being computed is a cycle: every
+    answer on the cycle is unknown (whichever function was asked first), and so is a chain deeper than
+    `_MEMO_DEPTH`, which also keeps the recursion of a generated file's call chains bounded."""
+    if key in index.memo:
+        return index.memo[key]
+    stack = index.memo_stack
+    if key in stack or len(stack) >= _MEMO_DEPTH:
+        for pending in stack[stack.index(key) if key in stack else 0:]:
+            index.memo[pending] = frozenset()  # marks the cycle: kept unknown when it finishes
+        return frozenset()
+    stack.append(key)
+    try:
+        answer = frozenset(compute())
+    finally:
+        stack.pop()
+    return index.memo.setdefault(key, answer)
+
+
+def returned_kinds(index: FileIndex, function: FunctionInfo) -> frozenset[str]:
+    """The kinds a call of `function` (of this file) returns: every `return` of it must be known."""
+    return _memoized(index, ("returns", function), lambda: _all_known(
+        [expr_kinds(index, value) if value is not None else {NONE} for value in _returns(index, function)]))
+
+
+def _returned_element_kinds(index: FileIndex, function: FunctionInfo, position: int, length: int) -> frozenset[str]:
+    """The kinds of element `position` of the `length`-tuple every `return` of `function` gives."""
+    return _memoized(index, ("element", function, position, length), lambda: _all_known(
+        [_element_kinds(index, value, position, length, 0) for value in _returns(index, function)]))
+
+
+def _returns(index: FileIndex, function: FunctionInfo) -> list[ast.expr | None]:
+    """The values `function` returns (None for a bare `return`); none for a function whose calls do not
+    return them: one without a `return`, a generator, or one behind a decorator that may change it."""
+    node = function.node
+    if isinstance(node, ast.Lambda):
+        return [node.body]
+    if function.is_generator or any(index.resolve(d.func if isinstance(d, ast.Call) else d)
+                                    not in _TRUSTED_DECORATORS | index.tf_function_names for d in node.decorator_list):
+        return []
+    return [stmt.value for stmt in function.nodes if isinstance(stmt, ast.Return)]
+
+
+def _all_known(answers: list[set[str]]) -> set[str]:
+    """What a value with these possible answers can be (their union), when there is at least one and each
+    is known; else unknown."""
+    if not answers or not all(answers):
+        return set()
+    return set().union(*answers)
+
+
+def _element_kinds(index: FileIndex, value: ast.expr | None, position: int, length: int, depth: int) -> set[str]:
+    """The kinds of element `position` of `value` unpacked into `length` names: a tuple or list display of
+    that length, or a call of a function of the file whose returns are."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        if len(value.elts) != length or any(isinstance(e, ast.Starred) for e in value.elts):
+            return set()
+        return expr_kinds(index, value.elts[position], depth + 1)
+    if isinstance(value, ast.Call):
+        target = index.called_function(value)
+        if target is not None:
+            return set(_returned_element_kinds(index, target, position, length))
+    return set()
+
+
+def _unpacked_kinds(index: FileIndex, target: ast.AST, depth: int) -> set[str]:
+    """`a, b = value`: the kinds of the element of `value` the name `target` receives."""
+    elements = index.parent(target)
+    statement = index.parent(elements) if elements is not None else None
+    if not (isinstance(elements, (ast.Tuple, ast.List)) and isinstance(statement, ast.Assign)
+            and any(t is elements for t in statement.targets)) \
+            or any(isinstance(e, ast.Starred) for e in elements.elts):
+        return set()
+    position = next(i for i, element in enumerate(elements.elts) if element is target)
+    return _element_kinds(index, statement.value, position, len(elements.elts), depth)
+
+
+def _parameter_kinds(index: FileIndex, binding: Binding, name: str) -> set[str]:
+    """The kinds a parameter of a constructor (`__init__`) holds, as the file shows it; else unknown."""
+    init = index.function_info(binding.scope.node) if binding.scope is not None else None
+    if init is None or init.cls is None or init.name != "__init__" or isinstance(init.node, ast.Lambda):
+        return set()
+    def agreed() -> set[str]:
+        answers = [expr_kinds(index, value) for value in _constructor_arguments(index, init, name)]
+        return answers[0] if answers and answers[0] and all(answer == answers[0] for answer in answers) else set()
+
+    return set(_memoized(index, ("parameter", init, name), agreed))
+
+
+def _constructor_arguments(index: FileIndex, init: FunctionInfo, name: str) -> list[ast.expr | None]:
+    """What the file passes as the parameter `name` of `init`: each instantiation's argument (or the
+    default where it passes none), the default alone when there is no instantiation, and a Keras class's
+    `get_config` entry. A call that may pass it through `*args`/`**kwargs` gives an unknown (None)."""
+    default = _default_of(init, name)
+    found: list[ast.expr | None] = []
+    for call, implicit_self in index.instantiations(init):
+        keywords = [*call.keywords]
+        spread = [k for k in keywords if k.arg is None]
+        for keyword in spread:  # `L(**cfg)` with `cfg = {"call_list": [], ...}`: the display's entries
+            keywords += _spread_entries(index, keyword.value)
+        bound = bind_arguments(init, call.args, keywords, skip_self=implicit_self)
+        unseen = any(isinstance(a, ast.Starred) for a in call.args) \
+            or any(k.arg is None and not _spread_entries(index, k.value) for k in spread)
+        argument = bound.get(name) or (None if unseen else default)
+        if argument is not None or unseen:
+            found.append(argument)
+    found.extend(_config_entries(index, init, name))
+    if not found and default is not None:
+        found.append(default)
+    return found
+
+
+def _spread_entries(index: FileIndex, mapping: ast.expr) -> list[ast.keyword]:
+    """The entries of `**mapping` as keywords, when `mapping` is a dict display (or a name bound once to
+    one and only read, never changed in place) with constant string keys; else none."""
+    if isinstance(mapping, ast.Name):
+        bindings = index.bindings_of(mapping)
+        scope = index.binding_scope(mapping)
+        owner = index.function_info(scope.node) if scope is not None else None
+        uses = [use for use in index.loads_under(owner).get(mapping.id, ()) if index.binding_scope(use) is scope]
+        if len(bindings) != 1 or not isinstance(bindings[0].value, ast.Dict) \
+                or any(not isinstance(index.parent(use), ast.keyword) for use in uses):
+            return []
+        mapping = bindings[0].value
+    if not isinstance(mapping, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                    for k in mapping.keys):
+        return []
+    return [ast.keyword(arg=key.value, value=value) for key, value in zip(mapping.keys, mapping.values)]
+
+
+def _default_of(function: FunctionInfo, name: str) -> ast.expr | None:
+    args = function.node.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None]
+    return next((default for arg, default in pairs if arg.arg == name), None)
+
+
+def _config_entries(index: FileIndex, init: FunctionInfo, name: str) -> list[ast.expr]:
+    """`config["name"] = value` and `{"name": value}` in the `get_config` of a Keras class without a
+    `from_config` of its own: Keras restores the layer as `cls(**config)`."""
+    cls = init.cls
+    if cls is None or index.class_kind(cls) not in (LAYER, MODEL) or index.method_of(cls, "from_config") is not None:
+        return []
+    get_config = index.method_of(cls, "get_config")
+    if get_config is None:
+        return []
+    found: list[ast.expr] = []
+    for node in get_config.nodes:
+        if isinstance(node, ast.Assign):
+            found += [node.value for target in node.targets if isinstance(target, ast.Subscript)
+                      and isinstance(target.slice, ast.Constant) and target.slice.value == name]
+        elif isinstance(node, ast.Dict):
+            found += [value for key, value in zip(node.keys, node.values)
+                      if isinstance(key, ast.Constant) and key.value == name]
+    return found
