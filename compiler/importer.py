@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.child import StepError
+from tfcheck.compiler.tflite_values import constant_value
 
 
 class ImporterError(StepError):
@@ -186,20 +187,13 @@ def _runtime_input_hint(converter: Any, op: Any, error: Exception) -> str:
     if "get_tensor_value" not in frames:
         return ""
     runtime = [str(index) for index, tensor in enumerate(converter.get_input_tensors(op))
-               if index > 0 and _constant(converter, tensor) is None]
+               if index > 0 and constant_value(converter, tensor) is None]
     if not runtime:
         return ""
     if len(runtime) == 1:
         return f" TVM's converter needs input {runtime[0]} of the operator to be a constant; it is computed at run time."
     return (f" TVM's converter needs inputs {' and '.join(runtime)} of the operator to be constants; they are "
             "computed at run time.")
-
-
-def _constant(converter: Any, tensor: Any) -> np.ndarray | None:
-    """The value of a constant input tensor, or None when it is computed at run time."""
-    if converter.has_expr(tensor.tensor_idx) or tensor.buffer is None or not tensor.buffer.DataLength():
-        return None
-    return converter.get_tensor_value(tensor)
 
 
 def _producer(converter: Any, tensor_idx: int, code: str) -> Any:
@@ -240,7 +234,7 @@ def _tensor_list_write(converter: Any, op: Any) -> tuple[Any, Any, Any] | None:
         return None
     (source, head_begin, head_size), (tail_source, _, tail_size) = (converter.get_input_tensors(head),
                                                                     converter.get_input_tensors(tail))
-    begin, rest = _constant(converter, head_begin), _constant(converter, tail_size)
+    begin, rest = constant_value(converter, head_begin), constant_value(converter, tail_size)
     shape = list(source.tensor.ShapeAsNumpy())
     output = converter.get_output_tensors(op)[0]
     if (tail_source.tensor_idx != source.tensor_idx or begin is None or begin.any() or rest is None
@@ -264,7 +258,7 @@ def _convert_slice(converter: Any, upstream: Any, op: Any) -> Any:
     import tvm
 
     data, begin, size = converter.get_input_tensors(op)
-    if _constant(converter, begin) is not None and _constant(converter, size) is not None:
+    if constant_value(converter, begin) is not None and constant_value(converter, size) is not None:
         return upstream(op=op)
     output = converter.get_output_tensors(op)[0].tensor_idx
     consumers = _consumers(converter, output)
@@ -322,7 +316,7 @@ def _convert_scatter_nd(converter: Any, upstream: Any, op: Any) -> Any:
     from tvm import relax
 
     indices, updates, shape = converter.get_input_tensors(op)
-    constant_shape = _constant(converter, shape)
+    constant_shape = constant_value(converter, shape)
     if constant_shape is None:
         return upstream(op)
     [output] = converter.get_output_tensors(op)

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tfcheck.compiler.tflite_values import constant_value
+
 
 def input_shapes(model: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]] | None:
     """`shape_dict` for `from_tflite`: each input tensor's shape with its named dimensions as
@@ -187,11 +189,9 @@ class ShapeValues:
 
     def _value(self, tensor: Any) -> np.ndarray | None:
         """A shape value already evaluated, or a constant int tensor's value; None otherwise."""
-        from tfcheck.compiler.importer import _constant
-
         if tensor.tensor_idx in self._values:
             return self._values[tensor.tensor_idx]
-        constant = _constant(self._converter, tensor)
+        constant = constant_value(self._converter, tensor)
         if constant is None or constant.dtype.kind not in "iu":
             return None
         return np.vectorize(int, otypes=[object])(constant) if constant.size else constant.astype(object)
