@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import re
 import sys
@@ -94,6 +93,8 @@ def wheel_library(name: str) -> Path | None:
     if name != FFI_LIBRARY:
         lib_dir = wheel_library_dir()
         return None if lib_dir is None else lib_dir / name
+    import importlib.metadata  # 15-60 ms: only where a wheel may be installed
+
     try:
         files = importlib.metadata.distribution(FFI_DISTRIBUTION).files or []
     except importlib.metadata.PackageNotFoundError:
@@ -111,6 +112,8 @@ def wheel_libraries(device: str) -> tuple[Path, ...]:
 
 
 def distribution_version(name: str) -> str | None:
+    import importlib.metadata  # 15-60 ms: not on the way of a production install (see _from_wheel)
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -190,8 +193,9 @@ def mapped_library(name: str) -> Path | None:
 
 
 def _from_wheel(runtime: Runtime) -> tuple[Path, ...] | None:
-    """The installed wheels' libraries when they are exactly the recorded ones, else None."""
-    if (distribution_version(TVM_DISTRIBUTION), distribution_version(FFI_DISTRIBUTION)) != (
+    """The installed wheels' libraries when they are exactly the recorded ones, else None (at
+    once where apache-tvm is not installed: a production install never reads package metadata)."""
+    if wheel_library_dir() is None or (distribution_version(TVM_DISTRIBUTION), distribution_version(FFI_DISTRIBUTION)) != (
             runtime.tvm, runtime.tvm_ffi):
         return None
     paths = tuple(wheel_library(name) for name, _ in runtime.libraries)
