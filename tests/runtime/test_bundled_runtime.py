@@ -118,21 +118,24 @@ def test_a_damaged_bundled_runtime_is_refused(artifacts, tmp_path, damage, reaso
         bundled_libraries(out / "scale__1x4", read_runtime(manifest))
 
 
-def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, tmp_path):
+@pytest.mark.parametrize("preamble", ["", "import tvm_ffi"])
+def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, tmp_path, preamble):
     """A `tvm` package that marks its import shadows the wheel: the runtime must neither import it
-    nor find libraries through it, and must map the bundled copies."""
+    nor find libraries through it, and must map the bundled copies. A process that imported
+    `tvm_ffi` first keeps that one libtvm_ffi.so (same bytes) rather than mapping a second copy."""
     out = _exported(artifacts)
     shadow, marker = tmp_path / "shadow", tmp_path / "imported-tvm"
     (shadow / "tvm").mkdir(parents=True)
     (shadow / "tvm" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     script = textwrap.dedent(f"""
         import json, sys
+        {preamble}
         import numpy as np
         import tfcheck
         lib = tfcheck.load({str(out)!r})
         result = lib.scale(np.arange(4, dtype=np.float32).reshape(1, 4))
         maps = open("/proc/self/maps").read()
-        mapped = sorted({{line.split()[-1] for line in maps.splitlines() if "libtvm_runtime" in line}})
+        mapped = sorted({{line.split()[-1] for line in maps.splitlines() if "libtvm_" in line}})
         print(json.dumps({{"result": result.tolist(), "mapped": mapped}}))
     """)
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -140,8 +143,11 @@ def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, t
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report["result"] == [[1.0, 3.0, 5.0, 7.0]]
-    bundled = (out / RUNTIME_DIR).resolve()
-    assert report["mapped"] and all(path.startswith(str(bundled)) for path in report["mapped"])
+    bundled = str((out / RUNTIME_DIR).resolve())
+    runtime = [path for path in report["mapped"] if "libtvm_runtime" in path]
+    ffi = [path for path in report["mapped"] if path.endswith("/libtvm_ffi.so")]
+    assert len(runtime) == 2 and all(path.startswith(bundled) for path in runtime)
+    assert len(ffi) == 1 and ffi[0].startswith(bundled) == (preamble == "")
     assert not marker.exists()
 
 
