@@ -2,7 +2,7 @@
 
 `runtime_record` goes into every manifest; `bundle_runtime` copies the recorded libraries from the
 installed apache-tvm and apache-tvm-ffi wheels into `<out>/tvm-runtime/<tag>/` once per `--out`
-folder (about 7.2 MB, libtvm_ffi.so included), so that the folder runs with
+folder (7.0 MB, libtvm_ffi.so included), so that the folder runs with
 `pip install tfcheck[runtime]` (NumPy alone) instead of the 450 MB and 12 MB wheels. See tfcheck/runtime/bundled.py for how the runtime finds and checks them.
 """
 
