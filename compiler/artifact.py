@@ -28,6 +28,7 @@ from typing import Any
 from tfcheck.atomic import locked, write_atomic
 from tfcheck.compiler.targets import canonical_json
 from tfcheck.gitignore import mark_ignored
+from tfcheck.runtime.bundled import read_runtime
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest, read_manifest
 from tfcheck.runtime.paths import check_name, remove_tree
@@ -144,6 +145,7 @@ def entry_problem(folder: Path) -> str | None:
     try:
         manifest = read_manifest(folder)
         library = manifest.library_path
+        read_runtime(manifest)  # an older tfcheck recorded fewer runtime libraries: rebuild
     except ArtifactError as error:
         return str(error)
     if not library.is_file():

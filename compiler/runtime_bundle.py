@@ -1,9 +1,9 @@
 """The TVM runtime an artifact was built against: recorded in its manifest, copied on export.
 
 `runtime_record` goes into every manifest; `bundle_runtime` copies the recorded libraries from the
-installed apache-tvm wheel into `<out>/tvm-runtime/<tag>/` once per `--out` folder, so that the
-folder runs with `pip install tfcheck[runtime]` (NumPy and apache-tvm-ffi, about 12 MB) instead of
-the 450 MB wheel. See tfcheck/runtime/bundled.py for how the runtime finds and checks them.
+installed apache-tvm and apache-tvm-ffi wheels into `<out>/tvm-runtime/<tag>/` once per `--out`
+folder (7.0 MB, libtvm_ffi.so included), so that the folder runs with
+`pip install tfcheck[runtime]` (NumPy alone) instead of the 450 MB and 12 MB wheels. See tfcheck/runtime/bundled.py for how the runtime finds and checks them.
 """
 
 from __future__ import annotations
@@ -14,32 +14,32 @@ from typing import Any
 from tfcheck.atomic import copy_atomic
 from tfcheck.runtime.bundled import (FFI_DISTRIBUTION, RUNTIME_DIR, TVM_DISTRIBUTION,
                                      distribution_version, runtime_tag, sha256_of, wheel_libraries,
-                                     wheel_library_dir)
+                                     wheel_library)
 
 
 def runtime_record(device: str) -> dict[str, Any]:
     """The manifest's `runtime`: tag, exact TVM and tvm-ffi versions, and the SHA-256 of each
-    runtime library an artifact for `device` loads."""
+    runtime library an artifact for `device` loads (libtvm_ffi.so included)."""
     libraries = {path.name: sha256_of(path) for path in wheel_libraries(device)}
     tvm_version = str(distribution_version(TVM_DISTRIBUTION))
-    return {"tag": runtime_tag(tvm_version, libraries["libtvm_runtime.so"]), "tvm": tvm_version,
+    return {"tag": runtime_tag(tvm_version, libraries), "tvm": tvm_version,
             "tvm_ffi": distribution_version(FFI_DISTRIBUTION), "libraries": libraries}
 
 
 def bundle_runtime(record: dict[str, Any], out_dir: Path) -> str | None:
     """Copy the runtime libraries of a manifest's `runtime` record into `out_dir/tvm-runtime/<tag>/`
     (each file atomically, skipping the ones already there intact); why it could not, or None."""
-    lib_dir = wheel_library_dir()
     folder = out_dir / RUNTIME_DIR / record["tag"]
     folder.mkdir(parents=True, exist_ok=True)
     for name, sha in record["libraries"].items():
         target = folder / name
         if target.is_file() and sha256_of(target) == sha:
             continue
-        source = lib_dir / name if lib_dir is not None else None
+        source = wheel_library(name)
         if source is None or not source.is_file() or sha256_of(source) != sha:
             return (f"cannot bundle {name}: the installed apache-tvm "
-                    f"({distribution_version(TVM_DISTRIBUTION) or 'none'}) is not the build the "
-                    f"artifact recorded ({record['tvm']}); rebuild it")
+                    f"({distribution_version(TVM_DISTRIBUTION) or 'none'}) and apache-tvm-ffi "
+                    f"({distribution_version(FFI_DISTRIBUTION) or 'none'}) are not the build the "
+                    f"artifact recorded ({record['tvm']}, {record['tvm_ffi']}); rebuild it")
         copy_atomic(source, target)
     return None

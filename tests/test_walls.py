@@ -122,9 +122,10 @@ WALLS = {
     "the runtime (and tfcheck.aot) imports no TensorFlow outside runtime/tf_bridge.py": (
         lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot") and importer != TF_BRIDGE,
         lambda imported: _within(imported, *TENSORFLOW)),
-    "the runtime imports no TVM compiler (`tvm`; `tvm_ffi` is the runtime's)": (
+    "the runtime imports neither `tvm` nor `tvm_ffi` (`[runtime]` installs neither; runtime/ffi.py "
+    "drives the bundled libtvm_ffi.so)": (
         lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot"),
-        lambda imported: _within(imported, "tvm")),
+        lambda imported: _within(imported, "tvm", "tvm_ffi")),
     "the runtime imports no compiler": (
         lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot"),
         lambda imported: _within(imported, "tfcheck.compiler")),

@@ -40,7 +40,7 @@ class CommandEntry:
 # that needs the extra is imported. Import names, not distributions: `tensorflow` and
 # `tensorflow-cpu` both provide `tensorflow`.
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "runtime": ("numpy", "tvm_ffi"),
+    "runtime": ("numpy",),
     "build": ("numpy", "tvm_ffi", "tvm", "tensorflow", "tflite"),
 }
 

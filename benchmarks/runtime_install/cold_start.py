@@ -1,7 +1,11 @@
 """Cold start of the runtimes that setup.sh installed into WORK: from spawning a fresh process to
-its first result (the child prints the wall clock then, so its exit is not counted).
+its first result (the child prints the wall clock then, so its exit is not counted). The rounds
+are interleaved (each runs every row once), so that a change in the machine's load hits every row.
 
     benchmarks/runtime_install/setup.sh /tmp/rtm && python3 benchmarks/runtime_install/cold_start.py /tmp/rtm
+
+`--before OTHER` adds the tfcheck rows of another folder laid out like WORK (`rt`, `out`), for
+example one that setup.sh made from an older checkout, to compare two runtimes in one run.
 """
 
 import argparse
@@ -31,6 +35,15 @@ CASES = {
 }
 
 
+def cases_with(before: Path | None) -> dict[str, tuple[Path | None, str, str]]:
+    """CASES (run in WORK: the None) and, with `before`, the tfcheck rows again there."""
+    cases: dict[str, tuple[Path | None, str, str]] = {name: (None, *case) for name, case in CASES.items()}
+    for name, (venv, code) in CASES.items():
+        if before is not None and name.startswith("tfcheck"):
+            cases[f"{name} ({before.name})"] = (before, venv, code)
+    return cases
+
+
 def first_result_seconds(work: Path, venv: str, code: str) -> float:
     start = time.time()
     done = subprocess.run([str(work / venv / "bin" / "python"), "-c", code + "import time\nprint(time.time())"],
@@ -42,10 +55,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("work", type=Path, help="the folder setup.sh filled")
     parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--before", type=Path, help="another folder with `rt` and `out` to compare")
     args = parser.parse_args()
-    for name, (venv, code) in CASES.items():
-        times = [first_result_seconds(args.work, venv, code) for _ in range(args.runs)]
-        print(f"| {name} | {statistics.median(times):.3f} s | {min(times):.3f} s |", flush=True)
+    cases = cases_with(args.before)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.runs):
+        for name, (folder, venv, code) in cases.items():
+            times[name].append(first_result_seconds(folder or args.work, venv, code))
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values):.3f} s | {min(values):.3f} s |", flush=True)
 
 
 if __name__ == "__main__":

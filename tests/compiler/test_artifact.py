@@ -23,6 +23,9 @@ INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
 TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake", "num-cores": 2}
 OPTIONS = {"schedules": "tfcheck-default"}
 VERSIONS = {"tfcheck": "0.1.0", "compiler_sources": "0123456789abcdef", "tvm": "0.27.0", "tensorflow": "2.21.0"}
+RUNTIME = {"tag": "tvm-0.27.0-0123456789ab", "tvm": "0.27.0", "tvm_ffi": "0.1.14",
+           "libraries": {name: "0" * 64 for name in ("libtvm_ffi.so", "libtvm_runtime.so",
+                                                     "libtvm_runtime_extra.so")}}
 
 
 def key(**changes: object) -> str:
@@ -70,7 +73,7 @@ def stage(cache: ArtifactCache, entry_key: str, payload: bytes = b"library") -> 
     manifest = Manifest(key=entry_key, function="f", qualname="m.f", device="cpu",
                         inputs=(TensorSpec("x", (1, 4), "float32"),), outputs=(), output_structure={"kind": "tuple"},
                         library="lib.so", library_sha256=file_sha256(staging / "lib.so"),
-                        created="2026-11-22T00:00:00Z")
+                        runtime=RUNTIME, created="2026-11-22T00:00:00Z")
     return staging, manifest
 
 
@@ -85,17 +88,24 @@ def test_commit_then_lookup_and_index(tmp_path: Path) -> None:
     assert index[key()]["qualname"] == "m.f"
 
 
-@pytest.mark.parametrize("damage", ["truncate library", "delete library", "garble manifest", "delete manifest"])
+@pytest.mark.parametrize("damage", ["truncate library", "delete library", "garble manifest", "delete manifest",
+                                    "older runtime record"])
 def test_corrupt_entries_are_reported_and_removed(tmp_path: Path, damage: str) -> None:
+    """An older tfcheck recorded no libtvm_ffi.so: such an entry is rebuilt, not exported unrunnable."""
     cache = ArtifactCache(tmp_path)
     folder = cache.commit(*stage(cache, key()))
     target, action = {"truncate library": ("lib.so", "truncate"), "delete library": ("lib.so", "delete"),
                       "garble manifest": ("manifest.json", "truncate"),
-                      "delete manifest": ("manifest.json", "delete")}[damage]
+                      "delete manifest": ("manifest.json", "delete"),
+                      "older runtime record": ("manifest.json", "drop libtvm_ffi.so")}[damage]
     if action == "truncate":
         (folder / target).write_bytes((folder / target).read_bytes()[:5])
-    else:
+    elif action == "delete":
         (folder / target).unlink()
+    else:
+        manifest = json.loads((folder / target).read_text())
+        del manifest["runtime"]["libraries"]["libtvm_ffi.so"]
+        (folder / target).write_text(json.dumps(manifest))
     manifest, problem = cache.lookup(key())
     assert manifest is None and problem
     assert not folder.exists()

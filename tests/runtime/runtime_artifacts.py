@@ -42,13 +42,15 @@ def _relax_module(kind: str, shape: tuple[int, ...]) -> Any:
 
 
 def runtime_record(device: str = "cpu") -> dict[str, Any]:
-    """The `runtime` record for the installed apache-tvm wheel's libraries."""
+    """The `runtime` record for the installed apache-tvm and apache-tvm-ffi wheels' libraries."""
     lib_dir = Path(importlib.util.find_spec("tvm").submodule_search_locations[0]) / "lib"
-    names = ["libtvm_runtime.so", "libtvm_runtime_extra.so"] + (
-        ["libtvm_runtime_cuda.so"] if device == "cuda" else [])
-    libraries = {name: hashlib.sha256((lib_dir / name).read_bytes()).hexdigest() for name in names}
+    ffi_dir = Path(importlib.util.find_spec("tvm_ffi").submodule_search_locations[0]) / "lib"
+    paths = [ffi_dir / "libtvm_ffi.so", lib_dir / "libtvm_runtime.so", lib_dir / "libtvm_runtime_extra.so"]
+    paths += [lib_dir / "libtvm_runtime_cuda.so"] if device == "cuda" else []
+    libraries = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
     tvm = importlib.metadata.version("apache-tvm")
-    return {"tag": f"tvm-{tvm}-{libraries['libtvm_runtime.so'][:12]}", "tvm": tvm,
+    shared = hashlib.sha256((libraries["libtvm_ffi.so"] + libraries["libtvm_runtime.so"]).encode())
+    return {"tag": f"tvm-{tvm}-{shared.hexdigest()[:12]}", "tvm": tvm,
             "tvm_ffi": importlib.metadata.version("apache-tvm-ffi"), "libraries": libraries}
 
 

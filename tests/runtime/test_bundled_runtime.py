@@ -35,14 +35,21 @@ def _exported(artifacts) -> Path:
     return out
 
 
+_ZEROS = {"libtvm_ffi.so": "0" * 64, "libtvm_runtime.so": "0" * 64, "libtvm_runtime_extra.so": "0" * 64}
+
+
 @pytest.mark.parametrize("changes, reason", [
-    ({"tvm_ffi": "0.1.13"}, r"built with apache-tvm-ffi 0\.1\.13, installed: 0\.1\.14"),
     # The tests' process imported apache-tvm (to build artifacts), so its runtime is the only one.
-    ({"tvm": "0.19.0"}, r"imported apache-tvm 0\.27\.0\.post1, whose runtime is not the one the "
-                        r"artifact was built with \(TVM 0\.19\.0\)"),
+    ({"tvm_ffi": "0.1.13"}, r"imported apache-tvm 0\.27\.0\.post1 with apache-tvm-ffi 0\.1\.14\.post0, "
+                            r"whose runtime is not the one the artifact was built with \(TVM "
+                            r"0\.27\.0\.post1, tvm-ffi 0\.1\.13\)"),
+    ({"tvm": "0.19.0"}, r"whose runtime is not the one the artifact was built with \(TVM 0\.19\.0, "),
+    ({"libraries": _ZEROS}, "already runs another build of libtvm_ffi.so; the artifact needs TVM "
+                            "runtime tvm-0.27.0.post1-[0-9a-f]{12} \\(open: .*/tvm_ffi/lib/libtvm_ffi.so\\)"),
+    ({"libraries": {**_ZEROS, "libtvm_ffi.so": runtime_record()["libraries"]["libtvm_ffi.so"]}},
+     "already runs another build of libtvm_runtime.so"),
     ({"libraries": {"libtvm_runtime.so": "0" * 64, "libtvm_runtime_extra.so": "0" * 64}},
-     "whose runtime is not the one the artifact was built with|already runs another build of "
-     "libtvm_runtime.so; the artifact needs TVM runtime tvm-0.27.0.post1-"),
+     "runtime libraries must be exactly libtvm_ffi.so, libtvm_runtime.so, libtvm_runtime_extra.so"),
     ({"tag": "../../etc"}, "runtime tag '../../etc' is not of the form"),
     ({"tag": "tvm-0.27/../x"}, "is not of the form"),
     ({"libraries": {"../libc.so.6": "0" * 64}}, "runtime libraries must be exactly"),
@@ -111,21 +118,24 @@ def test_a_damaged_bundled_runtime_is_refused(artifacts, tmp_path, damage, reaso
         bundled_libraries(out / "scale__1x4", read_runtime(manifest))
 
 
-def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, tmp_path):
+@pytest.mark.parametrize("preamble", ["", "import tvm_ffi"])
+def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, tmp_path, preamble):
     """A `tvm` package that marks its import shadows the wheel: the runtime must neither import it
-    nor find libraries through it, and must map the bundled copies."""
+    nor find libraries through it, and must map the bundled copies. A process that imported
+    `tvm_ffi` first keeps that one libtvm_ffi.so (same bytes) rather than mapping a second copy."""
     out = _exported(artifacts)
     shadow, marker = tmp_path / "shadow", tmp_path / "imported-tvm"
     (shadow / "tvm").mkdir(parents=True)
     (shadow / "tvm" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     script = textwrap.dedent(f"""
         import json, sys
+        {preamble}
         import numpy as np
         import tfcheck
         lib = tfcheck.load({str(out)!r})
         result = lib.scale(np.arange(4, dtype=np.float32).reshape(1, 4))
         maps = open("/proc/self/maps").read()
-        mapped = sorted({{line.split()[-1] for line in maps.splitlines() if "libtvm_runtime" in line}})
+        mapped = sorted({{line.split()[-1] for line in maps.splitlines() if "libtvm_" in line}})
         print(json.dumps({{"result": result.tolist(), "mapped": mapped}}))
     """)
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -133,8 +143,11 @@ def test_an_exported_folder_runs_on_its_bundled_runtime_without_tvm(artifacts, t
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report["result"] == [[1.0, 3.0, 5.0, 7.0]]
-    bundled = (out / RUNTIME_DIR).resolve()
-    assert report["mapped"] and all(path.startswith(str(bundled)) for path in report["mapped"])
+    bundled = str((out / RUNTIME_DIR).resolve())
+    runtime = [path for path in report["mapped"] if "libtvm_runtime" in path]
+    ffi = [path for path in report["mapped"] if path.endswith("/libtvm_ffi.so")]
+    assert len(runtime) == 2 and all(path.startswith(bundled) for path in runtime)
+    assert len(ffi) == 1 and ffi[0].startswith(bundled) == (preamble == "")
     assert not marker.exists()
 
 
@@ -147,20 +160,20 @@ def test_cuda_artifacts_record_and_bundle_the_cuda_runtime(artifacts):
     assert bundle_runtime(manifest["runtime"], out) is None
     runtime = read_runtime(parse_manifest(out / "scale__1x4"))
     names = [path.name for path in bundled_libraries(out / "scale__1x4", runtime)]
-    assert names == ["libtvm_runtime.so", "libtvm_runtime_extra.so", "libtvm_runtime_cuda.so"]
+    assert names == ["libtvm_ffi.so", "libtvm_runtime.so", "libtvm_runtime_extra.so",
+                     "libtvm_runtime_cuda.so"]
 
 
 def test_device_copies_round_trip_through_the_runtime_functions():
     """The CUDA path's copies, run against the CPU device (this machine has no GPU)."""
-    from tfcheck.runtime.bundled import open_runtime, wheel_library_dir
+    from tfcheck.runtime.bundled import open_runtime, wheel_libraries
     from tfcheck.runtime.tvm_backend import DeviceCopies
 
-    libraries = tuple(wheel_library_dir() / name for name in runtime_record()["libraries"])
-    copies = DeviceCopies(open_runtime(libraries), "cpu")
+    copies = DeviceCopies(open_runtime(wheel_libraries("cpu")), "cpu")
     for array in (np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2], np.array([True, False]),
                   np.arange(6, dtype=np.int64)):
         tensor = copies.to_device(array)
-        assert tensor.device.dlpack_device_type() == 1 and tuple(tensor.shape) == array.shape
+        assert tensor.device_type == 1 and tensor.shape == array.shape
         np.testing.assert_array_equal(copies.to_numpy(tensor), array)
 
 

@@ -2,8 +2,9 @@
 apache-tvm, no TensorFlow, no compiler; exported folders still run (CPU, also through `tfcheck run`)
 or get as far as the GPU (CUDA), and `tfcheck build` asks for its extra.
 
-The wheel is built from this checkout and NumPy and apache-tvm-ffi come from the package index, so
-this needs network access to it (about 20-40 s in all); the artifacts are built by this checkout's
+The wheel is built from this checkout and NumPy and the linter's dependencies come from the package
+index, so this needs network access to it (about 20-40 s in all); apache-tvm-ffi is not installed:
+its libtvm_ffi.so is bundled with the exported folder and driven through ctypes; the artifacts are built by this checkout's
 `tfcheck build` in the development environment, as a build machine would.
 """
 
@@ -71,20 +72,20 @@ def test_the_runtime_install_has_no_tvm_and_no_tensorflow(runtime_python: Path) 
               "'distributions': sorted(d.metadata['Name'].lower() for d in m.distributions())}))")
     found = json.loads(_run([str(runtime_python), "-c", script]).stdout)
     assert not found["tvm"] and not found["tensorflow"]
-    assert {"apache-tvm-ffi", "numpy", "tfcheck"} <= set(found["distributions"])
-    assert "apache-tvm" not in found["distributions"]
+    assert {"numpy", "tfcheck"} <= set(found["distributions"])
+    assert not {"apache-tvm", "apache-tvm-ffi"} & set(found["distributions"])
 
 
-def test_the_runtime_install_stays_small(runtime_python: Path) -> None:
-    """tfcheck and apache-tvm-ffi, what the runtime needs beyond NumPy and the linter's own
-    dependencies, stay small (14 MB measured; the apache-tvm wheel was 451 MB). The whole install
-    without NumPy measured 47 MB, 33 MB of it the linter's dependencies (libcst with PyYAML, rich with
-    Pygments, click) that every install of the one distribution carries (docs/runtime.md): a ceiling
-    that catches a heavy dependency creeping back, not issue 19's 40 MB target."""
+def test_the_runtime_install_stays_under_40_mb_without_numpy(runtime_python: Path) -> None:
+    """Issue 19: `pip install 'tfcheck[runtime]'` under 40 MB without NumPy. tfcheck itself is
+    about 2 MB; the rest is the linter's dependencies (libcst with PyYAML, rich with Pygments,
+    click) that every install of the one distribution carries (docs/runtime.md). The TVM runtime
+    comes with the exported folder, so no TVM distribution is installed (the apache-tvm wheel is
+    451 MB, apache-tvm-ffi 12 MB)."""
     sizes = _sizes(runtime_python)
-    runtime = sum(size for name, size in sizes.items() if name.startswith(("tfcheck", "tvm_ffi", "apache_tvm_ffi")))
-    assert runtime < 20 * MB
-    assert sum(size for name, size in sizes.items() if not name.startswith("numpy")) < 50 * MB
+    assert not any(name.startswith(("tvm", "apache_tvm")) for name in sizes)
+    assert sum(size for name, size in sizes.items() if name.startswith("tfcheck")) < 4 * MB
+    assert sum(size for name, size in sizes.items() if not name.startswith("numpy")) < 40 * MB
 
 
 def test_an_exported_cpu_folder_runs_in_the_runtime_install(runtime_python: Path, exported: Path) -> None:
@@ -96,10 +97,15 @@ def test_an_exported_cpu_folder_runs_in_the_runtime_install(runtime_python: Path
         import tfcheck
         x = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
         y = tfcheck.load({str(out)!r}).mlp(x)
-        print(json.dumps({{"y": y.tolist(), "tvm": "tvm" in sys.modules}}))
+        print(json.dumps({{"y": y.tolist(), "tvm": "tvm" in sys.modules,
+                          "build_only": [m for m in ("importlib.metadata", "tempfile", "shutil")
+                                         if m in sys.modules]}}))
     """)
     result = json.loads(_run([str(runtime_python), "-c", script]).stdout)
     assert not result["tvm"]
+    # Cold start: package metadata (15-60 ms) is read only where a TVM wheel is installed, and
+    # the modules that write and delete artifacts are the build's and the cache commands'.
+    assert result["build_only"] == []
     expected = _mlp_reference(np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64))
     np.testing.assert_allclose(np.array(result["y"], np.float32), expected, rtol=1e-4, atol=1e-5)
 
@@ -146,7 +152,7 @@ def test_an_exported_cuda_folder_gets_as_far_as_the_gpu(runtime_python: Path,
     result = json.loads(_run([str(runtime_python), "-c", script]).stdout)
     bundled = str((out / "tvm-runtime").resolve())
     assert [Path(path).name for path in result["runtime"]] == [
-        "libtvm_runtime.so", "libtvm_runtime_extra.so", "libtvm_runtime_cuda.so"]
+        "libtvm_ffi.so", "libtvm_runtime.so", "libtvm_runtime_extra.so", "libtvm_runtime_cuda.so"]
     assert all(path.startswith(bundled) for path in result["runtime"])
     if result["gpu"]:
         assert result["ran"] and abs(result["rows"] - 64.0) < 1e-3  # softmax rows sum to 1

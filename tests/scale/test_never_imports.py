@@ -59,11 +59,11 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_the_runtime_never_imports_tvm_or_the_compiler() -> None:
-    """`pip install tfcheck[runtime]` has no apache-tvm: no module of tfcheck/runtime may import
-    `tvm` or the compiler, even lazily inside a function (TensorFlow only from dispatch, which runs
-    the tf.function itself when there is no artifact)."""
+    """`pip install tfcheck[runtime]` has neither apache-tvm nor apache-tvm-ffi: no module of
+    tfcheck/runtime may import `tvm`, `tvm_ffi` or the compiler, even lazily inside a function
+    (TensorFlow only from dispatch, which runs the tf.function itself when there is no artifact)."""
     runtime = Path(__file__).resolve().parents[2] / "tfcheck" / "runtime"
-    forbidden = ("tvm", "tfcheck.compiler")
+    forbidden = ("tvm", "tvm_ffi", "tfcheck.compiler")
     found = {f"{path.name}: {module}" for path in sorted(runtime.glob("*.py"))
              for module in _imported_modules(path)
              if any(module == name or module.startswith(name + ".") for name in forbidden)}

@@ -1,7 +1,8 @@
 """Load compiled artifacts and run them without TensorFlow (`tfcheck.load`).
 
-Loading pulls in NumPy and, when the first library is loaded, `tvm_ffi` plus the TVM C++ runtime:
-never TensorFlow, `tvm` (the compiler) or `tfcheck.compiler`. Importing this package itself pulls in
+Loading pulls in NumPy and, when the first library is loaded, ctypes plus the TVM C++ runtime
+libraries (`libtvm_ffi.so` driven by `ffi.py`): never TensorFlow, `tvm`, `tvm_ffi` or
+`tfcheck.compiler`. Importing this package itself pulls in
 nothing: `tfcheck ls` and `tfcheck clean` read `tfcheck.runtime.manifest` in a linter-only install,
 which has no NumPy.
 """

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfcheck.atomic import write_atomic
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.paths import UnsafePathError, path_inside
 from tfcheck.runtime.structure import StructureError, leaf_count
@@ -172,6 +171,8 @@ class Manifest:
 
     def write(self, folder: Path) -> Path:
         """Write `folder/manifest.json` in one rename: a reader never sees half of it."""
+        from tfcheck.atomic import write_atomic  # the build's: a runtime that only reads skips tempfile, shutil
+
         path = folder / MANIFEST
         write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
         return path

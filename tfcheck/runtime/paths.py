@@ -12,7 +12,6 @@ This module imports nothing from the compiler or TensorFlow: the runtime and the
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path, PureWindowsPath
 
 # Export staging adds `.<name>.old.<32 hex digits>` (38 bytes), and file systems stop at 255.
@@ -66,6 +65,8 @@ def remove_tree(path: Path) -> None:
     """Delete a folder, or only the link when `path` is a symbolic link: following one would
     delete what it points to, wherever that is (`shutil.rmtree` refuses links, and with
     `ignore_errors` says nothing)."""
+    import shutil  # the cache commands': loading an artifact never deletes
+
     if path.is_symlink():
         path.unlink()
     else:

@@ -1,10 +1,11 @@
 """Running an exported TVM Relax executable with the smallest possible import cost.
 
-`import tvm` costs about a second because it loads the compiler's Python side. Running an exported
-library needs none of it: `tvm_ffi` (about 0.25 s) plus the C++ runtime libraries the artifact was
-built against (`libtvm_runtime.so`, and `libtvm_runtime_cuda.so` for CUDA), found and opened by
-`bundled`. Data moves to and from a GPU through the runtime's own global functions, so CUDA
-artifacts need no `tvm` either.
+`import tvm` costs about a second because it loads the compiler's Python side, and `import tvm_ffi`
+about 0.1-0.25 s. Running an exported library needs neither: the C++ runtime libraries the
+artifact was built against (`libtvm_ffi.so`, `libtvm_runtime.so`, and `libtvm_runtime_cuda.so` for
+CUDA), found and opened by `bundled`, driven through `ffi` (ctypes over TVM-FFI's C ABI). Data
+moves to and from a GPU through the runtime's own global functions, so CUDA artifacts need no
+`tvm` either.
 
 A Relax VM keeps per-call state (registers, frames), so one VM must not run two calls at once.
 Each thread gets its own VM over the shared, read-only executable module: calls from many threads
@@ -23,6 +24,7 @@ import numpy as np
 
 from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
+from tfcheck.runtime.ffi import FFI, DLDevice, Function, Tensor
 from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
@@ -37,7 +39,7 @@ class Executable:
         self._ffi = open_runtime(tuple(runtime))
         try:
             self._module = self._ffi.load_module(str(library))
-        except Exception as error:  # the FFI raises its own error types for bad libraries
+        except ArtifactError as error:
             raise ArtifactError(f"{library}: cannot load the TVM library: {error}") from None
         self._entry = entry
         self._device = device
@@ -49,9 +51,9 @@ class Executable:
         producers (see `inputs.for_tvm`); outputs are flattened in manifest order."""
         function = self._thread_function()
         result = function(*[self._to_device(value) for value in inputs])
-        return [self._to_numpy(tensor) for tensor in _flatten(result, self._ffi.Tensor)]
+        return [self._to_numpy(tensor) for tensor in _flatten(result)]
 
-    def _thread_function(self) -> Any:
+    def _thread_function(self) -> Function:
         function = getattr(self._local, "function", None)
         if function is None:
             vm = self._module["vm_load_executable"]()
@@ -64,13 +66,15 @@ class Executable:
         return function
 
     def _to_device(self, value: Any) -> Any:
+        """A CPU input as it is (the call passes it over DLPack), or a copy on the device."""
         if self._copies is None:
-            return self._ffi.from_dlpack(value)
+            return value
         return self._copies.to_device(np.asarray(value))
 
-    def _to_numpy(self, tensor: Any) -> np.ndarray:
+    def _to_numpy(self, tensor: Tensor) -> np.ndarray:
+        """A CPU output in place (the array keeps the tensor alive), or a copy from the device."""
         if self._copies is None:
-            return np.from_dlpack(tensor)
+            return np.asarray(tensor)
         return self._copies.to_numpy(tensor)
 
 
@@ -78,30 +82,32 @@ class DeviceCopies:
     """Synchronous copies between NumPy and device memory with the runtime's registered
     functions (what `tvm.runtime.tensor` and `Tensor.numpy` call), so that no `tvm` is needed."""
 
-    def __init__(self, ffi: Any, device: str) -> None:
+    def __init__(self, ffi: FFI, device: str) -> None:
         self._ffi = ffi
-        self._device = ffi.device(device, 0)
+        self._device = DLDevice(_DEVICE_TYPES[device], 0)
         self._alloc = ffi.get_global_func("runtime.TVMTensorAllocWithScope")
         self._from_bytes = ffi.get_global_func("runtime.TVMTensorCopyFromBytes")
         self._to_bytes = ffi.get_global_func("runtime.TVMTensorCopyToBytes")
 
-    def to_device(self, array: np.ndarray) -> Any:
+    def to_device(self, array: np.ndarray) -> Tensor:
         """A new device tensor holding `array`."""
         array = np.ascontiguousarray(array)
-        tensor = self._alloc(self._ffi.Shape(array.shape), self._ffi.dtype(str(array.dtype)),
-                             self._device, None)
-        self._from_bytes(tensor, array.ctypes.data_as(ctypes.c_void_p), array.nbytes)
+        shape = self._ffi.get_global_func("ffi.Shape")(*(int(dim) for dim in array.shape))
+        tensor = self._alloc(shape, self._ffi.dtype(str(array.dtype)), self._device, None)
+        self._from_bytes(tensor, ctypes.c_void_p(array.ctypes.data), array.nbytes)
         return tensor
 
-    def to_numpy(self, tensor: Any) -> np.ndarray:
+    def to_numpy(self, tensor: Tensor) -> np.ndarray:
         """A new NumPy array holding the device tensor (the copy waits for the device)."""
-        array = np.empty(tuple(tensor.shape), dtype=str(tensor.dtype))
-        self._to_bytes(tensor, array.ctypes.data_as(ctypes.c_void_p), array.nbytes)
+        array = np.empty(tensor.shape, dtype=tensor.typestr)
+        self._to_bytes(tensor, ctypes.c_void_p(array.ctypes.data), array.nbytes)
         return array
 
 
-def _flatten(result: Any, tensor_type: type) -> list[Any]:
-    """The VM returns a tensor or a (possibly nested) tuple of tensors."""
-    if isinstance(result, tensor_type):
+def _flatten(result: Any) -> list[Tensor]:
+    """The VM returns a tensor or a (possibly nested) tuple of tensors (a list here)."""
+    if isinstance(result, Tensor):
         return [result]
-    return [tensor for item in result for tensor in _flatten(item, tensor_type)]
+    if not isinstance(result, list):
+        raise ArtifactError(f"the library returned a {type(result).__name__}, not tensors")
+    return [tensor for item in result for tensor in _flatten(item)]
