@@ -72,6 +72,9 @@ class EagerOnlyCall(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x.numpy() + 1\n",
         "import tensorflow as tf\ndef to_list(t):\n    return t.numpy().tolist()\n"
         "ds = tf.data.Dataset.range(3).map(lambda x: to_list(x))\n",
+        # A custom metric (tensorflow/tensorflow#46640): Keras updates it inside its traced train step.
+        "import tensorflow as tf\nclass F1(tf.keras.metrics.Metric):\n    def update_state(self, y_true, y_pred, sample_weight=None):\n"
+        "        self.v.assign(float((y_true.numpy() == y_pred.numpy()).mean()))\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.reduce_max(tf.abs(x))\n",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -86,6 +87,10 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.stack(list(tf.reverse(x, [0])))\n",
         "import tensorflow as tf\nds = tf.data.Dataset.range(3)\n@tf.function\ndef f():\n"
         "    return tf.add_n([x for x in ds])\n",
+        # `range()` of a tensor where AutoGraph does not convert (tensorflow/tensorflow#113242, a Keras 3 `call`).
+        "import tensorflow as tf\nclass M(tf.keras.Model):\n    def call(self, x):\n        expanded = []\n"
+        "        for j in range(tf.shape(x)[1]):\n            expanded.append(x[:, j:j + 1] * 2.0)\n"
+        "        return tf.concat(expanded, axis=1)\n",
     )
     must_not_flag = (
         # Reference: tf.map_fn, and a for statement that AutoGraph converts.
@@ -122,17 +127,36 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\ndef f(x):\n    return [i for i in tf.range(3)]\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
         "        return [i for i in tf.range(3)]\n    return x\n",
+        # `range()` of a tensor in a function AutoGraph converts is tf.range.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.constant(0.)\n    for j in range(tf.shape(x)[0]):\n"
+        "        s += x[j]\n    return s\nf(tf.constant([1., 2.]))\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for node, function in facts.graph_nodes(*_COMPREHENSIONS, ast.Call, ast.Assign):
             if facts.eager_guarded(function):
                 continue
+            bound = _tensor_range_bound(facts, node, function)
+            if bound is not None:
+                yield self.finding(facts, node, f"`range()` of `{facts.text(bound)}`, a symbolic tensor, raises TypeError "
+                                   "while tracing: AutoGraph does not convert this function (Keras 3 runs `call` as "
+                                   "written), so `range` needs a Python int; use tf.range, or a size known while "
+                                   "tracing (`x.shape[1]`)", function=function)
+                continue
             for iterable, how in _iterated(facts, node):
                 described = _iteration_outcome(facts, iterable, isinstance(node, _COMPREHENSIONS))
                 if described is not None:
                     yield self.finding(facts, node, f"{how} `{facts.text(iterable)}`, {described}", function=function)
                     break
+
+
+def _tensor_range_bound(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> ast.expr | None:
+    """The argument of `range(...)` that is surely a tensor, in graph code AutoGraph does not convert
+    (where `range` is Python's, not AutoGraph's `tf.range`); else None."""
+    if not isinstance(node, ast.Call) or facts.resolve(node.func) != "builtins.range" \
+            or facts.autograph_converted(function):
+        return None
+    return next((arg for arg in node.args if facts.is_single_tensor(arg)), None)
 
 
 def _iterated(facts: FileFacts, node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
