@@ -156,3 +156,6 @@ class FileFacts(FileIndex):
 
     def is_single_tensor(self, expr: ast.expr) -> bool:
         return tfobjects.is_single_tensor(self, expr)
+
+    def is_keras_model(self, expr: ast.expr | None) -> bool:
+        return tfobjects.is_keras_model(self, expr)
