@@ -16,7 +16,8 @@ class PrintInGraph(Rule):
     ## What it does
     Finds calls to the built-in `print` in code that runs as a TensorFlow graph: functions decorated
     with `tf.function`, functions they call, and functions traced by `tf.data` or functional control
-    flow.
+    flow. A `print` in a branch only eager execution takes (`if tf.executing_eagerly():`,
+    `if hasattr(x, "numpy"):`) never runs while tracing and is not reported.
 
     ## Why is this bad
     Python side effects happen only while tracing. The message is printed on the first call (and on

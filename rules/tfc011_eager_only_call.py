@@ -28,7 +28,10 @@ class EagerOnlyCall(Rule):
     is the result of a TensorFlow operation, a `tf.Variable` or a parameter typed by an
     `input_signature`). NumPy constants, NumPy arrays built from Python values, and `float()`/`int()` of
     a tensor (which AutoGraph converts) are fine. Functions that test `tf.executing_eagerly()` are
-    written to run both ways and are left alone.
+    written to run both ways and are left alone. Also finds Keras endpoints called on a model in graph
+    code (`model.predict`, `fit`, `evaluate`, `train_on_batch`, ...): they run their own loop and
+    tf.function and hand NumPy values back, so they fail while tracing (TensorFlow 2.21: AttributeError
+    or TypeError from inside `predict`); a tf.function calls the model itself, `model(x)`.
 
     ## Why is this bad
     While tracing, a tensor is symbolic: it has no value to hand to NumPy. `.numpy()` raises

@@ -34,7 +34,9 @@ class PythonIterationOverTensor(Rule):
     `enumerate`, `map`, `filter`, `list`, `tuple`, `set`, `sum`, `any`, `all`, `min`/`max` of it, and
     unpacking it (`r, c = tf.shape(x)`). Also a comprehension over a `tf.data.Dataset`. Python lists
     of tensors (`tf.unstack(x)`, `tf.split`, the result of `tf.cond`) are iterated fine and not
-    reported, and neither is code behind a `tf.executing_eagerly()` check.
+    reported, and neither is code behind a `tf.executing_eagerly()` check. In graph code AutoGraph does
+    not convert (a Keras 3 `call`, `autograph=False`), `range()` of a tensor is Python's `range` and
+    raises TypeError (TensorFlow 2.21); where AutoGraph converts, it is `tf.range` and fine.
 
     ## Why is this bad
     AutoGraph turns `for x in tensor:` statements into graph loops, but not comprehensions, builtins
