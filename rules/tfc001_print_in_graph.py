@@ -16,7 +16,8 @@ class PrintInGraph(Rule):
     ## What it does
     Finds calls to the built-in `print` in code that runs as a TensorFlow graph: functions decorated
     with `tf.function`, functions they call, and functions traced by `tf.data` or functional control
-    flow.
+    flow. A `print` in a branch only eager execution takes (`if tf.executing_eagerly():`,
+    `if hasattr(x, "numpy"):`) never runs while tracing and is not reported.
 
     ## Why is this bad
     Python side effects happen only while tracing. The message is printed on the first call (and on
@@ -50,6 +51,9 @@ class PrintInGraph(Rule):
         "import tensorflow as tf\ndef helper(x):\n    print(x)\n@tf.function\ndef f(x):\n    helper(x)\n",
         "from tensorflow import function\n@function(jit_compile=True)\ndef f(x):\n    print(x)\n",
         "import tensorflow as tf\nds = tf.data.Dataset.range(3).map(lambda x: print(x) or x)\n",
+        # A subclass of a built-in layer (tensorflow/tensorflow#27519): `fit` traces its `call`.
+        "import tensorflow as tf\nclass MyDense(tf.keras.layers.Dense):\n    def call(self, inputs):\n"
+        "        print('not available.')\n        return super().call(inputs)\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    tf.print(x)\n",
@@ -58,11 +62,17 @@ class PrintInGraph(Rule):
         "import tensorflow as tf\ndef log(x):\n    print(x)\n    return x\n"
         "@tf.function\ndef f(x):\n    return tf.py_function(log, [x], tf.float32)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    print = tf.print\n    print(x)\n",
+        # A branch only eager execution takes: never runs while tracing.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n        print(x)\n    return x\n",
+        "import tensorflow as tf\nclass MyDense(tf.keras.layers.Dense):\n    def call(self, inputs):\n"
+        "        if hasattr(inputs, 'numpy'):\n            print(inputs.numpy())\n        return super().call(inputs)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         tf_alias = facts.tensorflow_alias
         for call, function in facts.graph_calls("builtins.print"):
+            if facts.in_eager_only_branch(call, function):
+                continue  # `if tf.executing_eagerly(): print(x.numpy())` never runs while tracing
             fix = None
             if tf_alias is not None:
                 fix = Fix(f"Replace `print` with `{tf_alias}.print`", (_callee_edit(facts, call, f"{tf_alias}.print"),))

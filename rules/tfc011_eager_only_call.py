@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.graphcode import KERAS_TRACING_METHODS
 from tfcheck.engine.tensors import surely_tensor
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -27,7 +28,10 @@ class EagerOnlyCall(Rule):
     is the result of a TensorFlow operation, a `tf.Variable` or a parameter typed by an
     `input_signature`). NumPy constants, NumPy arrays built from Python values, and `float()`/`int()` of
     a tensor (which AutoGraph converts) are fine. Functions that test `tf.executing_eagerly()` are
-    written to run both ways and are left alone.
+    written to run both ways and are left alone. Also finds Keras endpoints called on a model in graph
+    code (`model.predict`, `fit`, `evaluate`, `train_on_batch`, ...): they run their own loop and
+    tf.function and hand NumPy values back, so they fail while tracing (TensorFlow 2.21: AttributeError
+    or TypeError from inside `predict`); a tf.function calls the model itself, `model(x)`.
 
     ## Why is this bad
     While tracing, a tensor is symbolic: it has no value to hand to NumPy. `.numpy()` raises
@@ -72,6 +76,15 @@ class EagerOnlyCall(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x.numpy() + 1\n",
         "import tensorflow as tf\ndef to_list(t):\n    return t.numpy().tolist()\n"
         "ds = tf.data.Dataset.range(3).map(lambda x: to_list(x))\n",
+        # Keras endpoints on a model while tracing (keras-team/keras#13671, tensorflow/tensorflow#40447).
+        "import numpy as np\nimport tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
+        "@tf.function\ndef test(model, x):\n    return model.predict(x, steps=1)\ntest(model, np.zeros((1, 3)))\n",
+        "import tensorflow as tf\ninputs = tf.keras.Input(shape=(3,))\nmodel = tf.keras.Model(inputs, tf.keras.layers.Dense(5)(inputs))\n"
+        "@tf.function(input_signature=[tf.TensorSpec(shape=(None, 3), dtype=tf.float32)])\ndef predict(x):\n"
+        "    return model.predict(x)\n",
+        # A custom metric (tensorflow/tensorflow#46640): Keras updates it inside its traced train step.
+        "import tensorflow as tf\nclass F1(tf.keras.metrics.Metric):\n    def update_state(self, y_true, y_pred, sample_weight=None):\n"
+        "        self.v.assign(float((y_true.numpy() == y_pred.numpy()).mean()))\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.reduce_max(tf.abs(x))\n",
@@ -98,6 +111,10 @@ class EagerOnlyCall(Rule):
         "import tensorflow as tf\ndef log(x):\n    return x.numpy()\n"
         "@tf.function\ndef f(x):\n    return tf.py_function(log, [x], tf.float32)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x\nprint(f(1.0).numpy())\n",
+        # Calling the model in graph code, `predict` in eager code; `predict` of something not known to be a model.
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n@tf.function\ndef f(x):\n"
+        "    return model(x)\nprint(f(tf.zeros((1, 3))), model.predict(tf.zeros((1, 3))))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(estimator, x):\n    return estimator.predict(x)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -116,6 +133,9 @@ def _eager_only(facts: FileFacts, call: ast.Call) -> str | None:
             return None
         return ("`.numpy()` works only on eager tensors; while tracing the value is symbolic "
                 "(keep it a tensor, or use tf.numpy_function)")
+    if isinstance(func, ast.Attribute) and func.attr in KERAS_TRACING_METHODS and facts.is_keras_model(func.value):
+        return (f"`{facts.text(func)}()` is a Keras endpoint that runs its own loop and tf.function and returns "
+                "NumPy values: it cannot run while tracing; call the model, `model(x)`")
     name = facts.resolve(func)
     if name is None or not name.startswith("numpy.") or name.startswith("numpy.random.") or name in _NON_CONVERTING:
         return None

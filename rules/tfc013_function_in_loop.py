@@ -69,6 +69,10 @@ class FunctionInLoop(Rule):
         "import tensorflow as tf\nclass Runner:\n    def __call__(self, x):\n"
         "        fn = tf.function(self.impl)\n        return fn(x)\n    def impl(self, x):\n        return x\n",
         "import tensorflow as tf\ndef g(x):\n    return x\nwhile True:\n    tf.function(g)(1)\n",
+        # A layer's `call` (tf-models-official 2.20.0 official/vision/modeling/layers/nn_layers.py:1053): traced
+        # under `fit`, but run eagerly whenever the layer is called outside a trace, a new function each time.
+        "import tensorflow as tf\nclass Conv3D(tf.keras.layers.Conv3D):\n    def call(self, inputs):\n"
+        "        conv_fn = tf.function(super(Conv3D, self).call, jit_compile=True)\n        return conv_fn(inputs)\n",
     )
     must_not_flag = (
         "import tensorflow as tf\ndef train_step(b):\n    return b\n"
@@ -111,8 +115,8 @@ class FunctionInLoop(Rule):
         if is_test_path(facts.path):
             return  # each test makes its tf.functions once, deliberately
         for creation, function in _creations(facts):
-            if facts.is_graph_function(function):
-                continue
+            if facts.is_graph_function(function) and not facts.keras_only(function):
+                continue  # made once per trace; a layer's `call` also runs eagerly, once per call
             message = _repeated_creation(facts, creation, function)
             if message is not None:
                 yield self.finding(facts, creation, message)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tfcheck.engine import values
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -33,7 +34,9 @@ class PythonIterationOverTensor(Rule):
     `enumerate`, `map`, `filter`, `list`, `tuple`, `set`, `sum`, `any`, `all`, `min`/`max` of it, and
     unpacking it (`r, c = tf.shape(x)`). Also a comprehension over a `tf.data.Dataset`. Python lists
     of tensors (`tf.unstack(x)`, `tf.split`, the result of `tf.cond`) are iterated fine and not
-    reported, and neither is code behind a `tf.executing_eagerly()` check.
+    reported, and neither is code behind a `tf.executing_eagerly()` check. In graph code AutoGraph does
+    not convert (a Keras 3 `call`, `autograph=False`), `range()` of a tensor is Python's `range` and
+    raises TypeError (TensorFlow 2.21); where AutoGraph converts, it is `tf.range` and fine.
 
     ## Why is this bad
     AutoGraph turns `for x in tensor:` statements into graph loops, but not comprehensions, builtins
@@ -86,6 +89,10 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.stack(list(tf.reverse(x, [0])))\n",
         "import tensorflow as tf\nds = tf.data.Dataset.range(3)\n@tf.function\ndef f():\n"
         "    return tf.add_n([x for x in ds])\n",
+        # `range()` of a tensor where AutoGraph does not convert (tensorflow/tensorflow#113242, a Keras 3 `call`).
+        "import tensorflow as tf\nclass M(tf.keras.Model):\n    def call(self, x):\n        expanded = []\n"
+        "        for j in range(tf.shape(x)[1]):\n            expanded.append(x[:, j:j + 1] * 2.0)\n"
+        "        return tf.concat(expanded, axis=1)\n",
     )
     must_not_flag = (
         # Reference: tf.map_fn, and a for statement that AutoGraph converts.
@@ -122,17 +129,36 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\ndef f(x):\n    return [i for i in tf.range(3)]\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
         "        return [i for i in tf.range(3)]\n    return x\n",
+        # `range()` of a tensor in a function AutoGraph converts is tf.range.
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.constant(0.)\n    for j in range(tf.shape(x)[0]):\n"
+        "        s += x[j]\n    return s\nf(tf.constant([1., 2.]))\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for node, function in facts.graph_nodes(*_COMPREHENSIONS, ast.Call, ast.Assign):
             if facts.eager_guarded(function):
                 continue
+            bound = _tensor_range_bound(facts, node, function)
+            if bound is not None:
+                yield self.finding(facts, node, f"`range()` of `{facts.text(bound)}`, a symbolic tensor, raises TypeError "
+                                   "while tracing: AutoGraph does not convert this function (Keras 3 runs `call` as "
+                                   "written), so `range` needs a Python int; use tf.range, or a size known while "
+                                   "tracing (`x.shape[1]`)", function=function)
+                continue
             for iterable, how in _iterated(facts, node):
                 described = _iteration_outcome(facts, iterable, isinstance(node, _COMPREHENSIONS))
                 if described is not None:
                     yield self.finding(facts, node, f"{how} `{facts.text(iterable)}`, {described}", function=function)
                     break
+
+
+def _tensor_range_bound(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> ast.expr | None:
+    """The argument of `range(...)` that is surely a tensor, in graph code AutoGraph does not convert
+    (where `range` is Python's, not AutoGraph's `tf.range`); else None."""
+    if not isinstance(node, ast.Call) or facts.resolve(node.func) != "builtins.range" \
+            or facts.autograph_converted(function):
+        return None
+    return next((arg for arg in node.args if facts.is_single_tensor(arg)), None)
 
 
 def _iterated(facts: FileFacts, node: ast.AST) -> Iterator[tuple[ast.expr, str]]:

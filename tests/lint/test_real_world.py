@@ -34,10 +34,14 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # raises the floors with it, so a regression of a single finding fails this test. With issue 14's
 # rule fixes and graph-code reach (strategy.run, Keras call) as well: 32 of 36 reported, no false
 # positive (precision 32/32, recall 32/36). With losses passed to `model.compile` as graph code and
-# TFC025 (locals() under AutoGraph), and 43111's flag lines unmarked (the file does not show what its
-# caller passes; see its header): 35 of 35 reported, no false positive.
+# TFC025 (locals() under AutoGraph): 35 of 35 reported, no false positive. With 15 more threads (57 files,
+# 26 of them correct code), subclasses of built-in Keras layers and Keras metrics as graph code, prints in
+# branches only eager execution takes left alone, `range()` of a tensor where AutoGraph does not convert,
+# and Keras endpoints (`model.predict`) in graph code: 46 of 48 reported, no false positive; the 2 misses
+# are 43111's flag lines, whose file does not show what its caller passes (see its header), kept as
+# `expect-missing`.
 MEASURED_PRECISION_FLOOR = 1.0
-MEASURED_RECALL_FLOOR = 1.0
+MEASURED_RECALL_FLOOR = 46 / 48
 
 # The header of every case names the thread: "owner/repo#number" and its title.
 _THREAD = re.compile(r'^"""[\w.-]+/[\w.-]+#\d+ ')

@@ -69,6 +69,10 @@ class FileFacts(FileIndex):
             self._eager_guarded[info] = tensors.eager_guarded(self, info)
         return self._eager_guarded[info]
 
+    def in_eager_only_branch(self, node: ast.AST, info: FunctionInfo) -> bool:
+        """Whether `node` is in a branch of `info` that only eager execution takes (tfcheck.engine.tensors)."""
+        return tensors.in_eager_only_branch(self, node, info)
+
     @property
     def graph_functions(self) -> dict[FunctionInfo, str]:
         """Graph-code functions of this file, with why each is graph code."""
@@ -85,6 +89,10 @@ class FileFacts(FileIndex):
         """Whether `info` is graph code only because tf.data traces it (no tf.function, Keras or
         control-flow root reaches it): input-pipeline code that no SavedModel exports."""
         return self.graph.input_pipeline_only(info)
+
+    def keras_only(self, info: FunctionInfo) -> bool:
+        """Whether `info` is graph code only because Keras traces it; it also runs eagerly."""
+        return self.graph.keras_only(info)
 
     def autograph_converted(self, info: FunctionInfo) -> bool:
         """Whether AutoGraph rewrites `info` before it runs (a tf.function or tf.data reaches it; not
@@ -148,3 +156,6 @@ class FileFacts(FileIndex):
 
     def is_single_tensor(self, expr: ast.expr) -> bool:
         return tfobjects.is_single_tensor(self, expr)
+
+    def is_keras_model(self, expr: ast.expr | None) -> bool:
+        return tfobjects.is_keras_model(self, expr)

@@ -21,6 +21,8 @@ from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 
 _Spec = tuple[tuple[int, ...], tuple[str, ...]]
 KERAS_STEP_METHODS = frozenset({"train_step", "test_step", "predict_step"})
+# What Keras calls of a compiled metric inside its traced train and test steps.
+KERAS_METRIC_METHODS = frozenset({"update_state", "result"})
 # Model methods under which Keras traces the model's `call` (unless compiled with run_eagerly=True).
 KERAS_TRACING_METHODS = frozenset({"fit", "evaluate", "predict", "train_on_batch", "test_on_batch",
                                    "predict_on_batch"})
@@ -90,6 +92,11 @@ class GraphCode:
         """Whether `info` is graph code only because tf.data traces it: no tf.function, Keras, control
         flow or other file's graph code reaches it, so no SavedModel signature exports it."""
         return self.origins.get(info) == {FROM_TF_DATA}
+
+    def keras_only(self, info: FunctionInfo) -> bool:
+        """Whether `info` is graph code only because Keras traces it (`call`, a metric's `update_state`,
+        and what they call): the same code also runs eagerly whenever a layer is called outside a trace."""
+        return self.origins.get(info) == {FROM_KERAS}
 
     def autograph_converted(self, info: FunctionInfo) -> bool:
         """Whether AutoGraph rewrites `info` before it runs: a tf.function (not `autograph=False`) or
@@ -317,7 +324,11 @@ def _is_keras_graph_method(index: FileIndex, info: FunctionInfo) -> bool:
     kind = index.class_kind(info.cls)
     if info.name in KERAS_STEP_METHODS:
         return kind == kinds.MODEL
-    return info.name == "call" and index.settings.keras_call_is_graph and kind in (kinds.MODEL, kinds.LAYER)
+    if not index.settings.keras_call_is_graph:
+        return False
+    if info.name in KERAS_METRIC_METHODS:
+        return index.is_keras_metric(info.cls)
+    return info.name == "call" and kind in (kinds.MODEL, kinds.LAYER)
 
 
 def _inherited_method(index: FileIndex, classes: Mapping[str, ClassInfo], qualname: str) -> list[FunctionInfo]:

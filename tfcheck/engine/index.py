@@ -22,6 +22,7 @@ from tfcheck.engine.source import SourceFile
 _MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_KERAS_LAYERS, _KERAS_METRICS = "keras.layers.", "keras.metrics."
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -379,12 +380,24 @@ class FileIndex:
             name = self.resolve(base)
             if name in _MODEL_BASES:
                 return kinds.MODEL
-            if name in _LAYER_BASES:
+            if name in _LAYER_BASES or _is_keras_class(name, _KERAS_LAYERS):
                 return kinds.LAYER
         local = self._local_base(cls)
         if local is not None and depth < 8:
             return self._compute_class_kind(local, depth + 1)
         return kinds.OBJECT
+
+    def is_keras_metric(self, cls: ClassInfo) -> bool:
+        """Whether a class of this file subclasses a metric class of `keras.metrics` (directly or through
+        classes of the file): Keras updates a compiled metric inside its traced train and test steps."""
+        for _ in range(8):
+            if any(_is_keras_class(self.resolve(base), _KERAS_METRICS) for base in cls.node.bases):
+                return True
+            local = self._local_base(cls)
+            if local is None:
+                return False
+            cls = local
+        return False
 
     def is_self_attribute(self, expr: ast.AST) -> bool:
         """`self.x` where `self` is the first parameter of the enclosing method."""
@@ -557,3 +570,12 @@ def _assigned_targets(node: ast.AST) -> Iterable[tuple[ast.expr, ast.expr | None
     if isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
         return [(node.target, node.value if isinstance(node, ast.AnnAssign) else None)]
     return []
+
+
+def _is_keras_class(name: str | None, module: str) -> bool:
+    """A class of a Keras module (`keras.layers.Dense`, `keras.metrics.Metric`: a capitalised name;
+    `keras.layers.deserialize`, `keras.metrics.get` and the like are functions)."""
+    if name is None or not name.startswith(module):
+        return False
+    leaf = name[len(module):]
+    return "." not in leaf and leaf[:1].isupper()

@@ -41,6 +41,9 @@ _TENSOR_KINDS = frozenset({kinds.TENSOR, kinds.VARIABLE})
 # Calls that ask whether execution is eager (or whether a value is an eager tensor), or switch to it.
 _EAGER_CHECK_CALLS = frozenset({"executing_eagerly", "executing_eagerly_outside_functions", "inside_function",
                                 "is_symbolic_tensor", "functions_run_eagerly", "eager_mode"})
+# The checks that are true only when execution is eager (`inside_function()` and `is_symbolic_tensor()` are
+# true while tracing).
+_TRUE_WHEN_EAGER = frozenset({"executing_eagerly"})
 
 
 def surely_tensor(index: FileIndex, expr: ast.AST | None, depth: int = 0) -> bool:
@@ -164,3 +167,28 @@ def _is_eager_check(index: FileIndex, call: ast.Call) -> bool:
     if name in ("hasattr", "isinstance") and len(call.args) == 2:
         return any(marker in index.text(call.args[1]) for marker in ("'numpy'", '"numpy"', "EagerTensor"))
     return False
+
+
+def in_eager_only_branch(index: FileIndex, node: ast.AST, info: FunctionInfo) -> bool:
+    """Whether `node` sits in a branch of `info` that runs only eagerly: the body of `if <check>:` or the
+    else branch of `if not <check>:`, with a check true only in eager mode (`tf.executing_eagerly()`,
+    `hasattr(x, "numpy")`, `isinstance(x, EagerTensor)`). While tracing, that branch is skipped."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is info.node:
+            return False
+        if isinstance(ancestor, ast.If) and child is not ancestor.test:
+            test, negated = ancestor.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            branch = ancestor.orelse if negated else ancestor.body
+            if isinstance(test, ast.Call) and _true_when_eager(index, test) and any(child is s for s in branch):
+                return True
+        child = ancestor
+    return False
+
+
+def _true_when_eager(index: FileIndex, call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in _TRUE_WHEN_EAGER or (_is_eager_check(index, call) and name in ("hasattr", "isinstance"))

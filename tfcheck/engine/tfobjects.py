@@ -175,6 +175,23 @@ def is_single_tensor(facts: FileFacts, expr: ast.expr | None, depth: int = 0) ->
     return surely_tensor(facts, expr) and not _may_be_sequence(facts, expr, depth)  # type: ignore[arg-type]
 
 
+def is_keras_model(facts: FileFacts, expr: ast.expr | None) -> bool:
+    """Whether `expr` is surely a Keras model: its value is one (`keras.Sequential()`, an instance of a
+    `keras.Model` subclass of the file), or it is a parameter of a tf.function that every call of it in the
+    file fills with one (`test(model, x)`)."""
+    if expr is None:
+        return False
+    if facts.kinds(expr) == {values.MODEL}:
+        return True
+    if not isinstance(expr, ast.Name) or any(b.kind != "param" for b in facts.bindings_of(expr)):
+        return False
+    scope = facts.binding_scope(expr)
+    function = facts.function_info(scope.node) if scope is not None else None
+    arguments = [call.arguments.get(expr.id) for call in facts.tf_function_calls_of(function)] if function else []
+    return bool(arguments) and all(argument is not None and facts.kinds(argument) == {values.MODEL}
+                                   for argument in arguments)
+
+
 def _assigned_single_tensors(facts: FileFacts, name: ast.Name, depth: int) -> bool:
     bindings = facts.bindings_of(name)
     return bool(bindings) and all(b.kind == "assign" and b.value is not None and b.value is not name
