@@ -250,6 +250,31 @@ def test_imported_style_module_is_ready_for_plain_compile() -> None:
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ w, 0))
 
 
+def test_hand_written_kernel_next_to_packed_weights() -> None:
+    """TOPI's ``get_valid_counts`` (what TFLite's NON_MAX_SUPPRESSION imports into) is one opaque
+    block holding plain loops, which TVM's SplitLayoutRewritePreproc aborted on, failing every
+    build with non-max suppression (issue 15). Next to a matmul whose weights are packed, both
+    must compile and compute: the matmul from packed weights, the kernel as written."""
+    x, w = rand(8, 32), rand(32, 48)
+    boxes = np.concatenate([rand(1, 20, 1), rand(1, 20, 4)], axis=-1)  # [score, box], as the importer writes
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    boxes_var = relax.Var("b", relax.TensorType(boxes.shape, "float32"))
+    with bb.function("main", [x_var, boxes_var]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(x_var, relax.const(w)))
+            counts = bb.emit(relax.op.vision.get_valid_counts(boxes_var, 0.0, id_index=-1, score_index=0))
+            out = bb.emit_output(relax.Tuple([y, relax.TupleGetItem(counts, 0)]))
+        bb.emit_func_output(out)
+    scheduled = apply_default_schedules(bb.get(), TARGET)
+    packed = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc) and len(f.params[1].shape) == 3]
+    assert packed and packed[0].attrs[RULE_ATTR] == "schedule_contraction"
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
+    product, valid = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(boxes))
+    check(product.numpy(), x @ w)
+    assert valid.numpy().tolist() == [int(np.count_nonzero(boxes[0, :, 0] > 0.0))]
+
+
 @pytest.mark.parametrize("mcpu", ["haswell", "x86-64"])
 def test_narrower_vector_targets(mcpu: str) -> None:
     """AVX2 (8 lanes, 12 accumulators) and SSE2 (4 lanes) tiles compute the same convolution."""
