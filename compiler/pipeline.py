@@ -131,7 +131,7 @@ def compiled_cpu_features(target: Any) -> list[str]:
 def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
     """Run and compare where the device exists; a CUDA build on a machine without a GPU is
     reported as not verified rather than failed."""
-    from tfcheck.compiler.verify import compare, expected_outputs, run_library
+    from tfcheck.compiler.verify import compare, expected_outputs, run_library, tflite_outputs
 
     if device == "cuda":
         from tfcheck.runtime.target import cuda_available
@@ -143,7 +143,7 @@ def _verify(library: Path, io_path: Path, device: str) -> dict[str, Any]:
         actual = run_library(library, io_path, device)
     except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
         raise StepError(f"running the compiled library failed: {type(error).__name__}: {error}") from error
-    return compare(actual, expected_outputs(io_path))
+    return compare(actual, expected_outputs(io_path), tflite_outputs(io_path))
 
 
 if __name__ == "__main__":
