@@ -12,6 +12,7 @@ from tvm.target import Target
 
 from . import blocks, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
+from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
 from .fallback import schedule_fallback
 from .fast_math import fast_math_legalization
@@ -107,9 +108,12 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators.
 
     ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
-    float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`).
+    float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`);
+    convolutions first get their output channels padded to whole vectors (`channel_padding.py`).
     """
     passes = [
+        tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
+                                  name="PadOutputChannels"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
