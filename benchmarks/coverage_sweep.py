@@ -182,6 +182,8 @@ POSTPROCESS = (
          "tf.image.resize(x0, [32, 32], method='nearest')"),
     Case("non_max_suppression", "postprocess", (f32(50, 4), f32(50)),
          "tf.image.non_max_suppression(x0, x1, 10, iou_threshold=0.5)"),
+    Case("non_max_suppression_with_scores", "postprocess", (f32(50, 4), f32(50)),
+         "tf.image.non_max_suppression_with_scores(x0, x1, 10, iou_threshold=0.5, score_threshold=0.1)"),
     Case("non_max_suppression_padded", "postprocess", (f32(50, 4), f32(50)),
          "tf.image.non_max_suppression_padded(x0, x1, 10, iou_threshold=0.5, pad_to_max_output_size=True)",
          unsupported="non_max_suppression_padded"),
@@ -190,12 +192,13 @@ POSTPROCESS = (
 ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS
                          + tuple(application_case(model) for model in APPLICATIONS))
 FAMILIES = tuple(dict.fromkeys(case.family for case in ALL))
-# What tests/compiler/test_coverage_sweep.py builds in CI (12 builds of 5 to 15 s): GRU, stacked
+# What tests/compiler/test_coverage_sweep.py builds in CI (14 builds of 5 to 15 s): GRU, stacked
 # LSTMs with return_sequences and a bidirectional GRU cover the recurrent forms; the post-processing
-# operators that build, and one documented as unsupported; one small keras.applications model at a
-# reduced input size. (non_max_suppression fails in the CPU schedules, docs/build.md: not sampled.)
+# operators that build (non-max suppression: TOPI's hand-written kernels among the scheduled ones),
+# and one documented as unsupported; one small keras.applications model at a reduced input size.
 SAMPLE_NAMES = ("gru", "stacked_lstm", "bidirectional_gru_sequences", "gather_batch_dims", "gather_nd", "top_k",
-                "argmax", "where_select", "where_indices", "tensor_scatter_update", "resize_bilinear")
+                "argmax", "where_select", "where_indices", "tensor_scatter_update", "resize_bilinear",
+                "non_max_suppression", "non_max_suppression_with_scores")
 SAMPLE: tuple[Case, ...] = (tuple(case for case in ALL if case.name in SAMPLE_NAMES)
                             + (application_case("MobileNetV3Small", 96),))
 

@@ -31,7 +31,7 @@ import numpy as np
 from tfcheck.compiler.child import ChildOutcome, EventWriter, StepError, child_main, run_child
 from tfcheck.compiler.messages import BenchRequest, BenchResult, Budget
 from tfcheck.compiler.tf_side import (flat_outputs, freeze, generate_inputs, import_tensorflow, load_function,
-                                      to_tflite)
+                                      tflite_runner, to_tflite)
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -248,24 +248,13 @@ def _prepare(request: BenchRequest, arrays: list[np.ndarray]) -> Callable[[], An
         compiled = tf.function(function.python_function, input_signature=specs, jit_compile=True)
         return lambda: compiled(*tensors)
     if backend == "tflite":
-        return _prepare_tflite(tf, function.get_concrete_function(*specs), arrays)
+        return _prepare_tflite(function.get_concrete_function(*specs), arrays)
     raise StepError(f"unknown backend {backend!r}")
 
 
-def _prepare_tflite(tf: Any, concrete: Any, arrays: list[np.ndarray]) -> Callable[[], Any]:
+def _prepare_tflite(concrete: Any, arrays: list[np.ndarray]) -> Callable[[], Any]:
     """Freeze and convert as the build does, run with XNNPACK on all cores."""
-    interpreter = tf.lite.Interpreter(model_content=to_tflite(freeze(concrete)), num_threads=os.cpu_count())
-    interpreter.allocate_tensors()
-    inputs = sorted(interpreter.get_input_details(), key=lambda d: d["index"])
-    outputs = interpreter.get_output_details()
-
-    def run() -> list[np.ndarray]:
-        for detail, array in zip(inputs, arrays):
-            interpreter.set_tensor(detail["index"], array)
-        interpreter.invoke()
-        return [interpreter.get_tensor(detail["index"]) for detail in outputs]
-
-    return run
+    return tflite_runner(to_tflite(freeze(concrete)), arrays, threads=os.cpu_count())
 
 
 def prepare_tvm(folder: Path, arrays: list[np.ndarray]) -> Callable[[], Any]:

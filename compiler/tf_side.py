@@ -14,6 +14,7 @@ import importlib
 import random
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,43 @@ def to_tflite(frozen: Any) -> bytes:
                 "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
                 "compiled function or replace it with supported ops", op=", ".join(ops)) from error
         raise StepError(f"TFLite conversion failed: {_first_lines(str(error))}") from error
+
+
+def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
+                  threads: int | None = None) -> Callable[[], list[np.ndarray]]:
+    """A call that runs the flatbuffer with TFLite's default interpreter (XNNPACK) on `arrays`.
+
+    Inputs and outputs are in the subgraph's order, the order TVM's importer gives the compiled
+    function's parameters and results.
+    """
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
+    for detail, array in zip(interpreter.get_input_details(), arrays):
+        if tuple(detail["shape"]) != array.shape:  # a symbolic build's model, run at one size
+            interpreter.resize_tensor_input(detail["index"], array.shape)
+    interpreter.allocate_tensors()
+    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
+
+    def run() -> list[np.ndarray]:
+        for detail, array in zip(inputs, arrays):
+            interpreter.set_tensor(detail["index"], array)
+        interpreter.invoke()
+        return [interpreter.get_tensor(detail["index"]) for detail in outputs]
+
+    return run
+
+
+def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray]) -> list[np.ndarray] | None:
+    """TFLite's outputs for `arrays`, or None when its interpreter cannot run the model.
+
+    A second float32 implementation of the same graph: how far its outputs lie from TensorFlow's
+    is how far float32 rounding alone moves them, which verification allows (compiler/verify.py).
+    """
+    try:
+        return [np.array(output) for output in tflite_runner(flatbuffer, arrays)()]
+    except Exception:  # noqa: BLE001 - any interpreter failure only means no second opinion
+        return None
 
 
 def _first_lines(text: str, count: int = 6) -> str:

@@ -5,7 +5,9 @@ entry of the function it writes, into `work_dir/variant-<i>/`:
 
 - `model.tflite`: the frozen graph converted with TFLite builtin ops only (TVM cannot import Flex);
 - `io.npz`: generated inputs (`input_<j>`) and TensorFlow's outputs for them (`output_<k>`), which
-  the compile step uses to verify the artifact;
+  the compile step uses to verify the artifact, and TFLite's outputs (`tflite_output_<k>`, when its
+  interpreter runs the model), which tell verification how far float32 rounding moves them (a
+  symbolic build writes `io-<i>.npz` per verified size, each with the same three);
 
 and reports, per variant, the input/output specs, the output structure, the frozen graph's SHA-256
 (the cache key's main part), the fingerprints and the TFLite operators.
@@ -28,7 +30,8 @@ from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.fastkey import ReadRecorder
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
 from tfcheck.compiler.tf_side import (Traceable, freeze, generate_inputs, import_tensorflow, load_saved_signature,
-                                      load_traceable, reference_outputs, to_tflite)
+                                      load_traceable, reference_outputs, tflite_outputs, to_tflite)
+from tfcheck.compiler.verify import TFLITE_OUTPUT
 from tfcheck.runtime.structure import leaf_paths
 
 
@@ -180,8 +183,10 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
         return dataclasses.replace(described, cached=True)
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
+    second = tflite_outputs(flatbuffer, arrays) or []
     np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
-             **{f"output_{i}": a for i, a in enumerate(outputs)})
+             **{f"output_{i}": a for i, a in enumerate(outputs)},
+             **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
     return dataclasses.replace(
         described,
         outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
@@ -225,8 +230,10 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
         arrays = generate_inputs(at)
         outputs = reference_outputs(concrete, arrays)
         observed.append([list(a.shape) for a in outputs])
+        second = tflite_outputs(flatbuffer, arrays) or []
         np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
-                 **{f"output_{i}": a for i, a in enumerate(outputs)}, sizes=np.array(json.dumps(sizes)))
+                 **{f"output_{i}": a for i, a in enumerate(outputs)},
+                 **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)}, sizes=np.array(json.dumps(sizes)))
     static = [tensor.shape.as_list() for tensor in tf.nest.flatten(concrete.structured_outputs)]
     dtypes = [tensor.dtype.name for tensor in tf.nest.flatten(concrete.structured_outputs)]
     return dataclasses.replace(

@@ -10,8 +10,9 @@ import tvm
 from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
-from . import target as cpu
+from . import blocks, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
+from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
 from .fallback import schedule_fallback
 from .rows import schedule_rows
@@ -108,9 +109,12 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """The CPU backend's own legalisation and fusion, so TIR functions carry whole fused operators.
 
     ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
-    float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`).
+    float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`);
+    convolutions first get their output channels padded to whole vectors (`channel_padding.py`).
     """
     passes = [
+        tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
+                                  name="PadOutputChannels"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
@@ -139,10 +143,44 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     return mod
 
 
+def _has_packing_block(func: tirx.PrimFunc) -> bool:
+    """Whether any block of a PrimFunc, nested ones included, is a weight-packing block
+    (ours, `contraction.py`, or MetaSchedule's layout rewrite in a tuned function)."""
+    sch = s_tir.Schedule(func)
+    root = func.body.block.name_hint  # "root", or a hand-written kernel's own name
+    pending = [sch.get_sblock(root)]
+    while pending:
+        block = pending.pop()
+        if blocks.PACKING_ANNOTATION in sch.get(block).annotations:
+            return True
+        pending.extend(sch.get_child_blocks(block))
+    return False
+
+
+def split_packing(mod: tvm.IRModule) -> tvm.IRModule:
+    """``SplitLayoutRewritePreproc``, shown only the PrimFuncs that have a packing block.
+
+    The pass walks the root block of every PrimFunc and aborts on one whose root holds a statement
+    without any block, as TOPI's hand-written kernels do (``get_valid_counts`` of
+    ``tf.image.non_max_suppression``), although it would leave such a function unchanged. The
+    others go back into the result untouched (their GlobalVars are the ones the calls use).
+    """
+    hidden = {gvar: func for gvar, func in mod.functions_items()
+              if isinstance(func, tirx.PrimFunc) and not _has_packing_block(func)}
+    if len(hidden) == sum(isinstance(func, tirx.PrimFunc) for _, func in mod.functions_items()):
+        return mod
+    shown = tvm.IRModule({gvar: func for gvar, func in mod.functions_items() if gvar not in hidden},
+                         attrs=mod.attrs)
+    split = relax.transform.SplitLayoutRewritePreproc()(shown)
+    for gvar, func in hidden.items():
+        split[gvar] = func
+    return split
+
+
 def fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Split the weight-packing blocks out of the scheduled functions and run them at build time."""
     passes = [
-        relax.transform.SplitLayoutRewritePreproc(),
+        tvm.transform.module_pass(lambda module, _context: split_packing(module), opt_level=0, name="SplitPacking"),
         relax.transform.FoldConstant(),
         relax.transform.DeadCodeElimination(),
     ]

@@ -8,6 +8,10 @@ from tvm.sym.pattern import detect_linear_equation
 
 SBlockRV = s_tir.schedule.SBlockRV
 
+# The annotation of a block that repacks a constant weight: SplitLayoutRewritePreproc moves such a
+# block into a function of its own, which FoldConstant runs at build time.
+PACKING_ANNOTATION = "meta_schedule.layout_rewrite_preproc"
+
 
 def child_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
     """The top-level blocks of the function, in program order."""

@@ -181,7 +181,7 @@ def _pack_weights(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, cols
             continue
         copy = sch.cache_read(main, index, "global")
         sch.transform_layout(main, ("read", index), lambda *axes: (axes[-1] // cols, *axes[:-1], axes[-1] % cols))
-        sch.annotate(copy, "meta_schedule.layout_rewrite_preproc", True)
+        sch.annotate(copy, blocks.PACKING_ANNOTATION, True)
         return
 
 

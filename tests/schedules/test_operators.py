@@ -20,6 +20,7 @@ from tvm import relax, s_tir, tirx
 from tfcheck.compiler.schedules import apply_default_schedules, blocks
 from tfcheck.compiler.schedules import target as cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.schedules.channel_padding import MIN_VECTORS, pad_output_channels, padded_channels
 from tfcheck.compiler.targets import host_cpu_target
 
 from . import reference
@@ -248,6 +249,54 @@ def test_imported_style_module_is_ready_for_plain_compile() -> None:
     assert len(weight_shape) == 3 and weight_shape[1] == 64 and weight_shape[0] * weight_shape[2] == 32
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ w, 0))
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_output_channels_padded_to_whole_vectors(residual: bool) -> None:
+    """A convolution whose output channels whole vectors do not divide (Xception's 728 with 16
+    lanes) computes zero-padded extra channels on full-width vectors; the bias, activation and
+    residual add read the real ones."""
+    lanes = cpu.vector_lanes(TARGET, 32)
+    channels = MIN_VECTORS * lanes + lanes // 2
+    x, w, b = rand(1, 7, 7, 24), rand(1, 1, 24, channels), rand(channels)
+    skip = rand(1, 7, 7, channels)
+
+    def emit(bb, x_var):
+        y = bb.emit(relax.op.nn.conv2d(x_var, relax.const(w), data_layout="NHWC", kernel_layout="HWIO"))
+        y = bb.emit(relax.op.add(y, relax.const(b)))
+        return relax.op.nn.relu(relax.op.add(y, relax.const(skip)) if residual else y)
+
+    mod = module([x.shape], emit)
+    wide = padded_channels(channels, lanes)
+    assert wide == (MIN_VECTORS + 1) * lanes
+    assert f"R.Tensor((1, 7, 7, {wide})" in pad_output_channels(mod, TARGET).script()
+    expected = x.reshape(-1, 24) @ w.reshape(24, channels) + b + (skip.reshape(-1, channels) if residual else 0)
+    check(run(mod, x)[0], np.maximum(expected, 0).reshape(1, 7, 7, channels))
+
+
+def test_hand_written_kernel_next_to_packed_weights() -> None:
+    """TOPI's ``get_valid_counts`` (what TFLite's NON_MAX_SUPPRESSION imports into) is one opaque
+    block holding plain loops, which TVM's SplitLayoutRewritePreproc aborted on, failing every
+    build with non-max suppression (issue 15). Next to a matmul whose weights are packed, both
+    must compile and compute: the matmul from packed weights, the kernel as written."""
+    x, w = rand(8, 32), rand(32, 48)
+    boxes = np.concatenate([rand(1, 20, 1), rand(1, 20, 4)], axis=-1)  # [score, box], as the importer writes
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType(x.shape, "float32"))
+    boxes_var = relax.Var("b", relax.TensorType(boxes.shape, "float32"))
+    with bb.function("main", [x_var, boxes_var]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.matmul(x_var, relax.const(w)))
+            counts = bb.emit(relax.op.vision.get_valid_counts(boxes_var, 0.0, id_index=-1, score_index=0))
+            out = bb.emit_output(relax.Tuple([y, relax.TupleGetItem(counts, 0)]))
+        bb.emit_func_output(out)
+    scheduled = apply_default_schedules(bb.get(), TARGET)
+    packed = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc) and len(f.params[1].shape) == 3]
+    assert packed and packed[0].attrs[RULE_ATTR] == "schedule_contraction"
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TARGET), tvm.cpu())
+    product, valid = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(boxes))
+    check(product.numpy(), x @ w)
+    assert valid.numpy().tolist() == [int(np.count_nonzero(boxes[0, :, 0] > 0.0))]
 
 
 @pytest.mark.parametrize("mcpu", ["haswell", "x86-64"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
+from tfcheck.compiler.schedules.channel_padding import padded_channels
 from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile, vector_width
 
 
@@ -56,3 +57,10 @@ def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget
     tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
     assert rows % tile_rows == 0 and cols % tile_cols == 0
     assert tile_rows <= budget // 2 and tile_cols <= lanes * 8
+
+
+def test_padded_channels() -> None:
+    assert padded_channels(728, 16) == 736  # Xception: 8-wide vectors -> 16-wide
+    assert padded_channels(736, 16) == 736  # already whole vectors
+    assert padded_channels(120, 16) == 120  # under 8 vectors: padding would add too much work
+    assert padded_channels(728, 8) == 728  # whole AVX2 vectors
