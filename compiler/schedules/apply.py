@@ -13,6 +13,7 @@ from tvm.target import Target
 from . import target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .contraction import schedule_contraction
+from .depthwise import schedule_depthwise
 from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
@@ -28,7 +29,7 @@ RULE_ATTR = "tfcheck.schedule_rule"
 OVER_BUDGET_ATTR = "tfcheck.over_budget"
 
 # First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
-RULES: tuple[Rule, ...] = (schedule_contraction, schedule_rows, schedule_fallback)
+RULES: tuple[Rule, ...] = (schedule_depthwise, schedule_contraction, schedule_rows, schedule_fallback)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile, vector_width
+from tfcheck.compiler.schedules.tiling import (depthwise_tile, divisors, register_tile, row_tile, vector_tile,
+                                              vector_width)
 
 
 def test_divisors() -> None:
@@ -56,3 +57,17 @@ def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget
     tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
     assert rows % tile_rows == 0 and cols % tile_cols == 0
     assert tile_rows <= budget // 2 and tile_cols <= lanes * 8
+
+
+@pytest.mark.parametrize(
+    ("width", "channels", "lanes", "expected"),
+    [
+        (112, 32, 16, (7, 16)),  # MobileNetV2's layers: 7 columns by one vector, on AVX-512
+        (56, 144, 8, (7, 8)),  # and on AVX2
+        (28, 24, 16, (7, 8)),  # 24 channels: 8-wide vectors
+        (10, 13, 16, (5, 13)),  # 13 channels: one scalar strip of 13
+        (13, 960, 16, (1, 16)),  # a prime width: one column
+    ],
+)
+def test_depthwise_tile(width: int, channels: int, lanes: int, expected: tuple[int, int]) -> None:
+    assert depthwise_tile(width, channels, lanes, budget=28) == expected
