@@ -13,7 +13,7 @@ rounds of calls alternate between backends, the best round counts), TVM with one
 and TFLite with ``num_threads=2``:
 
     .venv/bin/python benchmarks/depthwise_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
-        [--variants default,contraction] [--targets avx512,avx2]
+        [--variants default,contraction,parallel] [--targets avx512,avx2]
 
 Variants are schedule rule lists (``VARIANTS``); the AVX2 target is the host's target with
 ``mcpu=znver3`` (8-float vectors, 16 registers), which runs on an AVX-512 CPU too.
@@ -41,14 +41,16 @@ import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 from tfcheck.compiler.importer import import_tflite  # noqa: E402
-from tfcheck.compiler.schedules import apply as schedules  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules, depthwise  # noqa: E402
 from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tf_side import freeze, import_tensorflow, to_tflite  # noqa: E402
 
-# Schedule rule lists to compare: the default and the one without the depthwise rule.
-VARIANTS: dict[str, tuple[schedules.Rule, ...]] = {
-    "default": schedules.RULES,
-    "contraction": tuple(rule for rule in schedules.RULES if rule.__name__ != "schedule_depthwise"),
+# Schedules to compare: the default; without the depthwise rule (the contraction rule's kernel, as
+# before issue 17); the depthwise rule on both cores at every size.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "contraction": {"RULES": tuple(rule for rule in schedules.RULES if rule.__name__ != "schedule_depthwise")},
+    "parallel": {"PARALLEL_MIN_WORK": 0},
 }
 TARGETS = {"avx512": {}, "avx2": {"mcpu": "znver3"}}
 
@@ -100,15 +102,18 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
 
 
-def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target: tvm.target.Target,
+def tvm_call(relax_mod: tvm.IRModule, variant: dict[str, Any], target: tvm.target.Target,
              x: np.ndarray) -> Callable[[], np.ndarray]:
-    """Build the module with ``rules`` as the schedule rules, as `tfcheck build` does; a call."""
-    saved = schedules.RULES
-    schedules.RULES = rules
+    """Build the module as `tfcheck build` does, with the variant's settings in place; a call."""
+    modules = {"RULES": schedules, "PARALLEL_MIN_WORK": depthwise}
+    saved = {name: getattr(modules[name], name) for name in variant}
+    for name, value in variant.items():
+        setattr(modules[name], name, value)
     try:
         scheduled = schedules.apply_default_schedules(relax_mod, target)
     finally:
-        schedules.RULES = saved
+        for name, value in saved.items():
+            setattr(modules[name], name, value)
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
     data = tvm.runtime.tensor(x)
     return lambda: vm["main"](data).numpy()
@@ -170,7 +175,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="calls per round")
     parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
-    parser.add_argument("--variants", default="default,contraction")
+    parser.add_argument("--variants", default="default,contraction,parallel")
     parser.add_argument("--targets", default="avx512,avx2")
     args = parser.parse_args()
     tf = import_tensorflow()
