@@ -13,7 +13,9 @@ rounds of calls alternate between backends, the best round counts), TVM with one
 and TFLite with ``num_threads=2``:
 
     .venv/bin/python benchmarks/depthwise_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
-        [--variants default,contraction,parallel] [--targets avx512,avx2]
+        [--variants default,contraction,parallel] [--targets avx512,avx2] [--whole-model]
+
+``--whole-model`` times the whole MobileNetV2 the same way (one build per variant and target).
 
 Variants are schedule rule lists (``VARIANTS``); the AVX2 target is the host's target with
 ``mcpu=znver3`` (8-float vectors, 16 registers), which runs on an AVX-512 CPU too.
@@ -27,7 +29,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +40,27 @@ from tfcheck.runtime.threads import use_all_cores
 THREADS = use_all_cores()  # before TVM's thread pool starts
 
 import tvm  # noqa: E402
-from tvm import relax  # noqa: E402
+from tvm import relax, s_tir, tirx  # noqa: E402
 
 from tfcheck.compiler.importer import import_tflite  # noqa: E402
 from tfcheck.compiler.schedules import apply as schedules, depthwise  # noqa: E402
 from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tf_side import freeze, import_tensorflow, to_tflite  # noqa: E402
 
-# Schedules to compare: the default; without the depthwise rule (the contraction rule's kernel, as
-# before issue 17); the depthwise rule on both cores at every size.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "contraction": {"RULES": tuple(rule for rule in schedules.RULES if rule.__name__ != "schedule_depthwise")},
-    "parallel": {"PARALLEL_MIN_WORK": 0},
+
+
+def schedule_depthwise_parallel(func: tirx.PrimFunc, target: tvm.target.Target) -> s_tir.Schedule | None:
+    """The depthwise rule with its tiles split over the cores."""
+    return depthwise.schedule_depthwise(func, target, replace(depthwise.DEPTHWISE, parallel=True))
+
+
+_OTHER_RULES = tuple(rule for rule in schedules.RULES if rule is not depthwise.schedule_depthwise)
+# Schedule rules to compare: the default; without the depthwise rule (the contraction rule's
+# kernel, as before issue 17); the depthwise rule on both cores.
+VARIANTS: dict[str, tuple[schedules.Rule, ...]] = {
+    "default": schedules.RULES,
+    "contraction": _OTHER_RULES,
+    "parallel": (schedule_depthwise_parallel, *_OTHER_RULES),
 }
 TARGETS = {"avx512": {}, "avx2": {"mcpu": "znver3"}}
 
@@ -102,18 +112,15 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
 
 
-def tvm_call(relax_mod: tvm.IRModule, variant: dict[str, Any], target: tvm.target.Target,
+def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target: tvm.target.Target,
              x: np.ndarray) -> Callable[[], np.ndarray]:
-    """Build the module as `tfcheck build` does, with the variant's settings in place; a call."""
-    modules = {"RULES": schedules, "PARALLEL_MIN_WORK": depthwise}
-    saved = {name: getattr(modules[name], name) for name in variant}
-    for name, value in variant.items():
-        setattr(modules[name], name, value)
+    """Build the module as `tfcheck build` does, with ``rules`` as the schedule rules; a call."""
+    saved = schedules.RULES
+    schedules.RULES = rules
     try:
         scheduled = schedules.apply_default_schedules(relax_mod, target)
     finally:
-        for name, value in saved.items():
-            setattr(modules[name], name, value)
+        schedules.RULES = saved
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
     data = tvm.runtime.tensor(x)
     return lambda: vm["main"](data).numpy()
@@ -147,16 +154,17 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
     return best
 
 
-def bench_layer(tf: Any, keras: Any, layer: Layer, variants: list[str], targets: list[str],
-                rounds: int, per_round: int) -> tuple[dict[str, float], float]:
-    """Times of every backend for one layer, and the largest difference of a TVM build from TensorFlow."""
-    concrete = layer_function(tf, keras, layer)
+def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
+                   per_round: int) -> tuple[dict[str, float], float]:
+    """Times of every backend for one traced function of one float32 input, and the largest
+    difference of a TVM build from TensorFlow."""
     flatbuffer = to_tflite(freeze(concrete))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.tflite"
         path.write_bytes(flatbuffer)
         relax_mod = import_tflite(path)
-    x = np.random.default_rng(1).standard_normal((1, layer.height, layer.width, layer.channels)).astype(np.float32)
+    shape = [int(d) for d in concrete.inputs[0].shape]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     tensor = tf.constant(x)
     calls: dict[str, Callable[[], Any]] = {"tflite": tflite_call(tf, flatbuffer, x),
                                            "tf.function": lambda: concrete(tensor)}
@@ -170,33 +178,49 @@ def bench_layer(tf: Any, keras: Any, layer: Layer, variants: list[str], targets:
     return interleaved_us(calls, rounds, per_round), error
 
 
+def whole_model(tf: Any, keras: Any) -> Any:
+    """MobileNetV2 as `benchmarks/compiled/imagenet_models.py` has it, traced."""
+    keras.utils.set_random_seed(0)
+    model = keras.applications.MobileNetV2(weights=None)
+    spec = tf.TensorSpec([1, 224, 224, 3], tf.float32)
+    return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="calls per round")
     parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
+    parser.add_argument("--whole-model", action="store_true", help="time the whole MobileNetV2 instead")
     parser.add_argument("--variants", default="default,contraction,parallel")
     parser.add_argument("--targets", default="avx512,avx2")
     args = parser.parse_args()
     tf = import_tensorflow()
     import keras
 
-    layers = mobilenet_layers(keras)
-    if args.layers:
-        layers = [layers[int(i)] for i in args.layers.split(",")]
     variants, targets = args.variants.split(","), args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
     columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
     print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
     print("|---|---:|" + "---:|" * (len(columns) + 1))
+    if args.whole_model:
+        times, error = bench_function(tf, whole_model(tf, keras), variants, targets, args.rounds, args.calls)
+        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
+        print(f"load after: {os.getloadavg()[0]:.2f}")
+        return
+    layers = mobilenet_layers(keras)
+    if args.layers:
+        layers = [layers[int(i)] for i in args.layers.split(",")]
     totals = {name: 0.0 for name in columns}
     for layer in layers:
-        times, error = bench_layer(tf, keras, layer, variants, targets, args.rounds, args.calls)
+        concrete = layer_function(tf, keras, layer)
+        times, error = bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
         for name in columns:
             totals[name] += times[name] * layer.count
         print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
               + f" | {error:.1e} |", flush=True)
-    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | " + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
+    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | "
+          + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

@@ -194,7 +194,7 @@ class MicroKernel:
     tile_size: TileSize  # (rows, cols) of the register tile, from (rows extent, cols extent, lanes, budget)
     inline_producers: bool  # the padding read in place (with a bound check) rather than copied first
     unroll_reduction: bool  # the reduction loops (a depthwise window) unrolled
-    parallel_min_work: int  # multiply-adds (all loops of the main block) below which the kernel stays serial
+    parallel: bool  # whether the tiles may be split over the cores
 
 
 def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, target: Target,
@@ -205,7 +205,6 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
             sch.compute_inline(block)
     else:
         _schedule_producers(sch, main, target)
-    work = blocks.iterations(sch, sch.get_loops(main))
     fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
     reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
@@ -218,9 +217,8 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
     # Parallel when there are several tiles at the smallest size, as the static build decides at
     # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
     # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
-    # serially (docs/benchmarks.md), so such a kernel stays serial at every size. A symbolic extent
-    # counts as 0 work: such a kernel is parallel whenever it has the tiles.
-    if cpu.num_cores(target) > 1 and tiles > 1 and (work == 0 or work >= kernel.parallel_min_work):
+    # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
+    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])
@@ -232,7 +230,7 @@ def _position(sch: s_tir.Schedule, block: SBlockRV) -> int:
     return [sch.get(b).name_hint for b in blocks.child_blocks(sch)].index(sch.get(block).name_hint)
 
 
-CONTRACTION = MicroKernel(register_tile, inline_producers=False, unroll_reduction=False, parallel_min_work=0)
+CONTRACTION = MicroKernel(register_tile, inline_producers=False, unroll_reduction=False, parallel=True)
 
 
 def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:

@@ -10,8 +10,9 @@ things made that micro-kernel slow for them (docs/schedules.md, "Depthwise convo
 - the 14 x 2-vector register tile spilled: here a tile is one vector of channels by up to 7 output
   columns (`tiling.depthwise_tile`), with the window loops unrolled, so the inputs shared by
   neighbouring columns are loaded once;
-- every layer ran over both cores, and the thread pool's wake-up cost more than the small layers'
-  work: a depthwise kernel runs in parallel only above `PARALLEL_MIN_WORK` multiply-adds.
+- it ran over both cores: here a depthwise kernel runs on one. Split over the cores, the same
+  kernel was slower at every size measured, up to 58M multiply-adds (16x MobileNetV2's largest
+  depthwise layer), and even on one thread the parallel loop's code ran 1.5-2.4x slower.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from .tiling import depthwise_tile
 
 SBlockRV = s_tir.schedule.SBlockRV
 
-# Multiply-adds below which a depthwise kernel stays on one core (docs/schedules.md).
-PARALLEL_MIN_WORK = 1 << 24
+DEPTHWISE = MicroKernel(depthwise_tile, inline_producers=True, unroll_reduction=True, parallel=False)
 
 
 def _is_depthwise(sch: s_tir.Schedule, main: SBlockRV) -> bool:
@@ -42,12 +42,11 @@ def _is_depthwise(sch: s_tir.Schedule, main: SBlockRV) -> bool:
         any(blocks.indexes_by(axis.min, spatial[-1]) for axis in read.region) for read in inputs)
 
 
-def schedule_depthwise(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """The depthwise micro-kernel for ``func``, or None when it is not a depthwise convolution."""
+def schedule_depthwise(func: tirx.PrimFunc, target: Target, kernel: MicroKernel = DEPTHWISE) -> s_tir.Schedule | None:
+    """The depthwise micro-kernel for ``func``, or None when it is not a depthwise convolution
+    (``kernel`` is for benchmarks that compare other choices)."""
     sch = s_tir.Schedule(func)
     main = main_block(sch)
     if main is None or not _is_depthwise(sch, main):
         return None
-    kernel = MicroKernel(depthwise_tile, inline_producers=True, unroll_reduction=True,
-                         parallel_min_work=PARALLEL_MIN_WORK)
     return schedule_micro_kernel(sch, main, func, target, kernel)

@@ -15,7 +15,6 @@ from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
 from tfcheck.compiler.schedules.apply import RULE_ATTR
-from tfcheck.compiler.schedules.depthwise import PARALLEL_MIN_WORK
 from tfcheck.compiler.targets import host_cpu_target
 
 from . import reference
@@ -73,14 +72,11 @@ def test_the_padding_is_read_in_place() -> None:
     assert script.count("sblock_alloc_buffer") == 1 and 'scope="local"' in script
 
 
-@pytest.mark.parametrize(("shape", "parallel"), [
-    ((1, 7, 7, 960), False),  # MobileNetV2's last depthwise layer: 0.4M multiply-adds
-    ((1, 112, 112, 32), False),  # its first: 3.6M
-    ((4, 112, 112, 144), True),  # 65M multiply-adds
-])
-def test_only_large_depthwise_kernels_run_in_parallel(shape, parallel: bool) -> None:
-    assert (shape[0] * shape[1] * shape[2] * shape[3] * 9 >= PARALLEL_MIN_WORK) == parallel
-    assert ("T.parallel(" in _scheduled_kernel(shape, (1, 1, 1, 1)).script()) == parallel
+@pytest.mark.parametrize("shape", [(1, 7, 7, 960), (1, 112, 112, 32), (4, 112, 112, 144)])
+def test_depthwise_kernels_run_on_one_core(shape) -> None:
+    """From MobileNetV2's smallest layer to 65M multiply-adds: on both cores the kernel measured
+    slower at every size (docs/schedules.md)."""
+    assert "T.parallel(" not in _scheduled_kernel(shape, (1, 1, 1, 1)).script()
 
 
 def test_a_channel_multiplier_is_left_to_the_other_rules() -> None:
