@@ -48,7 +48,6 @@ from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tf_side import freeze, import_tensorflow, to_tflite  # noqa: E402
 
 
-
 def schedule_depthwise_parallel(func: tirx.PrimFunc, target: tvm.target.Target) -> s_tir.Schedule | None:
     """The depthwise rule with its tiles split over the cores."""
     return depthwise.schedule_depthwise(func, target, replace(depthwise.DEPTHWISE, parallel=True))
