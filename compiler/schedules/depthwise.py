@@ -11,7 +11,7 @@ things made that micro-kernel slow for them (docs/schedules.md, "Depthwise convo
   columns (`tiling.depthwise_tile`), with the window loops unrolled, so the inputs shared by
   neighbouring columns are loaded once;
 - it ran over both cores: here a depthwise kernel runs on one. Split over the cores, the same
-  kernel was slower at every size measured, up to 58M multiply-adds (16x MobileNetV2's largest
+  kernel was slower at every size measured, up to 58M multiply-adds (14x MobileNetV2's largest
   depthwise layer), and even on one thread the parallel loop's code ran 1.5-2.4x slower.
 """
 
