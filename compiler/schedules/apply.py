@@ -14,6 +14,7 @@ from . import blocks, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
+from .depthwise import schedule_depthwise
 from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
@@ -29,7 +30,7 @@ RULE_ATTR = "tfcheck.schedule_rule"
 OVER_BUDGET_ATTR = "tfcheck.over_budget"
 
 # First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
-RULES: tuple[Rule, ...] = (schedule_contraction, schedule_rows, schedule_fallback)
+RULES: tuple[Rule, ...] = (schedule_depthwise, schedule_contraction, schedule_rows, schedule_fallback)
 
 
 @dataclass(frozen=True)

@@ -17,19 +17,20 @@ input. The rule builds the classic CPU micro-kernel around that:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
 
 from . import blocks, fallback, target as cpu
-from .tiling import register_tile, vector_width
+from .tiling import TileSize, register_tile, vector_width
 
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
 
 
-def _main_block(sch: s_tir.Schedule) -> SBlockRV | None:
+def main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     """The single reduction block of the function, when its shape fits the micro-kernel."""
     reductions = [b for b in blocks.child_blocks(sch) if blocks.is_reduction(sch, b)]
     if len(reductions) != 1:
@@ -96,7 +97,8 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     return tail[epilogue - 1] if epilogue else None
 
 
-def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
+          tile_size: TileSize) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
     """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
     the last item is the number of outer tiles at the smallest size (a symbolic extent as 1)."""
     kinds = blocks.iter_kinds(sch, main)
@@ -108,7 +110,7 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> tuple[LoopRV, 
     # A symbolic rows axis gets one row per tile (and more column vectors): a tile of several rows
     # needs a bound check per row in the innermost loop, which measured 2.6x slower than the
     # static build on an MLP at batch 8, against 1.5x for one row (docs/benchmarks.md).
-    rows, cols = register_tile(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
+    rows, cols = tile_size(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
     cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
     outer = [cols_outer]
     rows_inner = None
@@ -185,24 +187,54 @@ def _pack_weights(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, cols
         return
 
 
-def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern."""
-    sch = s_tir.Schedule(func)
-    main = _main_block(sch)
-    if main is None:
-        return None
-    _schedule_producers(sch, main, target)
-    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target)
+@dataclass(frozen=True)
+class MicroKernel:
+    """What differs between the micro-kernels of matmul/convolution and of depthwise convolution."""
+
+    tile_size: TileSize  # (rows, cols) of the register tile, from (rows extent, cols extent, lanes, budget)
+    inline_producers: bool  # the padding read in place (with a bound check) rather than copied first
+    unroll_reduction: bool  # the reduction loops (a depthwise window) unrolled
+    parallel: bool  # whether the tiles may be split over the cores
+
+
+def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, target: Target,
+                          kernel: MicroKernel) -> s_tir.Schedule:
+    """Schedule ``func`` (in ``sch``) as a register-tiled micro-kernel around its reduction block ``main``."""
+    if kernel.inline_producers:
+        for block in blocks.child_blocks(sch)[: _position(sch, main)]:
+            sch.compute_inline(block)
+    else:
+        _schedule_producers(sch, main, target)
+    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
+    reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
     _schedule_epilogue(sch, main, fused, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
+    if kernel.unroll_reduction:
+        for loop in reduction:
+            sch.unroll(loop)
     # Parallel when there are several tiles at the smallest size, as the static build decides at
     # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
     # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
     # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
-    if cpu.num_cores(target) > 1 and tiles > 1:
+    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])
     return sch
+
+
+def _position(sch: s_tir.Schedule, block: SBlockRV) -> int:
+    """Index of ``block`` among the function's top-level blocks."""
+    return [sch.get(b).name_hint for b in blocks.child_blocks(sch)].index(sch.get(block).name_hint)
+
+
+CONTRACTION = MicroKernel(register_tile, inline_producers=False, unroll_reduction=False, parallel=True)
+
+
+def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
+    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern."""
+    sch = s_tir.Schedule(func)
+    main = main_block(sch)
+    return None if main is None else schedule_micro_kernel(sch, main, func, target, CONTRACTION)

@@ -172,7 +172,7 @@ def test_depthwise_conv2d(shape, kernel, mult, strides, pads, dilation) -> None:
     check(actual, reference.depthwise_nhwc(x, w, strides, pads, dilation) + b)
     assert rules  # every function got some schedule (multiplier 2 may fall back)
     if mult == 1:
-        assert "schedule_contraction" in rules
+        assert "schedule_depthwise" in rules
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.channel_padding import padded_channels
-from tfcheck.compiler.schedules.tiling import divisors, register_tile, row_tile, vector_tile, vector_width
+from tfcheck.compiler.schedules.tiling import (depthwise_tile, divisors, register_tile, row_tile, vector_tile,
+                                              vector_width)
 
 
 def test_divisors() -> None:
@@ -64,3 +65,17 @@ def test_padded_channels() -> None:
     assert padded_channels(736, 16) == 736  # already whole vectors
     assert padded_channels(120, 16) == 120  # under 8 vectors: padding would add too much work
     assert padded_channels(728, 8) == 728  # whole AVX2 vectors
+
+
+@pytest.mark.parametrize(
+    ("width", "channels", "lanes", "expected"),
+    [
+        (112, 32, 16, (7, 16)),  # MobileNetV2's layers: 7 columns by one vector, on AVX-512
+        (56, 144, 8, (7, 8)),  # and on AVX2
+        (28, 24, 16, (7, 8)),  # 24 channels: 8-wide vectors
+        (10, 13, 16, (5, 13)),  # 13 channels: one scalar strip of 13
+        (13, 960, 16, (1, 16)),  # a prime width: one column
+    ],
+)
+def test_depthwise_tile(width: int, channels: int, lanes: int, expected: tuple[int, int]) -> None:
+    assert depthwise_tile(width, channels, lanes, budget=28) == expected

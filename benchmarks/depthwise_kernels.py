@@ -1,0 +1,227 @@
+"""MobileNetV2's depthwise layers one by one: the default build against TFLite+XNNPACK and tf.function.
+
+MobileNetV2's default build trailed TFLite+XNNPACK by about 1.6x (docs/benchmarks.md), most of it
+in the depthwise 3x3 convolutions. This script times each distinct depthwise layer of
+``keras.applications.MobileNetV2`` (``weights=None``, batch 1, 224x224) alone, as the model has
+it: ``ZeroPadding2D`` before the stride-2 layers, ``DepthwiseConv2D``, ``BatchNormalization`` and
+``ReLU(6)``, traced as a tf.function, frozen and converted to TFLite (which folds the batch norm
+into the depthwise weights and bias), then imported into Relax and compiled the way
+``tfcheck build`` does (``compiler/importer.py``, ``apply_default_schedules``, ``tvm.compile``).
+
+The backends of one layer are timed interleaved in this one process (the machine is shared:
+rounds of calls alternate between backends, the best round counts), TVM with one thread per core
+and TFLite with ``num_threads=2``:
+
+    .venv/bin/python benchmarks/depthwise_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
+        [--variants default,contraction,parallel] [--targets avx512,avx2] [--whole-model]
+
+``--whole-model`` times the whole MobileNetV2 the same way (one build per variant and target).
+
+Variants are schedule rule lists (``VARIANTS``); the AVX2 target is the host's target with
+``mcpu=znver3`` (8-float vectors, 16 registers), which runs on an AVX-512 CPU too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcheck.runtime.threads import use_all_cores
+
+THREADS = use_all_cores()  # before TVM's thread pool starts
+
+import tvm  # noqa: E402
+from tvm import relax, s_tir, tirx  # noqa: E402
+
+from tfcheck.compiler.importer import import_tflite  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules, depthwise  # noqa: E402
+from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.tf_side import freeze, import_tensorflow, to_tflite  # noqa: E402
+
+
+def schedule_depthwise_parallel(func: tirx.PrimFunc, target: tvm.target.Target) -> s_tir.Schedule | None:
+    """The depthwise rule with its tiles split over the cores."""
+    return depthwise.schedule_depthwise(func, target, replace(depthwise.DEPTHWISE, parallel=True))
+
+
+_OTHER_RULES = tuple(rule for rule in schedules.RULES if rule is not depthwise.schedule_depthwise)
+# Schedule rules to compare: the default; without the depthwise rule (the contraction rule's
+# kernel, as before issue 17); the depthwise rule on both cores.
+VARIANTS: dict[str, tuple[schedules.Rule, ...]] = {
+    "default": schedules.RULES,
+    "contraction": _OTHER_RULES,
+    "parallel": (schedule_depthwise_parallel, *_OTHER_RULES),
+}
+TARGETS = {"avx512": {}, "avx2": {"mcpu": "znver3"}}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One distinct depthwise layer of MobileNetV2: its input, stride, and how often the model has it."""
+
+    height: int
+    width: int
+    channels: int
+    stride: int
+    zero_pad: bool  # a ZeroPadding2D((0, 1), (0, 1)) before a 'valid' depthwise (the stride-2 layers)
+    count: int
+
+    def label(self) -> str:
+        pad = "pad+" if self.zero_pad else ""
+        return f"{pad}{self.height}x{self.width}x{self.channels} s{self.stride}"
+
+
+def mobilenet_layers(keras: Any) -> list[Layer]:
+    """The distinct depthwise layers of Keras' MobileNetV2 (the Keras model only, nothing compiled)."""
+    model = keras.applications.MobileNetV2(weights=None)
+    found: dict[tuple[int, int, int, int, bool], int] = {}
+    for index, layer in enumerate(model.layers):
+        if isinstance(layer, keras.layers.DepthwiseConv2D):
+            padded = isinstance(model.layers[index - 1], keras.layers.ZeroPadding2D)
+            source = model.layers[index - 1].input if padded else layer.input
+            _, height, width, channels = source.shape
+            key = (height, width, channels, layer.strides[0], padded)
+            found[key] = found.get(key, 0) + 1
+    return [Layer(*key, count) for key, count in found.items()]
+
+
+def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
+    """The layer as a traced tf.function with random weights and batch-norm statistics."""
+    rng = np.random.default_rng(0)
+    inputs = keras.Input((layer.height, layer.width, layer.channels), batch_size=1)
+    x = keras.layers.ZeroPadding2D(((0, 1), (0, 1)))(inputs) if layer.zero_pad else inputs
+    conv = keras.layers.DepthwiseConv2D(3, strides=layer.stride, padding="valid" if layer.zero_pad else "same",
+                                        use_bias=False)
+    norm = keras.layers.BatchNormalization(epsilon=1e-3)
+    outputs = keras.layers.ReLU(6.0)(norm(conv(x)))
+    model = keras.Model(inputs, outputs)
+    conv.set_weights([rng.standard_normal(w.shape).astype(np.float32) for w in conv.get_weights()])
+    gamma, beta, mean, var = (rng.standard_normal(layer.channels).astype(np.float32) for _ in range(4))
+    norm.set_weights([gamma, beta, mean, np.abs(var) + 0.5])
+    spec = tf.TensorSpec([1, layer.height, layer.width, layer.channels], tf.float32)
+    return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
+
+
+def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target: tvm.target.Target,
+             x: np.ndarray) -> Callable[[], np.ndarray]:
+    """Build the module as `tfcheck build` does, with ``rules`` as the schedule rules; a call."""
+    saved = schedules.RULES
+    schedules.RULES = rules
+    try:
+        scheduled = schedules.apply_default_schedules(relax_mod, target)
+    finally:
+        schedules.RULES = saved
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
+    data = tvm.runtime.tensor(x)
+    return lambda: vm["main"](data).numpy()
+
+
+def tflite_call(tf: Any, flatbuffer: bytes, x: np.ndarray) -> Callable[[], np.ndarray]:
+    """TFLite's interpreter with its default XNNPACK delegate on ``THREADS`` threads."""
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=THREADS)
+    interpreter.allocate_tensors()
+    [given], [taken] = interpreter.get_input_details(), interpreter.get_output_details()
+
+    def run() -> np.ndarray:
+        interpreter.set_tensor(given["index"], x)
+        interpreter.invoke()
+        return interpreter.get_tensor(taken["index"])
+
+    return run
+
+
+def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, float]:
+    """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating."""
+    for call in calls.values():
+        call()
+    best = {name: float("inf") for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(per_round):
+                call()
+            best[name] = min(best[name], (time.perf_counter() - start) / per_round * 1e6)
+    return best
+
+
+def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
+                   per_round: int) -> tuple[dict[str, float], float]:
+    """Times of every backend for one traced function of one float32 input, and the largest
+    difference of a TVM build from TensorFlow."""
+    flatbuffer = to_tflite(freeze(concrete))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.tflite"
+        path.write_bytes(flatbuffer)
+        relax_mod = import_tflite(path)
+    shape = [int(d) for d in concrete.inputs[0].shape]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    tensor = tf.constant(x)
+    calls: dict[str, Callable[[], Any]] = {"tflite": tflite_call(tf, flatbuffer, x),
+                                           "tf.function": lambda: concrete(tensor)}
+    host = host_cpu_target()
+    for name in targets:
+        target = tvm.target.Target({**host, **TARGETS[name]})
+        for variant in variants:
+            calls[f"{variant}/{name}"] = tvm_call(relax_mod, VARIANTS[variant], target, x)
+    expected = concrete(tensor).numpy()
+    error = max(float(np.max(np.abs(call() - expected))) for key, call in calls.items() if "/" in key)
+    return interleaved_us(calls, rounds, per_round), error
+
+
+def whole_model(tf: Any, keras: Any) -> Any:
+    """MobileNetV2 as `benchmarks/compiled/imagenet_models.py` has it, traced."""
+    keras.utils.set_random_seed(0)
+    model = keras.applications.MobileNetV2(weights=None)
+    spec = tf.TensorSpec([1, 224, 224, 3], tf.float32)
+    return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=20, help="calls per round")
+    parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
+    parser.add_argument("--whole-model", action="store_true", help="time the whole MobileNetV2 instead")
+    parser.add_argument("--variants", default="default,contraction,parallel")
+    parser.add_argument("--targets", default="avx512,avx2")
+    args = parser.parse_args()
+    tf = import_tensorflow()
+    import keras
+
+    variants, targets = args.variants.split(","), args.targets.split(",")
+    print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
+    columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
+    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
+    print("|---|---:|" + "---:|" * (len(columns) + 1))
+    if args.whole_model:
+        times, error = bench_function(tf, whole_model(tf, keras), variants, targets, args.rounds, args.calls)
+        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
+        print(f"load after: {os.getloadavg()[0]:.2f}")
+        return
+    layers = mobilenet_layers(keras)
+    if args.layers:
+        layers = [layers[int(i)] for i in args.layers.split(",")]
+    totals = {name: 0.0 for name in columns}
+    for layer in layers:
+        concrete = layer_function(tf, keras, layer)
+        times, error = bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
+        for name in columns:
+            totals[name] += times[name] * layer.count
+        print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
+              + f" | {error:.1e} |", flush=True)
+    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | "
+          + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The depthwise rule: MobileNetV2-style depthwise 3x3 + bias + ReLU6 against NumPy, for AVX-512 and AVX2.
+
+The AVX2 build (``mcpu=znver3``: 8-float vectors, 16 registers) runs on an AVX-512 CPU too, so both
+tile shapes are checked by running them. Shapes cover stride 1 and 2, TensorFlow's 'same' padding
+and Keras' ``ZeroPadding2D((0, 1), (0, 1))`` before a 'valid' stride-2 layer (MobileNetV2's),
+odd sizes, and channel counts that are not a multiple of the vector width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.targets import host_cpu_target
+
+from . import reference
+from .test_operators import check, module, rand, run
+
+TARGETS = {"host": {}, "avx2": {"mcpu": "znver3"}}
+
+CASES = [
+    # (input NHWC, strides, pads (top, left, bottom, right))
+    ((1, 14, 14, 48), (1, 1), (1, 1, 1, 1)),  # 'same', three AVX-512 vectors of channels
+    ((1, 15, 15, 32), (2, 2), (0, 0, 1, 1)),  # MobileNetV2's stride 2 after ZeroPadding2D
+    ((1, 9, 11, 13), (1, 1), (1, 1, 1, 1)),  # odd sizes, 13 channels: no whole vector
+    ((1, 13, 10, 24), (2, 2), (1, 1, 1, 1)),  # odd height, 24 channels: 8-wide vectors on AVX-512
+    ((2, 7, 7, 20), (1, 1), (0, 0, 0, 0)),  # batch 2, 'valid': no padding at all
+    ((1, 6, 6, 8), (2, 2), (0, 0, 1, 1)),  # one AVX2 vector; output narrower than a tile
+]
+
+
+def depthwise_bias_relu6(x_var: relax.Var, w: np.ndarray, b: np.ndarray, strides, pads) -> relax.Expr:
+    """Depthwise 3x3 (weights HWC as the importer gives them: HWOI with I = 1), bias, ReLU6."""
+    channels = w.shape[-1]
+    conv = relax.op.nn.conv2d(x_var, relax.const(w.reshape(3, 3, channels, 1)), strides, pads, 1,
+                              groups=channels, data_layout="NHWC", kernel_layout="HWOI")
+    return relax.op.clip(relax.op.add(conv, relax.const(b)), 0.0, 6.0)
+
+
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+@pytest.mark.parametrize(("shape", "strides", "pads"), CASES)
+def test_depthwise_bias_relu6_matches_numpy(shape, strides, pads, target_name: str) -> None:
+    channels = shape[-1]
+    x, w, b = rand(*shape), rand(3, 3, channels), rand(channels)
+    mod = module([shape], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, strides, pads))
+    target = tvm.target.Target({**host_cpu_target(), **TARGETS[target_name]})
+    actual, rules = run(mod, x, target=target)
+    expected = reference.depthwise_nhwc(x, w[..., None], strides, pads, (1, 1)) + b
+    check(actual, np.clip(expected, 0.0, 6.0))
+    assert rules == ["schedule_depthwise"]  # convolution, bias and ReLU6 in one kernel
+
+
+def _scheduled_kernel(shape: tuple[int, ...], pads, num_cores: int = 2) -> tirx.PrimFunc:
+    """The one scheduled PrimFunc of a depthwise + bias + ReLU6 module (not compiled)."""
+    w, b = rand(3, 3, shape[-1]), rand(shape[-1])
+    mod = module([shape], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, (1, 1), pads))
+    target = tvm.target.Target({**host_cpu_target(), "num-cores": num_cores})
+    scheduled = schedule_module(legalize_and_fuse(mod, target), target)
+    [kernel] = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)]
+    assert kernel.attrs[RULE_ATTR] == "schedule_depthwise"
+    return kernel
+
+
+def test_the_padding_is_read_in_place() -> None:
+    """No padded copy of the input: the kernel's only buffer is its register tile's accumulator."""
+    script = _scheduled_kernel((1, 14, 14, 32), (1, 1, 1, 1)).script()
+    assert "pad_temp" not in script
+    assert script.count("sblock_alloc_buffer") == 1 and 'scope="local"' in script
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 7, 960), (1, 112, 112, 32), (4, 112, 112, 144)])
+def test_depthwise_kernels_run_on_one_core(shape) -> None:
+    """From MobileNetV2's smallest layer to 65M multiply-adds: on both cores the kernel measured
+    slower at every size (docs/schedules.md)."""
+    assert "T.parallel(" not in _scheduled_kernel(shape, (1, 1, 1, 1)).script()
+
+
+def test_a_channel_multiplier_is_left_to_the_other_rules() -> None:
+    """Multiplier 2 reads input channel c // 2: not a vector of the output's channels."""
+    x, w = rand(1, 8, 8, 6), rand(3, 3, 12, 1)
+
+    def emit(bb, x_var):
+        return relax.op.nn.conv2d(x_var, relax.const(w), 1, 1, 1, groups=6, data_layout="NHWC", kernel_layout="HWOI")
+
+    actual, rules = run(module([x.shape], emit), x)
+    check(actual, reference.depthwise_nhwc(x, w.reshape(3, 3, 6, 2), (1, 1), (1, 1, 1, 1), (1, 1)))
+    assert "schedule_depthwise" not in rules
