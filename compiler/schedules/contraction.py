@@ -28,6 +28,13 @@ from .tiling import register_tile, vector_width
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
 
+# Multiply-adds (iterations of the reduction block, a symbolic extent as 1) below which a kernel
+# runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round trip on a quiet
+# machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
+# against 1.5 us serially), and on a loaded machine a parallel region can wait a scheduler time
+# slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
+PARALLEL_MIN_WORK = 1 << 19
+
 
 def _main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     """The single reduction block of the function, when its shape fits the micro-kernel."""
@@ -192,16 +199,17 @@ def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule 
     if main is None:
         return None
     _schedule_producers(sch, main, target)
+    work = math.prod(blocks.extent(sch, loop) or 1 for loop in sch.get_loops(main))
     fused, rows_inner, cols_inner, tiles = _tile(sch, main, target)
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
     _schedule_epilogue(sch, main, fused, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
-    # Parallel when there are several tiles at the smallest size, as the static build decides at
-    # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
-    # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
-    # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
-    if cpu.num_cores(target) > 1 and tiles > 1:
+    # Parallel when there are several tiles and enough work at the smallest size, as the static
+    # build decides at that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its
+    # rows, ran 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us
+    # of work) than serially (docs/benchmarks.md), so such a kernel stays serial at every size.
+    if cpu.num_cores(target) > 1 and tiles > 1 and work >= PARALLEL_MIN_WORK:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])

@@ -272,12 +272,12 @@ def _parallel_kernels(scheduled: tvm.IRModule) -> dict[str, bool]:
             if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs}
 
 
-@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, True)])
+@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, False), (512, 1024, True)])
 def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles_at_batch_1(
         k: int, n: int, parallel: bool) -> None:
     """A symbolic batch is tiled one row at a time; the tiles it adds do not make the kernel
     parallel, since at batch 1 a thread-pool wake-up would cost more than the work (a 256 -> 10
-    matmul: 3-5x slower at batch 8). Columns that give several tiles at every size do."""
+    matmul: 3-5x slower at batch 8). Columns that give several tiles and enough work at batch 1 do."""
     w = rand(k, n)
     batch = tirx.Var("batch", "int64")
     bb = relax.BlockBuilder()
@@ -293,3 +293,21 @@ def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles
     for rows in (1, 8, 13):
         x = rand(rows, k)
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w)
+
+
+@pytest.mark.parametrize(("batch", "parallel"), [(1, False), (8, True)])
+def test_contraction_splits_over_the_cores_only_when_its_work_pays_for_it(batch: int, parallel: bool) -> None:
+    """The token model's attention projections, [batch, 32, 64] x [64, 64]: at batch 1 (131k
+    multiply-adds, about 2 us) a parallel loop over its 8 tiles took 1.7-4.6 us against 1.5 us
+    serially, and under a loaded machine 20-30 ms a call, waiting for a descheduled worker
+    (docs/benchmarks.md). At batch 8 the work pays for the thread pool."""
+    w = rand(64, 64)
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType([batch, 32, 64], "float32"))
+    with bb.function("main", [x_var]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(x_var, relax.const(w)))
+        bb.emit_func_output(out)
+    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
+    scheduled = apply_default_schedules(bb.get(), target)
+    assert set(_parallel_kernels(scheduled).values()) == {parallel}
