@@ -311,3 +311,22 @@ def test_contraction_splits_over_the_cores_only_when_its_work_pays_for_it(batch:
     target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
     scheduled = apply_default_schedules(bb.get(), target)
     assert set(_parallel_kernels(scheduled).values()) == {parallel}
+
+
+def test_elementwise_of_a_symbolic_batch_runs_in_parallel_as_at_batch_1() -> None:
+    """A clip over [batch, 56, 56, 32] (MobileNetV2's activations) has 100k elements at batch 1,
+    where the static build splits it over the cores: the symbolic one must too (it ran serially,
+    its work counted as 0)."""
+    batch = tirx.Var("batch", "int64")
+    bb = relax.BlockBuilder()
+    x_var = relax.Var("x", relax.TensorType([batch, 56, 56, 32], "float32"))
+    with bb.function("main", [x_var]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.clip(relax.op.add(x_var, x_var), 0.0, 6.0))
+        bb.emit_func_output(out)
+    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
+    scheduled = apply_default_schedules(bb.get(), target)
+    assert set(_parallel_kernels(scheduled).values()) == {True}
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
+    x = rand(2, 56, 56, 32)
+    check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(x + x, 0.0, 6.0))
