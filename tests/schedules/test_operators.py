@@ -26,6 +26,8 @@ from . import reference
 
 RNG = np.random.default_rng(0)
 TARGET = tvm.target.Target(host_cpu_target())
+# Two cores whatever the host has, for the tests of which kernels run in parallel.
+TWO_CORES = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
 
 Emit = Callable[[relax.BlockBuilder, relax.Var], relax.Expr]
 
@@ -302,14 +304,8 @@ def test_contraction_splits_over_the_cores_only_when_its_work_pays_for_it(batch:
     serially, and under a loaded machine 20-30 ms a call, waiting for a descheduled worker
     (docs/benchmarks.md). At batch 8 the work pays for the thread pool."""
     w = rand(64, 64)
-    bb = relax.BlockBuilder()
-    x_var = relax.Var("x", relax.TensorType([batch, 32, 64], "float32"))
-    with bb.function("main", [x_var]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.matmul(x_var, relax.const(w)))
-        bb.emit_func_output(out)
-    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
-    scheduled = apply_default_schedules(bb.get(), target)
+    mod = module([(batch, 32, 64)], lambda bb, x_var: relax.op.matmul(x_var, relax.const(w)))
+    scheduled = apply_default_schedules(mod, TWO_CORES)
     assert set(_parallel_kernels(scheduled).values()) == {parallel}
 
 
@@ -318,19 +314,12 @@ def test_elementwise_of_a_symbolic_batch_runs_in_parallel_as_at_batch_1() -> Non
     where the static build splits it over the cores: the symbolic one must too (it ran serially,
     its work counted as 0)."""
     batch = tirx.Var("batch", "int64")
-    bb = relax.BlockBuilder()
-    x_var = relax.Var("x", relax.TensorType([batch, 56, 56, 32], "float32"))
-    with bb.function("main", [x_var]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.clip(relax.op.add(x_var, x_var), 0.0, 6.0))
-        bb.emit_func_output(out)
-    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
-    scheduled = apply_default_schedules(bb.get(), target)
+    mod = module([(batch, 56, 56, 32)], lambda bb, x_var: relax.op.clip(relax.op.add(x_var, x_var), 0.0, 6.0))
+    scheduled = apply_default_schedules(mod, TWO_CORES)
     assert set(_parallel_kernels(scheduled).values()) == {True}
-    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TWO_CORES), tvm.cpu())
     x = rand(2, 56, 56, 32)
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(x + x, 0.0, 6.0))
-
 
 
 def test_kernels_of_a_symbolic_module_keep_their_buffers_apart() -> None:
@@ -340,13 +329,9 @@ def test_kernels_of_a_symbolic_module_keep_their_buffers_apart() -> None:
     artifact than in the static one. `compile_cpu` marks the shape function."""
     batch = tirx.Var("batch", "int64")
     w = rand(64, 96)
-    bb = relax.BlockBuilder()
-    x_var = relax.Var("x", relax.TensorType([batch, 14, 14, 64], "float32"))
-    with bb.function("main", [x_var]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.nn.relu(relax.op.matmul(x_var, relax.const(w))))
-        bb.emit_func_output(out)
-    scheduled = apply_default_schedules(bb.get(), TARGET)
+    mod = module([(batch, 14, 14, 64)],
+                 lambda bb, x_var: relax.op.nn.relu(bb.emit(relax.op.matmul(x_var, relax.const(w)))))
+    scheduled = apply_default_schedules(mod, TARGET)
     executable = compile_cpu(scheduled, TARGET)
     library = executable.mod if hasattr(executable, "mod") else executable
     assert "tvm-alias" not in "".join(module.inspect_source("ll") for module in library.imports)
