@@ -25,6 +25,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from tfcheck.compiler.schedules import compile_cpu
 from tfcheck.runtime.threads import use_all_cores
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def race(candidates: dict[str, tvm.IRModule], target: tvm.target.Target, rpc: Rp
     use_all_cores()  # as many threads as a loaded artifact gets (before TVM's pool starts)
     first = next(iter(candidates.values()))
     inputs = random_inputs(first["main"])
-    executables = {name: tvm.compile(mod, target=target) for name, mod in candidates.items()}
+    executables = {name: compile_cpu(mod, target) for name, mod in candidates.items()}
     with _device(rpc) as (load, dev):
         machines = {name: relax.VirtualMachine(load(exe), dev) for name, exe in executables.items()}
         arguments = [tvm.runtime.tensor(array, device=dev) for array in inputs]

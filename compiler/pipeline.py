@@ -75,12 +75,12 @@ def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | 
 
     if device == "cuda":
         return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), None, [])
-    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
+    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks, compile_cpu
 
     default = apply_default_schedules(mod, target)
     fallbacks = budget_fallbacks(default)
     if not tuning:
-        return Compiled(tvm.compile(default, target=target), None, fallbacks)
+        return Compiled(compile_cpu(default, target), None, fallbacks)
     return Compiled(*_tune(mod, default, target, tuning), fallbacks)
 
 
@@ -100,20 +100,19 @@ def _gpu_schedules(mod: Any, target: Any) -> Any:
 def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Tune per operator, then race the tuned model against the default one as a whole and keep
     the faster: per-kernel timings do not add up to the model's (see `compiler/model_timing.py`)."""
-    import tvm
-
     from tfcheck.compiler.model_timing import UntimeableModel, race
+    from tfcheck.compiler.schedules import compile_cpu
     from tfcheck.compiler.tuning import RpcConfig, tune_module
 
     rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
     tuned = tune_module(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
     summary = tuned.summary()
     if not tuned.tasks_taking_tuned:
-        return tvm.compile(default, target=target), {**summary, "whole_model": {"kept": "default"}}
+        return compile_cpu(default, target), {**summary, "whole_model": {"kept": "default"}}
     try:
         result = race({"tuned": tuned.mod, "default": default}, target, rpc)
     except UntimeableModel as error:
-        return tvm.compile(tuned.mod, target=target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
+        return compile_cpu(tuned.mod, target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
     return result.executables[result.winner], {**summary, "whole_model": result.summary()}
 
 

@@ -9,6 +9,7 @@ and packs constant weights for the micro-kernels at build time. See docs/schedul
 from .apply import (
     apply_default_schedules,
     budget_fallbacks,
+    compile_cpu,
     default_schedule,
     fold_packed_weights,
     legalize_and_fuse,
@@ -18,6 +19,7 @@ from .apply import (
 __all__ = [
     "apply_default_schedules",
     "budget_fallbacks",
+    "compile_cpu",
     "default_schedule",
     "fold_packed_weights",
     "legalize_and_fuse",

@@ -191,7 +191,30 @@ def fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
 def apply_default_schedules(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Legalise, fuse and schedule a Relax module (as imported from TFLite) for a CPU target.
 
-    The result is ready for ``tvm.compile(mod, target=target)``: the default CPU pipeline's
-    legalisation and fusion passes find nothing left to do and keep the schedules.
+    The result is ready for ``compile_cpu(mod, target)`` (``tvm.compile`` and one fix): the default
+    CPU pipeline's legalisation and fusion passes find nothing left to do and keep the schedules.
     """
     return fold_packed_weights(schedule_module(legalize_and_fuse(mod, target), target), target)
+
+
+@tvm.transform.module_pass(opt_level=0, name="tfcheck.NoAliasForLoneBuffers")
+def _no_alias_for_lone_buffers(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Mark the PrimFuncs with at most one parameter (the VM's `shape_func`) as `tirx.noalias`:
+    a lone buffer has nothing to alias, and the mark is what keeps the kernels fast (`compile_cpu`)."""
+    for gvar, func in list(mod.functions_items()):
+        if isinstance(func, tirx.PrimFunc) and len(func.params) <= 1 and not func.attrs.get("tirx.noalias", False):
+            mod[gvar] = func.with_attr("tirx.noalias", True)
+    return mod
+
+
+def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
+    """``tvm.compile`` with TVM's default Relax pipeline, then ``_no_alias_for_lone_buffers``.
+
+    A module with symbolic shapes gets a `shape_func` from the Relax VM (`VMShapeLower`) that is
+    not marked `tirx.noalias`; with it in the same LLVM module, TVM 0.27's code generator tags every
+    kernel's loads and stores as possibly aliased ("tvm-alias" TBAA), so LLVM keeps the register
+    tile's accumulators in memory. MobileNetV2's 1x1 convolutions ran 2-3x slower in the symbolic
+    artifact than the same TIR compiled alone or the static artifact (docs/benchmarks.md).
+    """
+    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), _no_alias_for_lone_buffers])
+    return tvm.compile(mod, target=target, relax_pipeline=pipeline)

@@ -86,8 +86,9 @@ def extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int | None:
 
 
 def iterations(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
-    """Iterations of a loop nest (0 when an extent is symbolic)."""
+    """Iterations of a loop nest at its smallest size (a symbolic extent as 1), so that a kernel of a
+    symbolic batch is split over the cores when the static build at batch 1 would be."""
     total = 1
     for loop in loops:
-        total *= extent(sch, loop) or 0
+        total *= extent(sch, loop) or 1
     return total

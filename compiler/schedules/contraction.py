@@ -29,6 +29,13 @@ from .tiling import TileSize, register_tile, vector_width
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
 
+# Multiply-adds (iterations of the reduction block, a symbolic extent as 1) below which a kernel
+# runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round trip on a quiet
+# machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
+# against 1.5 us serially), and on a loaded machine a parallel region can wait a scheduler time
+# slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
+PARALLEL_MIN_WORK = 1 << 19
+
 
 def main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     """The single reduction block of the function, when its shape fits the micro-kernel."""
@@ -205,6 +212,7 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
             sch.compute_inline(block)
     else:
         _schedule_producers(sch, main, target)
+    work = math.prod(blocks.extent(sch, loop) or 1 for loop in sch.get_loops(main))
     fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
     reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
@@ -214,11 +222,11 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
     if kernel.unroll_reduction:
         for loop in reduction:
             sch.unroll(loop)
-    # Parallel when there are several tiles at the smallest size, as the static build decides at
-    # that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran 3-5x
-    # slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work) than
-    # serially (docs/benchmarks.md), so such a kernel stays serial at every size.
-    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1:
+    # Parallel when there are several tiles and enough work at the smallest size, as the static
+    # build decides at that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its
+    # rows, ran 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us
+    # of work) than serially (docs/benchmarks.md), so such a kernel stays serial at every size.
+    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1 and work >= PARALLEL_MIN_WORK:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])

@@ -17,7 +17,7 @@ import pytest
 import tvm
 from tvm import relax, s_tir, tirx
 
-from tfcheck.compiler.schedules import apply_default_schedules, blocks
+from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu
 from tfcheck.compiler.schedules import target as cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.schedules.channel_padding import MIN_VECTORS, pad_output_channels, padded_channels
@@ -27,6 +27,8 @@ from . import reference
 
 RNG = np.random.default_rng(0)
 TARGET = tvm.target.Target(host_cpu_target())
+# Two cores whatever the host has, for the tests of which kernels run in parallel.
+TWO_CORES = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
 
 Emit = Callable[[relax.BlockBuilder, relax.Var], relax.Expr]
 
@@ -321,12 +323,12 @@ def _parallel_kernels(scheduled: tvm.IRModule) -> dict[str, bool]:
             if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs}
 
 
-@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, True)])
+@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, False), (512, 1024, True)])
 def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles_at_batch_1(
         k: int, n: int, parallel: bool) -> None:
     """A symbolic batch is tiled one row at a time; the tiles it adds do not make the kernel
     parallel, since at batch 1 a thread-pool wake-up would cost more than the work (a 256 -> 10
-    matmul: 3-5x slower at batch 8). Columns that give several tiles at every size do."""
+    matmul: 3-5x slower at batch 8). Columns that give several tiles and enough work at batch 1 do."""
     w = rand(k, n)
     batch = tirx.Var("batch", "int64")
     bb = relax.BlockBuilder()
@@ -342,3 +344,46 @@ def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles
     for rows in (1, 8, 13):
         x = rand(rows, k)
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w)
+
+
+@pytest.mark.parametrize(("batch", "parallel"), [(1, False), (8, True)])
+def test_contraction_splits_over_the_cores_only_when_its_work_pays_for_it(batch: int, parallel: bool) -> None:
+    """The token model's attention projections, [batch, 32, 64] x [64, 64]: at batch 1 (131k
+    multiply-adds, about 2 us) a parallel loop over its 8 tiles took 1.7-4.6 us against 1.5 us
+    serially, and under a loaded machine 20-30 ms a call, waiting for a descheduled worker
+    (docs/benchmarks.md). At batch 8 the work pays for the thread pool."""
+    w = rand(64, 64)
+    mod = module([(batch, 32, 64)], lambda bb, x_var: relax.op.matmul(x_var, relax.const(w)))
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    assert set(_parallel_kernels(scheduled).values()) == {parallel}
+
+
+def test_elementwise_of_a_symbolic_batch_runs_in_parallel_as_at_batch_1() -> None:
+    """A clip over [batch, 56, 56, 32] (MobileNetV2's activations) has 100k elements at batch 1,
+    where the static build splits it over the cores: the symbolic one must too (it ran serially,
+    its work counted as 0)."""
+    batch = tirx.Var("batch", "int64")
+    mod = module([(batch, 56, 56, 32)], lambda bb, x_var: relax.op.clip(relax.op.add(x_var, x_var), 0.0, 6.0))
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    assert set(_parallel_kernels(scheduled).values()) == {True}
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TWO_CORES), tvm.cpu())
+    x = rand(2, 56, 56, 32)
+    check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(x + x, 0.0, 6.0))
+
+
+def test_kernels_of_a_symbolic_module_keep_their_buffers_apart() -> None:
+    """With the Relax VM's `shape_func` (not `tirx.noalias`) in the same LLVM module, TVM tagged every
+    kernel's loads and stores as possibly aliased ("tvm-alias" TBAA), and LLVM kept the register
+    tile's accumulators in memory: MobileNetV2's 1x1 convolutions ran 2-3x slower in the symbolic
+    artifact than in the static one. `compile_cpu` marks the shape function."""
+    batch = tirx.Var("batch", "int64")
+    w = rand(64, 96)
+    mod = module([(batch, 14, 14, 64)],
+                 lambda bb, x_var: relax.op.nn.relu(bb.emit(relax.op.matmul(x_var, relax.const(w)))))
+    scheduled = apply_default_schedules(mod, TARGET)
+    executable = compile_cpu(scheduled, TARGET)
+    library = executable.mod if hasattr(executable, "mod") else executable
+    assert "tvm-alias" not in "".join(module.inspect_source("ll") for module in library.imports)
+    x = rand(3, 14, 14, 64)
+    out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    check(out, np.maximum(x @ w, 0))

@@ -7,9 +7,16 @@ project's 2-vCPU benchmark machine every compiled model ran on one core while Te
 both, and a ResNet50 3x3 convolution took 2.4 ms instead of 1.5 ms. It also ignores the CPU set a
 container or `taskset` gives the process.
 
-The pool reads the variable once, when the first parallel loop starts, so `use_all_cores` must run
-before that; it only fills the variable in, so a user's own setting always wins. Child processes
-(MetaSchedule's measuring workers) inherit it.
+TVM also pins each worker thread to one core (unless `TVM_BIND_THREADS=0`). On a machine whose
+cores other processes share, a parallel loop then waits until the pinned worker's core is free: a
+scheduler time slice, where an unpinned worker would have run on the other core. On this project's
+2-core machine under load, the token model (`fixtures/aot/symbolic.py`) took 24-60 ms a call at
+batch 8 with pinned workers and 0.09 ms without; on a quiet machine the two were the same
+(docs/benchmarks.md). So the workers are left unpinned.
+
+The pool reads the variables once, when the first parallel loop starts, so `use_all_cores` must run
+before that; it only fills the variables in, so a user's own setting always wins. Child processes
+(MetaSchedule's measuring workers) inherit them.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 
 THREADS_VARIABLE = "TVM_NUM_THREADS"
+BIND_VARIABLE = "TVM_BIND_THREADS"
 # TVM falls back on this one when its own is unset, so a user who set it has chosen already.
 _OPENMP_VARIABLE = "OMP_NUM_THREADS"
 _SYSFS_CPUS = Path("/sys/devices/system/cpu")
@@ -50,7 +58,9 @@ def physical_cores(cpus: Iterable[int], sysfs: Path = _SYSFS_CPUS) -> int:
 
 
 def use_all_cores(environ: MutableMapping[str, str] = os.environ) -> int:
-    """Give TVM one thread per available physical core unless the user chose a number; return it."""
+    """Give TVM one unpinned thread per available physical core unless the user chose a number
+    (or pinning); return the number."""
+    environ.setdefault(BIND_VARIABLE, "0")
     for variable in (THREADS_VARIABLE, _OPENMP_VARIABLE):
         chosen = environ.get(variable, "").strip()
         if chosen.isdigit() and int(chosen) > 0:
