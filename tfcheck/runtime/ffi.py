@@ -129,6 +129,10 @@ class FFI:
         self._capsule_pointer = _capsule_api()
         self._globals: dict[str, Function] = {}
         self.release = self._lib.TVMFFIObjectDecRef  # release(handle): one reference less
+        # TVMFFIFunctionCall without argtypes, for callers that pass ctypes objects made once
+        # (`Call`): converting four Python values on every call costs a quarter of the call.
+        self.call_prepared = self._lib["TVMFFIFunctionCall"]
+        self.call_prepared.restype = ctypes.c_int
 
     def get_global_func(self, name: str) -> Function:
         """The registered global function `name` (ArtifactError when there is none)."""
@@ -313,7 +317,7 @@ class Tensor(Object):
     @property
     def shape(self) -> tuple[int, ...]:
         fields = self._fields()
-        return _int64s(fields[7], fields[3])
+        return _int64_reader(fields[3])(fields[7])
 
     @property
     def device_type(self) -> int:
@@ -330,26 +334,20 @@ class Tensor(Object):
         data, device, _, ndim, code, bits, lanes, shape, strides, offset = self._fields()
         if device != _CPU:
             raise ArtifactError("a device tensor cannot be read in place; copy it to the host")
-        dims = _int64s(shape, ndim)
-        interface = {"version": 3, "shape": dims, "typestr": _typestr(code, bits, lanes),
-                     "data": (data + offset, False), "strides": None}
-        if strides:
-            steps = _int64s(strides, ndim)
-            if steps != _compact_strides(dims):
-                interface["strides"] = tuple(step * (bits // 8) for step in steps)
-        return interface
+        read = _int64_reader(ndim)
+        dims = read(shape)
+        steps = read(strides) if strides else None
+        return {"version": 3, "shape": dims, "typestr": _typestr(code, bits, lanes), "data": (data + offset, False),
+                "strides": None if steps is None or steps == _compact_strides(dims)
+                else tuple(step * (bits // 8) for step in steps)}
 
 
 @functools.cache
 def _int64_reader(count: int) -> Callable[[int], tuple[int, ...]]:
+    """Reads `count` int64 values at an address (a DLTensor's shape or strides) with one unpack."""
     layout = struct.Struct(f"={count}q")
     memory = ctypes.c_char * layout.size
     return lambda address: layout.unpack_from(memory.from_address(address))
-
-
-def _int64s(address: int, count: int) -> tuple[int, ...]:
-    """`count` int64 values at `address` (a DLTensor's shape or strides)."""
-    return _int64_reader(count)(address) if count else ()
 
 
 @functools.lru_cache(maxsize=256)
@@ -438,8 +436,8 @@ class Call:
     def __init__(self, function: Function, count: int) -> None:
         self._function = function  # alive as long as its handle is used
         self._ffi = function._ffi
-        self._call = function._ffi._lib.TVMFFIFunctionCall
-        self._count = count
+        self._handle = ctypes.c_void_p(function.handle)
+        self._count = ctypes.c_int32(count)
         self._args = (TVMFFIAny * count)()
         self._result = TVMFFIAny()
         self._result_ref = ctypes.byref(self._result)
@@ -452,7 +450,7 @@ class Call:
     def __call__(self) -> Any:
         """Call with the arguments set; the result as `FFI.call` returns it."""
         self._result.type_index = _NONE  # the previous result is owned by the objects made of it
-        code = self._call(self._function.handle, self._args, self._count, self._result_ref)
+        code = self._ffi.call_prepared(self._handle, self._args, self._count, self._result_ref)
         if code:
             self._ffi._check(code)
         return self._ffi._take(self._result)

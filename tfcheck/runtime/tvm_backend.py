@@ -29,12 +29,12 @@ import numpy as np
 from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.ffi import FFI, Call, DLDevice, Function, LentTensor, Tensor, release_kept
+from tfcheck.runtime.inputs import data_address
 from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _POOLED_ALLOCATOR = 2
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # NumPy kind -> DLDataTypeCode
-_BYTE = ctypes.c_char
 
 
 class Executable:
@@ -62,8 +62,7 @@ class Executable:
             result = self._thread_array_call(len(inputs))(inputs)
         else:  # DLPack producers (a TensorFlow tensor), passed over DLPack as they are
             result = self._thread_function()(*inputs)
-        # in place: the array keeps the tensor alive
-        return [np.asarray(tensor) for tensor in _flatten(result)]
+        return [np.asarray(tensor) for tensor in _flatten(result)]  # in place, keeping the tensor alive
 
     def _thread_array_call(self, count: int) -> ArrayCall:
         array_call = getattr(self._local, "array_call", None)
@@ -100,25 +99,26 @@ class ArrayCall:
         """Call with `arrays`, which this keeps alive for the call (the runtime reads them in
         place); the result as `Function` returns it."""
         arrays = [_plain(array) for array in arrays]
-        tensors = [self._lend(index, array) for index, array in enumerate(arrays)]
+        tensors, kinds = self._tensors, self._kinds
+        for index, array in enumerate(arrays):
+            kind = (array.dtype, array.shape)
+            if kinds[index] != kind:
+                self._new_tensor(index, kind)
+            tensors[index].lend(data_address(array))  # type: ignore[union-attr]
         try:
             return self._call()
         finally:
-            for index, (tensor, array) in enumerate(zip(tensors, arrays)):
-                if not tensor.returned(array):
-                    self._tensors[index] = self._kinds[index] = None
+            for index, array in enumerate(arrays):
+                if not tensors[index].returned(array):  # type: ignore[union-attr]
+                    tensors[index] = kinds[index] = None
             release_kept()
 
-    def _lend(self, index: int, array: np.ndarray) -> LentTensor:
-        """Argument `index`'s tensor, pointed at `array`."""
-        kind = (array.dtype, array.shape)
-        tensor = self._tensors[index]
-        if tensor is None or self._kinds[index] != kind:
-            tensor = self._tensors[index] = LentTensor(self._ffi, _dlpack_dtype(array.dtype), array.shape)
-            self._kinds[index] = kind
-            self._call[index] = tensor
-        tensor.lend(_address(array))
-        return tensor
+    def _new_tensor(self, index: int, kind: tuple[np.dtype, tuple[int, ...]]) -> None:
+        """Argument `index`'s tensor for arrays of this (dtype, shape)."""
+        dtype, shape = kind
+        tensor = self._tensors[index] = LentTensor(self._ffi, _dlpack_dtype(dtype), shape)
+        self._kinds[index] = kind
+        self._call[index] = tensor
 
 
 def _plain(array: np.ndarray) -> np.ndarray:
@@ -127,15 +127,6 @@ def _plain(array: np.ndarray) -> np.ndarray:
     if array.flags.carray and array.dtype.isnative:
         return array
     return np.array(array, dtype=array.dtype.newbyteorder("="), order="C")
-
-
-def _address(array: np.ndarray) -> int:
-    """The address of a C-contiguous array's memory (a ctypes view of its buffer costs half of
-    `array.ctypes.data`; an empty array has no buffer to view)."""
-    try:
-        return ctypes.addressof(_BYTE.from_buffer(array))
-    except ValueError:
-        return array.__array_interface__["data"][0]
 
 
 def _dlpack_dtype(dtype: np.dtype) -> tuple[int, int, int]:
