@@ -386,19 +386,25 @@ class LentTensor(Tensor):
     deleter: the memory is never the runtime's to free.
     """
 
-    __slots__ = ("_managed", "_dims", "_data", "_count")
+    __slots__ = ("_managed", "_data", "_count")
 
-    def __init__(self, ffi: FFI, dtype: tuple[int, int, int], shape: tuple[int, ...]) -> None:
-        dims = (ctypes.c_int64 * len(shape))(*shape)
+    def __init__(self, ffi: FFI, handle: int, managed: _ManagedTensor) -> None:
+        super().__init__(ffi, handle)
+        self._managed = managed  # the Tensor points into it (its shape) and, when kept, its owner
+        self._data = ctypes.c_void_p.from_address(handle + _OBJECT_HEADER)
+        self._count = ctypes.c_uint64.from_address(handle)
+
+    @classmethod
+    def make(cls, ffi: FFI, dtype: tuple[int, int, int], shape: tuple[int, ...]) -> LentTensor:
+        """A LentTensor of this DLDataType (code, bits, lanes) and shape, not yet lent anything."""
         managed = _ManagedTensor()
+        managed.dims = (ctypes.c_int64 * len(shape))(*shape)  # type: ignore[attr-defined]
         tensor = managed.dl_tensor
-        tensor.device, tensor.ndim, tensor.dtype, tensor.shape = DLDevice(_CPU, 0), len(shape), DLDataType(*dtype), dims
+        tensor.device, tensor.ndim, tensor.dtype = DLDevice(_CPU, 0), len(shape), DLDataType(*dtype)
+        tensor.shape = managed.dims  # type: ignore[attr-defined]
         handle = _HANDLE()
         ffi._check(ffi._lib.TVMFFITensorFromDLPack(ctypes.byref(managed), 0, 0, ctypes.byref(handle)))
-        super().__init__(ffi, handle.value)
-        self._managed, self._dims = managed, dims  # the Tensor points to both (its shape: dims)
-        self._data = ctypes.c_void_p.from_address(handle.value + _OBJECT_HEADER)
-        self._count = ctypes.c_uint64.from_address(handle.value)
+        return cls(ffi, handle.value, managed)
 
     def lend(self, address: int) -> None:
         """Point the Tensor at the memory at `address` (the caller keeps it alive for the call)."""

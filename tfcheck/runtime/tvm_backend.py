@@ -116,7 +116,7 @@ class ArrayCall:
     def _new_tensor(self, index: int, kind: tuple[np.dtype, tuple[int, ...]]) -> None:
         """Argument `index`'s tensor for arrays of this (dtype, shape)."""
         dtype, shape = kind
-        tensor = self._tensors[index] = LentTensor(self._ffi, _dlpack_dtype(dtype), shape)
+        tensor = self._tensors[index] = LentTensor.make(self._ffi, _dlpack_dtype(dtype), shape)
         self._kinds[index] = kind
         self._call[index] = tensor
 
