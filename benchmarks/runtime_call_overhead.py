@@ -1,7 +1,7 @@
 """Per-call overhead of the runtime: `tfcheck.load` calls against the old `tvm_ffi` route.
 
     .venv/bin/python benchmarks/runtime_call_overhead.py [--work /tmp/tfcheck_call_overhead]
-        [--functions add_one,mlp] [--rounds 15] [--calls 500] [--profile]
+        [--functions add_one,mlp] [--rounds 15] [--calls 500] [--profile] [--before SRC]
 
 Preparation (skipped when WORK/out holds the artifacts already): `tfcheck build --out WORK/out`
 of fixtures/aot/mlp.py (64x64 -> 256 -> 10) and of a one-op function written to WORK/src
@@ -25,6 +25,13 @@ imported first, so that the runtime uses the libtvm_ffi.so it opened (one copy p
 docs/runtime.md "Limits"). The input is 64-byte aligned, so no row times the runtime's alignment
 copy. `--profile` adds cProfile's view of the `tfcheck.load` row (ctypes calls count in their
 Python caller's own time).
+
+`--before SRC` adds the `tfcheck.load` call of another checkout's `tfcheck` package in SRC (for
+the runtime before issue 19: `git archive 9f7c9d7 tfcheck | tar -x -C SRC`), in fresh processes
+that alternate with processes of this checkout (`--rounds` each, every one timing `--calls`
+calls after as many warm-up calls). A runtime from before issue 19 (no `runtime/ffi.py`) refuses
+manifests that list libtvm_ffi.so, so it reads a copy of the artifacts (WORK/out-before) whose
+manifests do not; the libraries are the same.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import importlib.util
+import json
+import os
+import shutil
 import pstats
 import statistics
 import subprocess
@@ -129,6 +139,56 @@ def report(name: str, means: dict[str, list[float]]) -> None:
         print(f"| {row} | {median:.1f} | {min(values):.1f} | {over} |")
 
 
+def without_ffi_record(out: Path, work: Path) -> Path:
+    """A copy of the artifacts whose manifests do not list libtvm_ffi.so, as the runtime before
+    issue 19 expects (it took libtvm_ffi.so from the apache-tvm-ffi package)."""
+    copy = work / "out-before"
+    if not copy.is_dir():
+        shutil.copytree(out, copy)
+        for manifest in copy.glob("*/manifest.json"):
+            record = json.loads(manifest.read_text())
+            record["runtime"]["libraries"].pop("libtvm_ffi.so", None)
+            manifest.write_text(json.dumps(record, indent=2))
+    return copy
+
+
+def fresh_process_rows(out: Path, work: Path, before: Path, name: str, rounds: int,
+                       calls: int) -> dict[str, list[float]]:
+    """`tfcheck.load` calls of this checkout and of `before`, one fresh process per round each,
+    alternating."""
+    before_out = out if (before / "tfcheck" / "runtime" / "ffi.py").is_file() else without_ffi_record(out, work)
+    folders = {f"`tfcheck.load` call, {before} (fresh processes)": (before, before_out),
+               "`tfcheck.load` call, this checkout (fresh processes)": (REPO, out)}
+    means: dict[str, list[float]] = {row: [] for row in folders}
+    for _ in range(rounds):
+        for row, (source, folder) in folders.items():
+            command = [sys.executable, __file__, "--child", str(folder), name, "--calls", str(calls)]
+            completed = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(source)},
+                                       capture_output=True, text=True, check=True)
+            means[row].append(float(completed.stdout.split()[-1]))
+    return means
+
+
+def child(folder: Path, name: str, calls: int) -> None:
+    """One `--before` round: the per-call mean of `calls` calls after as many warm-up calls."""
+    if importlib.util.find_spec("tvm_ffi") is not None:
+        import tvm_ffi  # noqa: F401  as in the parent: one libtvm_ffi.so
+    import numpy as np
+
+    import tfcheck
+    from tfcheck.runtime.inputs import aligned
+
+    function = tfcheck.load(folder)[name]
+    spec = function.artifacts[0].manifest.inputs[0]
+    x = aligned(np.random.default_rng(0).standard_normal(spec.shape).astype(spec.dtype))
+    for _ in range(calls):
+        function(x)
+    start = time.perf_counter()
+    for _ in range(calls):
+        function(x)
+    print((time.perf_counter() - start) / calls * 1e6)
+
+
 def profile(rows: dict[str, Callable[[], Any]], calls: int) -> None:
     call = rows["`tfcheck.load` call"]
     profiler = cProfile.Profile()
@@ -143,7 +203,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--before", type=Path, help="a folder holding an older checkout's tfcheck package")
+    parser.add_argument("--child", nargs=2, metavar=("FOLDER", "FUNCTION"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(Path(args.child[0]), args.child[1], args.calls)
+        return
     out = prepare(args.work)
     if importlib.util.find_spec("tvm_ffi") is not None:
         import tvm_ffi  # noqa: F401  first: the runtime then uses the libtvm_ffi.so it opened
@@ -151,7 +216,10 @@ def main() -> None:
         print(f"load average at the start: {' '.join(loadavg.read().split()[:3])}")
     for name in args.functions.split(","):
         rows = routes(out, name)
-        report(name, measure(rows, args.rounds, args.calls))
+        means = measure(rows, args.rounds, args.calls)
+        if args.before:
+            means.update(fresh_process_rows(out, args.work, args.before.resolve(), name, args.rounds, args.calls))
+        report(name, means)
         if args.profile:
             profile(rows, args.calls * 10)
     with open("/proc/loadavg") as loadavg:
