@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -124,3 +125,17 @@ def test_a_read_only_array_is_not_handed_to_the_runtime(compiled):
     x = np.zeros((1, 4), np.float32)
     x.setflags(write=False)
     assert executable.run([x])[0].tolist() == [[1.0] * 4]
+
+
+def test_threads_whose_inputs_the_runtime_keeps_each_read_their_own(compiled):
+    """`echo` outputs held over several calls on six threads at once: each still reads the array
+    its call was given while the threads keep and release their tensors."""
+    executable = _executable(compiled, "echo", (2, 3))
+
+    def calls(start: int) -> bool:
+        values = range(start, start + 5)
+        outputs = [executable.run([np.full((2, 3), value, np.float32)])[0] for value in values]
+        return all(output.tolist() == [[value] * 3] * 2 for output, value in zip(outputs, values))
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(calls, range(0, 600, 5)))
