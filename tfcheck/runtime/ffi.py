@@ -386,25 +386,24 @@ class LentTensor(Tensor):
     deleter: the memory is never the runtime's to free.
     """
 
-    __slots__ = ("_managed", "_data", "_count")
+    __slots__ = ("_managed", "_dims", "_data", "_count")
 
-    def __init__(self, ffi: FFI, handle: int, managed: _ManagedTensor) -> None:
+    def __init__(self, ffi: FFI, handle: int, managed: _ManagedTensor, dims: ctypes.Array[ctypes.c_int64]) -> None:
         super().__init__(ffi, handle)
-        self._managed = managed  # the Tensor points into it (its shape) and, when kept, its owner
+        self._managed, self._dims = managed, dims  # the Tensor points into both (dims: its shape)
         self._data = ctypes.c_void_p.from_address(handle + _OBJECT_HEADER)
         self._count = ctypes.c_uint64.from_address(handle)
 
     @classmethod
     def make(cls, ffi: FFI, dtype: tuple[int, int, int], shape: tuple[int, ...]) -> LentTensor:
         """A LentTensor of this DLDataType (code, bits, lanes) and shape, not yet lent anything."""
+        dims = (ctypes.c_int64 * len(shape))(*shape)
         managed = _ManagedTensor()
-        managed.dims = (ctypes.c_int64 * len(shape))(*shape)  # type: ignore[attr-defined]
         tensor = managed.dl_tensor
-        tensor.device, tensor.ndim, tensor.dtype = DLDevice(_CPU, 0), len(shape), DLDataType(*dtype)
-        tensor.shape = managed.dims  # type: ignore[attr-defined]
+        tensor.device, tensor.ndim, tensor.dtype, tensor.shape = DLDevice(_CPU, 0), len(shape), DLDataType(*dtype), dims
         handle = _HANDLE()
         ffi._check(ffi._lib.TVMFFITensorFromDLPack(ctypes.byref(managed), 0, 0, ctypes.byref(handle)))
-        return cls(ffi, handle.value, managed)
+        return cls(ffi, handle.value, managed, dims)
 
     def lend(self, address: int) -> None:
         """Point the Tensor at the memory at `address` (the caller keeps it alive for the call)."""
