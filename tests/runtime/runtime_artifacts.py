@@ -22,12 +22,13 @@ _BODIES = {
     "scale": ("x: {t}", "d = R.multiply(x, R.const(2.0, 'float32'))\n"
               "            out = R.add(d, R.const(1.0, 'float32'))"),
     "pair": ("x: {t}", "a = R.add(x, x)\n            b = R.multiply(x, x)\n            out = (a, b)"),
+    "echo": ("x: {t}", "d = R.add(x, x)\n            out = (x, d)"),
 }
 
 
 def _relax_module(kind: str, shape: tuple[int, ...]) -> Any:
     """`addmul`: (x, y) -> {"prod": (x + y) * x, "sum": x + y}; `scale`: x -> x * 2 + 1;
-    `pair`: int32 x -> (x + x, x * x)."""
+    `pair`: int32 x -> (x + x, x * x); `echo`: x -> (x itself, x + x)."""
     from tvm.script import from_source
 
     dtype = "int32" if kind == "pair" else "float32"
@@ -57,9 +58,9 @@ def runtime_record(device: str = "cpu") -> dict[str, Any]:
 def _manifest(kind: str, shape: tuple[int, ...], sha: str) -> dict[str, Any]:
     dtype = "int32" if kind == "pair" else "float32"
     names = ["x", "y"] if kind == "addmul" else ["x"]
-    outputs = 2 if kind in ("addmul", "pair") else 1
-    structure = {"addmul": {"kind": "dict", "keys": ["prod", "sum"]},
-                 "pair": {"kind": "tuple", "length": 2}, "scale": {"kind": "tensor"}}[kind]
+    outputs = 2 if kind in ("addmul", "pair", "echo") else 1
+    structure = {"addmul": {"kind": "dict", "keys": ["prod", "sum"]}, "pair": {"kind": "tuple", "length": 2},
+                 "echo": {"kind": "tuple", "length": 2}, "scale": {"kind": "tensor"}}[kind]
     return {
         "format_version": 1,
         "key": hashlib.sha256(f"{kind}{shape}".encode()).hexdigest(),

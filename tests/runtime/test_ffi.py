@@ -4,6 +4,8 @@ turned into ArtifactErrors, outputs read in place while their tensor lives."""
 from __future__ import annotations
 
 import gc
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -77,3 +79,63 @@ def test_an_output_is_read_in_place_and_keeps_its_tensor_alive(compiled):
     del result, vm
     gc.collect()
     assert doubled.tolist() == [[0, 2, 4], [6, 8, 10]]
+
+
+def test_each_call_reads_its_own_arrays_memory(compiled):
+    """A call's input tensor is made once and pointed at each call's array (ffi.LentTensor)."""
+    executable = _executable(compiled, "scale", (1, 4))
+    ones, twos = np.ones((1, 4), np.float32), np.full((1, 4), 2, np.float32)
+    assert [executable.run([x])[0].tolist() for x in (ones, twos, ones)] == [[[3.0] * 4], [[5.0] * 4], [[3.0] * 4]]
+
+
+def test_an_output_that_is_its_input_keeps_the_inputs_memory(compiled):
+    """`echo` returns its input tensor itself: the runtime still holds it after the call, so it must
+    be neither pointed at the next call's array nor outlive the array it reads."""
+    executable = _executable(compiled, "echo", (2, 3))
+    first = np.arange(6, dtype=np.float32).reshape(2, 3)
+    owner = weakref.ref(first)
+    same, doubled = executable.run([first])
+    assert np.shares_memory(same, first) and doubled.tolist() == (first * 2).tolist()
+    del first
+    gc.collect()
+    later, _ = executable.run([np.full((2, 3), 7, np.float32)])  # another array, same shape
+    [np.full((2, 3), -1, np.float32) for _ in range(100)]  # would reuse the first array's memory
+    assert same.tolist() == [[0, 1, 2], [3, 4, 5]] and later.tolist() == [[7] * 3] * 2
+    assert owner() is not None  # kept alive by its tensor, which `same` holds
+    del same, doubled, later
+    gc.collect()
+    executable.run([np.zeros((2, 3), np.float32)])  # lets go of the tensors nothing holds now
+    assert owner() is None
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(8, dtype=np.float32).reshape(1, 8)[:, ::2],  # strided
+    lambda: np.arange(0, 8, 2, dtype=np.float32).reshape(1, 4).astype(">f4"),  # big-endian
+    lambda: np.asfortranarray(np.arange(0, 8, 2, dtype=np.float32).reshape(1, 4)),
+], ids=["strided", "big-endian", "fortran"])
+def test_an_array_the_code_cannot_read_as_it_is_is_copied(compiled, make):
+    executable = _executable(compiled, "scale", (1, 4))
+    x = make()
+    assert executable.run([x])[0].tolist() == [[1.0, 5.0, 9.0, 13.0]]
+
+
+def test_a_read_only_array_is_not_handed_to_the_runtime(compiled):
+    """Generated code may write its inputs' memory; a read-only array is copied first."""
+    executable = _executable(compiled, "scale", (1, 4))
+    x = np.zeros((1, 4), np.float32)
+    x.setflags(write=False)
+    assert executable.run([x])[0].tolist() == [[1.0] * 4]
+
+
+def test_threads_whose_inputs_the_runtime_keeps_each_read_their_own(compiled):
+    """`echo` outputs held over several calls on six threads at once: each still reads the array
+    its call was given while the threads keep and release their tensors."""
+    executable = _executable(compiled, "echo", (2, 3))
+
+    def calls(start: int) -> bool:
+        values = range(start, start + 5)
+        outputs = [executable.run([np.full((2, 3), value, np.float32)])[0] for value in values]
+        return all(output.tolist() == [[value] * 3] * 2 for output, value in zip(outputs, values))
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(calls, range(0, 600, 5)))

@@ -8,6 +8,10 @@ devices, data types, objects and DLPack producers (NumPy arrays, zero-copy), and
 (nested) arrays of them. A tensor's memory is read zero-copy through `__array_interface__`, so
 `np.asarray(tensor)` keeps the owning object alive as the array's base.
 
+A call through ctypes costs what Python does around it, so the hot path makes little per call: a
+`Call` keeps its argument array and result slot, and a `LentTensor` is one Tensor per argument
+that is pointed at each call's memory instead of a new Tensor made and released per call.
+
 Every object handle this module receives is owned by a Python `Object` and released with
 `TVMFFIObjectDecRef` when that is collected, and every temporary made for a call is released
 after it. An error raised on the C side becomes an `ArtifactError` with its kind and message.
@@ -17,6 +21,10 @@ ctypes releases the GIL around each C call, so calls on different VMs run in par
 from __future__ import annotations
 
 import ctypes
+import functools
+import struct
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +39,13 @@ _STATIC_OBJECT_BEGIN, _FUNCTION, _TENSOR, _ARRAY, _MODULE = 64, 68, 70, 71, 73
 _OBJECT_HEADER = 24  # sizeof(TVMFFIObject): ref counts, type index, padding, deleter
 _TYPE_INDEX_OFFSET = 8
 _USED_DLTENSOR = b"used_dltensor"  # a module constant: a capsule keeps the pointer to its name
-_NUMPY_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}  # DLDataTypeCode -> array-interface kind
+_NUMPY_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode -> array-interface kind
 _CPU = 1  # kDLCPU
+_STRONG_COUNT = 0xFFFFFFFF  # the lower half of TVMFFIObject.combined_ref_count
+# A DLTensor read in one go: data, device type and id, ndim, dtype code, bits and lanes, shape,
+# strides, byte_offset (48 bytes; the same layout as the DLTensor structure below).
+_DLTENSOR_LAYOUT = struct.Struct("=QiiiBBHQQQ")
+_DLTENSOR_BYTES = ctypes.c_char * _DLTENSOR_LAYOUT.size
 
 
 class DLDevice(ctypes.Structure):
@@ -52,6 +65,10 @@ class DLTensor(ctypes.Structure):
 class _Value(ctypes.Union):
     _fields_ = [("v_int64", ctypes.c_int64), ("v_float64", ctypes.c_double),
                 ("v_ptr", ctypes.c_void_p), ("v_dtype", DLDataType), ("v_device", DLDevice)]
+
+
+class _ManagedTensor(ctypes.Structure):  # DLManagedTensor
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
 class TVMFFIAny(ctypes.Structure):
@@ -111,6 +128,11 @@ class FFI:
                                 f"this tfcheck speaks the C ABI of {ABI_VERSION[0]}.{ABI_VERSION[1]}")
         self._capsule_pointer = _capsule_api()
         self._globals: dict[str, Function] = {}
+        self.release = self._lib.TVMFFIObjectDecRef  # release(handle): one reference less
+        # TVMFFIFunctionCall without argtypes, for callers that pass ctypes objects made once
+        # (`Call`): converting four Python values on every call costs a quarter of the call.
+        self.call_prepared = self._lib["TVMFFIFunctionCall"]
+        self.call_prepared.restype = ctypes.c_int
 
     def get_global_func(self, name: str) -> Function:
         """The registered global function `name` (ArtifactError when there is none)."""
@@ -233,9 +255,6 @@ class FFI:
         cell = _ErrorCell.from_address(error.handle + _OBJECT_HEADER)
         raise ArtifactError(f"{cell.kind.text()}: {cell.message.text()}")
 
-    def release(self, handle: int) -> None:
-        self._lib.TVMFFIObjectDecRef(handle)
-
 
 def _capsule_api() -> tuple[Any, Any, Any]:
     """PyCapsule_GetPointer, PyCapsule_SetName and PyCapsule_SetDestructor, typed."""
@@ -291,40 +310,155 @@ class Tensor(Object):
 
     __slots__ = ()
 
-    @property
-    def dltensor(self) -> DLTensor:
-        return DLTensor.from_address(self.handle + _OBJECT_HEADER)
+    def _fields(self) -> tuple[int, ...]:
+        """The DLTensor's fields (see `_DLTENSOR_LAYOUT`), read with one unpack."""
+        return _DLTENSOR_LAYOUT.unpack_from(_DLTENSOR_BYTES.from_address(self.handle + _OBJECT_HEADER))
 
     @property
     def shape(self) -> tuple[int, ...]:
-        tensor = self.dltensor
-        return tuple(tensor.shape[i] for i in range(tensor.ndim))
+        fields = self._fields()
+        return _int64_reader(fields[3])(fields[7])
 
     @property
     def device_type(self) -> int:
-        return self.dltensor.device.device_type
+        return self._fields()[1]
 
     @property
     def typestr(self) -> str:
         """The NumPy array-interface type (`<f4`, `|b1`, ...); ArtifactError for types NumPy lacks."""
-        dtype = self.dltensor.dtype
-        kind = _NUMPY_KINDS.get(dtype.code)
-        if kind is None or dtype.lanes != 1 or dtype.bits % 8:
-            raise ArtifactError(f"a TVM tensor of type code {dtype.code}, {dtype.bits} bits, "
-                                f"{dtype.lanes} lanes has no NumPy dtype")
-        return f"{'|' if dtype.bits == 8 else '<'}{kind}{dtype.bits // 8}"
+        fields = self._fields()
+        return _typestr(*fields[4:7])
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
-        tensor = self.dltensor
-        if tensor.device.device_type != _CPU:
+        data, device, _, ndim, code, bits, lanes, shape, strides, offset = self._fields()
+        if device != _CPU:
             raise ArtifactError("a device tensor cannot be read in place; copy it to the host")
-        strides = None
-        if tensor.strides:
-            itemsize = tensor.dtype.bits // 8
-            strides = tuple(tensor.strides[i] * itemsize for i in range(tensor.ndim))
-        return {"version": 3, "shape": self.shape, "typestr": self.typestr, "strides": strides,
-                "data": ((tensor.data or 0) + tensor.byte_offset, False)}
+        read = _int64_reader(ndim)
+        dims = read(shape)
+        steps = read(strides) if strides else None
+        return {"version": 3, "shape": dims, "typestr": _typestr(code, bits, lanes), "data": (data + offset, False),
+                "strides": None if steps is None or steps == _compact_strides(dims)
+                else tuple(step * (bits // 8) for step in steps)}
+
+
+@functools.cache
+def _int64_reader(count: int) -> Callable[[int], tuple[int, ...]]:
+    """Reads `count` int64 values at an address (a DLTensor's shape or strides) with one unpack."""
+    layout = struct.Struct(f"={count}q")
+    memory = ctypes.c_char * layout.size
+    return lambda address: layout.unpack_from(memory.from_address(address))
+
+
+@functools.lru_cache(maxsize=256)
+def _compact_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides (in elements) of a C-contiguous tensor of `shape`, which NumPy need not be told."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+_TYPESTRS: dict[tuple[int, int, int], str] = {}
+
+
+def _typestr(code: int, bits: int, lanes: int) -> str:
+    """The array-interface type of a DLDataType (`<f4`), remembered per type."""
+    typestr = _TYPESTRS.get((code, bits, lanes))
+    if typestr is None:
+        kind = _NUMPY_KINDS.get(code)
+        if kind is None or lanes != 1 or bits % 8 or not bits:
+            raise ArtifactError(f"a TVM tensor of type code {code}, {bits} bits, {lanes} lanes has no NumPy dtype")
+        typestr = _TYPESTRS[(code, bits, lanes)] = f"{'|' if bits == 8 else '<'}{kind}{bits // 8}"
+    return typestr
+
+
+class LentTensor(Tensor):
+    """A CPU Tensor over memory its caller owns and lends it for one call at a time.
+
+    Made once for a data type and shape, then pointed at each call's memory with `lend` (a write
+    into the Tensor's own DLTensor), where a Tensor made per call would cost two more C calls and
+    their Python objects. Pointing it elsewhere is safe only while this is the Tensor's one
+    reference, which `returned` checks after each call: when the runtime kept a reference (a
+    function that returns its input), the Tensor is set aside with the memory's owner until the
+    runtime lets go (`release_kept`), and the caller makes a new one. The DLManagedTensor has no
+    deleter: the memory is never the runtime's to free.
+    """
+
+    __slots__ = ("_managed", "_dims", "_data", "_count")
+
+    def __init__(self, ffi: FFI, handle: int, managed: _ManagedTensor, dims: ctypes.Array[ctypes.c_int64]) -> None:
+        super().__init__(ffi, handle)
+        self._managed, self._dims = managed, dims  # the Tensor points into both (dims: its shape)
+        self._data = ctypes.c_void_p.from_address(handle + _OBJECT_HEADER)
+        self._count = ctypes.c_uint64.from_address(handle)
+
+    @classmethod
+    def make(cls, ffi: FFI, dtype: tuple[int, int, int], shape: tuple[int, ...]) -> LentTensor:
+        """A LentTensor of this DLDataType (code, bits, lanes) and shape, not yet lent anything."""
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        managed = _ManagedTensor()
+        tensor = managed.dl_tensor
+        tensor.device, tensor.ndim, tensor.dtype, tensor.shape = DLDevice(_CPU, 0), len(shape), DLDataType(*dtype), dims
+        handle = _HANDLE()
+        ffi._check(ffi._lib.TVMFFITensorFromDLPack(ctypes.byref(managed), 0, 0, ctypes.byref(handle)))
+        return cls(ffi, handle.value, managed, dims)
+
+    def lend(self, address: int) -> None:
+        """Point the Tensor at the memory at `address` (the caller keeps it alive for the call)."""
+        self._data.value = address
+
+    def returned(self, owner: Any) -> bool:
+        """After a call: whether this is the Tensor's one reference again, so that it may be lent
+        again; if not, `owner` (of the memory lent) is kept alive with it until the runtime lets go."""
+        if self.only_reference():
+            return True
+        with _kept_lock:
+            _kept.append((self, owner))
+        return False
+
+    def only_reference(self) -> bool:
+        return self._count.value & _STRONG_COUNT == 1
+
+
+# Lent tensors the runtime still held after their call, with their memory's owners (see LentTensor).
+_kept: list[tuple[LentTensor, Any]] = []
+_kept_lock = threading.Lock()
+
+
+def release_kept() -> None:
+    """Let go of the kept lent tensors (and their memory) that the runtime no longer holds."""
+    if _kept:  # unlocked: an entry kept meanwhile waits for the next call
+        with _kept_lock:
+            _kept[:] = [(tensor, owner) for tensor, owner in _kept if not tensor.only_reference()]
+
+
+class Call:
+    """One function called again and again from one thread (an instance is not thread-safe): the
+    argument array and the result slot are made once, arguments are set when they change."""
+
+    def __init__(self, function: Function, count: int) -> None:
+        self._function = function  # alive as long as its handle is used
+        self._ffi = function._ffi
+        self._handle = ctypes.c_void_p(function.handle)
+        self._count = ctypes.c_int32(count)
+        self._args = (TVMFFIAny * count)()
+        self._result = TVMFFIAny()
+        self._result_ref = ctypes.byref(self._result)
+
+    def __setitem__(self, index: int, value: Object) -> None:
+        """Pass `value` as argument `index` from now on (borrowed: the caller keeps it alive)."""
+        slot = self._args[index]
+        slot.type_index, slot.value.v_ptr = value.type_index, value.handle
+
+    def __call__(self) -> Any:
+        """Call with the arguments set; the result as `FFI.call` returns it."""
+        self._result.type_index = _NONE  # the previous result is owned by the objects made of it
+        code = self._ffi.call_prepared(self._handle, self._args, self._count, self._result_ref)
+        if code:
+            self._ffi._check(code)
+        return self._ffi._take(self._result)
 
 
 _CLASSES: dict[int, type[Object]] = {_TENSOR: Tensor, _FUNCTION: Function, _MODULE: Module}

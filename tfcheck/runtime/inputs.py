@@ -8,6 +8,8 @@ not export over DLPack).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,8 +26,11 @@ def flat_inputs(function: str, arguments: Sequence[Mapping[str, Any]], specs: Se
                 args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
     """The call's tensors in the artifact's input order: arguments bound by position and by
     name, then each flattened by its recorded structure (`runtime/structure.py`)."""
-    described = _describe_arguments(arguments, specs)
-    values = bind_arguments(function, [argument["name"] for argument in arguments], described, args, kwargs)
+    if kwargs or len(args) != len(arguments):
+        values = bind_arguments(function, [argument["name"] for argument in arguments],
+                                _describe_arguments(arguments, specs), args, kwargs)
+    else:  # all given by position: nothing to bind, and no message to describe them in
+        values = list(args)
     return [leaf for argument, value in zip(arguments, values)
             for leaf in flatten_value(function, dict(argument), value, argument["name"])]
 
@@ -84,19 +89,26 @@ def shape_problem(function: str, specs: Sequence[TensorSpec], dims: Mapping[str,
     """
     bound: dict[str, tuple[int, str]] = {}
     for spec, shape in zip(specs, shapes):
-        expected = f"{function}(): argument {_quoted(spec.name)} has shape {tuple(shape)}, expected {spec}"
+        if shape == spec.shape:  # static and equal: nothing more to check
+            continue
         if len(shape) != len(spec.shape) or any(isinstance(want, int) and want != got
                                                 for want, got in zip(spec.shape, shape)):
-            return expected
+            return _wrong_shape(function, spec, shape)
         for axis, (want, got) in enumerate(zip(spec.shape, shape)):
             if not isinstance(want, str):
                 continue
             if not dims[want].accepts(got):
-                return f"{expected}: dimension {axis} ({want}) is {got}, the artifact takes {dims[want].describe()}"
+                return (f"{_wrong_shape(function, spec, shape)}: dimension {axis} ({want}) is {got}, "
+                        f"the artifact takes {dims[want].describe()}")
             size, where = bound.setdefault(want, (got, _quoted(spec.name)))
             if size != got:
-                return f"{expected}: dimension {axis} ({want}) is {got}, but {want} of {where} is {size}"
+                return (f"{_wrong_shape(function, spec, shape)}: dimension {axis} ({want}) is {got}, "
+                        f"but {want} of {where} is {size}")
     return None
+
+
+def _wrong_shape(function: str, spec: TensorSpec, shape: tuple[int, ...]) -> str:
+    return f"{function}(): argument {_quoted(spec.name)} has shape {tuple(shape)}, expected {spec}"
 
 
 def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) -> Any:
@@ -108,10 +120,15 @@ def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) 
     """
     if _is_python_value(value):
         array = np.asarray(value, dtype=spec.dtype)
-    if array.dtype != np.dtype(spec.dtype):
+    if array.dtype != _dtype(spec.dtype):
         raise InputError(f"{function}(): argument {_quoted(spec.name)} has dtype {array.dtype}, "
                          f"expected {spec}")
     return for_tvm(value, array)
+
+
+@functools.cache
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(name)
 
 
 def _quoted(name: str) -> str:
@@ -123,12 +140,21 @@ def for_tvm(value: Any, array: np.ndarray) -> Any:
     """The input as TVM will take it over DLPack, without a copy when its memory is C-contiguous
     and 64-byte aligned: `array` itself, or for a read-only view of a CPU DLPack producer (such
     as a TensorFlow tensor, which NumPy cannot export again) the producer. Else an aligned copy."""
-    if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0:
+    if array.flags.c_contiguous and data_address(array) % ALIGNMENT == 0:
         if array.flags.writeable:
             return array
         if not isinstance(value, np.ndarray) and _on_cpu(value):
             return value
     return aligned(array)
+
+
+def data_address(array: np.ndarray) -> int:
+    """The address of an array's memory: a ctypes view of the buffer of a writable C-contiguous
+    array costs half of `array.ctypes.data`, which other arrays (and empty ones) take."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return array.ctypes.data
 
 
 def aligned(array: np.ndarray) -> np.ndarray:

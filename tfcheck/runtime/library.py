@@ -34,6 +34,8 @@ class Artifact:
 
     def open(self) -> Executable:
         """Check the library's SHA-256 against the manifest, then load it (thread-safe)."""
+        if self._executable is not None:  # loaded: no lock to take on every call
+            return self._executable
         with self._lock:
             if self._executable is None:
                 path = self.manifest.library_path

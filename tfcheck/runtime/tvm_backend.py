@@ -10,6 +10,10 @@ moves to and from a GPU through the runtime's own global functions, so CUDA arti
 A Relax VM keeps per-call state (registers, frames), so one VM must not run two calls at once.
 Each thread gets its own VM over the shared, read-only executable module: calls from many threads
 run in parallel and never share a VM.
+
+A call with NumPy arrays takes the binding's cheapest route (`ArrayCall`): per argument one
+`LentTensor` pointed at the array's memory, the argument array and the result slot made once per
+thread; per call little more than the C call itself is left in Python.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import numpy as np
 
 from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
-from tfcheck.runtime.ffi import FFI, DLDevice, Function, Tensor
+from tfcheck.runtime.ffi import FFI, Call, DLDevice, Function, LentTensor, Tensor, release_kept
+from tfcheck.runtime.inputs import data_address
 from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _POOLED_ALLOCATOR = 2
+_DLPACK_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # NumPy kind -> DLDataTypeCode
 
 
 class Executable:
@@ -49,9 +55,20 @@ class Executable:
     def run(self, inputs: list[Any]) -> list[np.ndarray]:
         """Run the entry function on this thread's VM; `inputs` are NumPy arrays or CPU DLPack
         producers (see `inputs.for_tvm`); outputs are flattened in manifest order."""
-        function = self._thread_function()
-        result = function(*[self._to_device(value) for value in inputs])
-        return [self._to_numpy(tensor) for tensor in _flatten(result)]
+        if self._copies is not None:
+            result = self._thread_function()(*[self._copies.to_device(np.asarray(value)) for value in inputs])
+            return [self._copies.to_numpy(tensor) for tensor in _flatten(result)]
+        if all(type(value) is np.ndarray for value in inputs):
+            result = self._thread_array_call(len(inputs))(inputs)
+        else:  # DLPack producers (a TensorFlow tensor), passed over DLPack as they are
+            result = self._thread_function()(*inputs)
+        return [np.asarray(tensor) for tensor in _flatten(result)]  # in place, keeping the tensor alive
+
+    def _thread_array_call(self, count: int) -> ArrayCall:
+        array_call = getattr(self._local, "array_call", None)
+        if array_call is None or array_call.count != count:
+            array_call = self._local.array_call = ArrayCall(self._ffi, self._thread_function(), count)
+        return array_call
 
     def _thread_function(self) -> Function:
         function = getattr(self._local, "function", None)
@@ -65,17 +82,59 @@ class Executable:
             function = self._local.function = vm[self._entry]
         return function
 
-    def _to_device(self, value: Any) -> Any:
-        """A CPU input as it is (the call passes it over DLPack), or a copy on the device."""
-        if self._copies is None:
-            return value
-        return self._copies.to_device(np.asarray(value))
 
-    def _to_numpy(self, tensor: Tensor) -> np.ndarray:
-        """A CPU output in place (the array keeps the tensor alive), or a copy from the device."""
-        if self._copies is None:
-            return np.asarray(tensor)
-        return self._copies.to_numpy(tensor)
+class ArrayCall:
+    """One thread's calls of a function with NumPy arrays on the CPU: each argument a
+    `LentTensor`, made again only when the argument's dtype or shape changes (or when the runtime
+    kept the last one), pointed at the array's memory for the call."""
+
+    def __init__(self, ffi: FFI, function: Function, count: int) -> None:
+        self._ffi = ffi
+        self._call = Call(function, count)
+        self.count = count
+        self._tensors: list[LentTensor | None] = [None] * count
+        self._kinds: list[tuple[Any, ...] | None] = [None] * count  # (dtype, shape) of each tensor
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> Any:
+        """Call with `arrays`, which this keeps alive for the call (the runtime reads them in
+        place); the result as `Function` returns it."""
+        arrays = [_plain(array) for array in arrays]
+        tensors, kinds = self._tensors, self._kinds
+        for index, array in enumerate(arrays):
+            kind = (array.dtype, array.shape)
+            if kinds[index] != kind:
+                self._new_tensor(index, kind)
+            tensors[index].lend(data_address(array))  # type: ignore[union-attr]
+        try:
+            return self._call()
+        finally:
+            for index, array in enumerate(arrays):
+                if not tensors[index].returned(array):  # type: ignore[union-attr]
+                    tensors[index] = kinds[index] = None
+            release_kept()
+
+    def _new_tensor(self, index: int, kind: tuple[np.dtype, tuple[int, ...]]) -> None:
+        """Argument `index`'s tensor for arrays of this (dtype, shape)."""
+        dtype, shape = kind
+        tensor = self._tensors[index] = LentTensor.make(self._ffi, _dlpack_dtype(dtype), shape)
+        self._kinds[index] = kind
+        self._call[index] = tensor
+
+
+def _plain(array: np.ndarray) -> np.ndarray:
+    """`array` itself when its memory is C-contiguous, writable and in native byte order (what
+    the generated code reads, and may write), else a copy that is."""
+    if array.flags.carray and array.dtype.isnative:
+        return array
+    return np.array(array, dtype=array.dtype.newbyteorder("="), order="C")
+
+
+def _dlpack_dtype(dtype: np.dtype) -> tuple[int, int, int]:
+    """A NumPy dtype as DLDataType (code, bits, lanes)."""
+    code = _DLPACK_CODES.get(dtype.kind)
+    if code is None:
+        raise ArtifactError(f"a {dtype} array cannot be passed to a TVM function")
+    return code, dtype.itemsize * 8, 1
 
 
 class DeviceCopies:
