@@ -4,7 +4,7 @@
         [--batches 1,8] [--rounds 5] [--seconds 1]
 
 Preparation (once per model, skipped when WORK already holds it): `tfcheck build` of two small
-modules that wrap the same fixture function (fixtures/aot/symbolic.py's `mlp` and
+modules that wrap the same fixture function (fixtures/aot/symbolic.py's `any_batch_mlp` and
 `classify_tokens`, fixtures/aot/mobilenet_v2.py's `mobilenet_v2` with `--models mobilenet`):
 one with the signature's batch left `None` (one symbolic artifact, the default), one with
 `shapes=` listing each batch size (one static artifact per size). Same weights, same default
@@ -33,7 +33,7 @@ FIXTURES = REPO / "fixtures" / "aot"
 
 # model -> (fixture module, function, its signature with the batch as {batch}, inputs after the batch)
 MODELS = {
-    "mlp": ("symbolic", "mlp", '[tf.TensorSpec([{batch}, 128], tf.float32, name="x")]', [[128]]),
+    "mlp": ("symbolic", "any_batch_mlp", '[tf.TensorSpec([{batch}, 128], tf.float32, name="x")]', [[128]]),
     "tokens": ("symbolic", "classify_tokens", '[tf.TensorSpec([{batch}, 32], tf.int32, name="tokens")]', [[32]]),
     "mobilenet": ("mobilenet_v2", "mobilenet_v2", '[tf.TensorSpec([{batch}, 224, 224, 3], tf.float32)]',
                   [[224, 224, 3]]),

@@ -60,6 +60,16 @@ class AnnotatedFunction:
     def label(self) -> str:
         return f"{self.module}.{self.qualname}"
 
+    @property
+    def artifact_name(self) -> str:
+        """The artifact's name as the trace gives it (`tf_side.load_traceable`): `name=`, else
+        `<instance>_<method>` for a method, else the name the function is bound to."""
+        if self.name:
+            return self.name
+        if self.instance:
+            return f"{self.instance}_{self.qualname.rsplit('.', 1)[-1]}"
+        return self.qualname
+
 
 @dataclass
 class DiscoveryResult:

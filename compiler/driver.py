@@ -130,10 +130,16 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     work_root = Path(tempfile.mkdtemp(prefix="tfcheck-build-"))
     allow_children()
 
+    clashes = export_clashes(functions) if options.out_dir is not None else {}
+
     def build(index: int, function: AnnotatedFunction) -> list[BuildRecord]:
         started = time.monotonic()
-        result = _build_for_targets(function, options, lint, work_root / str(index),
-                                    lambda stage: reporter.stage(function, stage))
+        if index in clashes:
+            result = [BuildRecord(function.label, function.artifact_name, describe(options.target), "failed",
+                                  message=clashes[index])]
+        else:
+            result = _build_for_targets(function, options, lint, work_root / str(index),
+                                        lambda stage: reporter.stage(function, stage))
         for record in result:
             record.seconds = round(time.monotonic() - started, 2)
         reporter.done(function, result)
@@ -151,6 +157,24 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     finally:
         pool.shutdown(wait=True)
         shutil.rmtree(work_root, ignore_errors=True)
+
+
+def export_clashes(functions: list[AnnotatedFunction]) -> dict[int, str]:
+    """Functions whose artifact name an earlier function of this build already has, by index, with
+    the message that fails them: with --out, one would replace the other's folder and
+    `tfcheck.load` could give only one of them that name (the first keeps it, so the outcome does
+    not depend on which job finishes first)."""
+    first: dict[str, AnnotatedFunction] = {}
+    clashes = {}
+    for index, function in enumerate(functions):
+        name = function.artifact_name
+        if name not in first:
+            first[name] = function
+            continue
+        clashes[index] = (f"{function.label}: its artifact name {name!r} is also {first[name].label}'s; "
+                          "the artifacts of one --out folder need distinct names (each is a folder there "
+                          "and a name of `tfcheck.load`): give one of them @tfcheck.aot(name=...)")
+    return clashes
 
 
 # The memory one more job may need at once: its tracing or compiling child peaked at 0.6 GiB on the

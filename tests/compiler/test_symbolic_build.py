@@ -47,7 +47,7 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
     assert code == 0, report
     records = by_function(report)
     assert len(report["functions"]) == 2
-    assert records["mlp"]["dims"] == {"batch": {"min": 1, "max": 64, "verified": [1, 33, 64]}}
+    assert records["any_batch_mlp"]["dims"] == {"batch": {"min": 1, "max": 64, "verified": [1, 33, 64]}}
     assert records["classify_tokens"]["dims"]["tokens_1"] == {"min": 1, "max": 48, "verified": [1, 25, 48]}
     assert all(record["verified"] for record in records.values())
 
@@ -56,13 +56,13 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
     rng = np.random.default_rng(1)
     for batch in (1, 6, 64):
         x = rng.standard_normal((batch, 128)).astype(np.float32)
-        np.testing.assert_allclose(library.mlp(x), reference.mlp(x).numpy(), atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(library.any_batch_mlp(x), reference.any_batch_mlp(x).numpy(), atol=1e-5, rtol=1e-4)
     for batch, length in ((1, 3), (7, 1), (2, 48)):
         tokens = rng.integers(0, 1000, (batch, length)).astype(np.int32)
         np.testing.assert_allclose(library.classify_tokens(tokens), reference.classify_tokens(tokens).numpy(),
                                    atol=1e-4, rtol=1e-3)
     with pytest.raises(InputError, match=r"dimension 0 \(batch\) is 65, the artifact takes 1 to 64"):
-        library.mlp(np.zeros((65, 128), np.float32))
+        library.any_batch_mlp(np.zeros((65, 128), np.float32))
     with pytest.raises(InputError, match=r"dimension 1 \(tokens_1\) is 49, the artifact takes 1 to 48"):
         library.classify_tokens(np.zeros((2, 49), np.int32))
 

@@ -21,6 +21,7 @@ from click.testing import Result
 import tfcheck
 from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
 from tfcheck.compiler.discover import discover
+from tfcheck.compiler.driver import export_clashes
 from tfcheck.compiler.runtime_bundle import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
@@ -93,6 +94,41 @@ def test_export_refuses_names_that_leave_out(tmp_path: Path, name: str) -> None:
         export_artifact(_artifact(tmp_path), out, absolute)
     assert all((victim / "precious.txt").read_text() == "keep me" for victim in victims)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["victim"]  # nothing created either
+
+
+SAME_NAME = """
+import tensorflow as tf
+import tfcheck
+
+
+@tfcheck.aot{options}
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def f(x):
+    return x * {factor}.0
+"""
+
+
+def test_two_functions_with_one_artifact_name_do_not_share_an_export(project: Callable[..., Path]) -> None:
+    """`a.f` and `b.f` would both export to `--out/f`, the later silently replacing the earlier:
+    the second fails, naming both, unless `name=` tells them apart."""
+    folder = project({"a.py": SAME_NAME.format(options="", factor=2), "b.py": SAME_NAME.format(options="", factor=3),
+                      "c.py": SAME_NAME.format(options='(name="f_c")', factor=4)})
+    functions = discover([folder / "a.py", folder / "b.py", folder / "c.py"]).functions
+    clashes = export_clashes(functions)
+    assert list(clashes) == [1]
+    assert clashes[1].startswith("b.f: its artifact name 'f' is also a.f's") and "name=" in clashes[1]
+
+
+@pytest.mark.slow
+def test_a_build_with_a_name_clash_exports_the_first_and_fails_the_second(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"a.py": SAME_NAME.format(options="", factor=2), "b.py": SAME_NAME.format(options="", factor=3)})
+    result = run_cli(folder, "build", "a.py", "b.py", "--out", str(folder / "out"), "--cache-dir",
+                     str(folder / "cache"), "--format", "json")
+    assert result.exit_code == 1, result.output
+    records = {record["function"]: record for record in json.loads(result.stdout)["functions"]}
+    assert records["a.f"]["status"] == "built" and records["b.f"]["status"] == "failed"
+    assert read_manifest(folder / "out" / "f").qualname == "a.f"
 
 
 def test_export_into_an_out_that_is_a_link(tmp_path: Path) -> None:
