@@ -144,7 +144,7 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
     """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating.
 
     Each round starts one backend further along: in a fixed order the backend timed right after
-    the tf.function ran 20-40% slower than the same kernel timed later in the round (TensorFlow's
+    the tf.function ran 14-66% slower than the same kernel timed later in the round (TensorFlow's
     threads still busy, presumably), which decided comparisons between TVM variants
     (docs/schedules.md).
     """
