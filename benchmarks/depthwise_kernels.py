@@ -9,7 +9,8 @@ into the depthwise weights and bias), then imported into Relax and compiled the 
 ``tfcheck build`` does (``compiler/importer.py``, ``apply_default_schedules``, ``tvm.compile``).
 
 The backends of one layer are timed interleaved in this one process (the machine is shared:
-rounds of calls alternate between backends, the best round counts), TVM with one thread per core
+rounds of calls alternate between backends, each round starting with the next one, the best round
+counts), TVM with one thread per core
 and TFLite with ``num_threads=2``:
 
     .venv/bin/python benchmarks/depthwise_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
@@ -140,12 +141,21 @@ def tflite_call(tf: Any, flatbuffer: bytes, x: np.ndarray) -> Callable[[], np.nd
 
 
 def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, float]:
-    """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating."""
+    """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating.
+
+    Each round starts one backend further along: in a fixed order the backend timed right after
+    the tf.function ran 14-66% slower than the same kernel timed later in the round (TensorFlow's
+    threads still busy, presumably), which decided comparisons between TVM variants
+    (docs/schedules.md).
+    """
     for call in calls.values():
         call()
     best = {name: float("inf") for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
+    names = list(calls)
+    for index in range(rounds):
+        first = index % len(names)
+        for name in names[first:] + names[:first]:
+            call = calls[name]
             start = time.perf_counter()
             for _ in range(per_round):
                 call()

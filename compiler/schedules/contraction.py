@@ -155,9 +155,11 @@ def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, targe
     epilogue = _consumers_to_epilogue(sch, main, target)
     if epilogue is None:
         epilogue = sch.cache_write(main, 0, "global")
-    # A "local" accumulator becomes a stack array (registers after LLVM's SROA); a "global" one over
-    # 1 KiB would be a workspace allocation in every iteration of the parallel loop.
-    sch.set_scope(main, 0, "local")
+    # The accumulator stays "global": TVM (LowerTVMBuiltin) puts only a "global" buffer under 1 KiB
+    # on the stack, where LLVM's SROA turns it into registers. Any other buffer, "local" included,
+    # is a TVMBackendAllocWorkspace call, and under a parallel loop one per tile, in the parallel
+    # closure: that made the depthwise kernel 2.4x slower split over the cores even on one thread
+    # (docs/schedules.md, "Depthwise convolutions").
     sch.reverse_compute_at(epilogue, fused, preserve_unit_loops=True)
     _vectorize_tile(sch, sch.get_loops(epilogue)[1:], cpu.vector_lanes(target, blocks.dtype_bits(sch, epilogue)))
 

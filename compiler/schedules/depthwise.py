@@ -12,7 +12,9 @@ things made that micro-kernel slow for them (docs/schedules.md, "Depthwise convo
   neighbouring columns are loaded once;
 - it ran over both cores: here a depthwise kernel runs on one. Split over the cores, the same
   kernel was slower at every size measured, up to 58M multiply-adds (14x MobileNetV2's largest
-  depthwise layer), and even on one thread the parallel loop's code ran 1.5-2.4x slower.
+  depthwise layer), first because its accumulators were a workspace allocated once per tile
+  (fixed in the shared micro-kernel), then, with that fixed, no faster in two runs on this
+  loaded two-core machine.
 """
 
 from __future__ import annotations
