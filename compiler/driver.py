@@ -168,6 +168,8 @@ def export_clashes(functions: list[AnnotatedFunction]) -> dict[int, str]:
     clashes = {}
     for index, function in enumerate(functions):
         name = function.artifact_name
+        if function.problem:  # fails before anything is built (a missing signature): exports nothing
+            continue
         if name not in first:
             first[name] = function
             continue

@@ -8,6 +8,7 @@ folders; one slow test runs `tfcheck build` end to end.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -117,6 +118,8 @@ def test_two_functions_with_one_artifact_name_do_not_share_an_export(project: Ca
     clashes = export_clashes(functions)
     assert list(clashes) == [1]
     assert clashes[1].startswith("b.f: its artifact name 'f' is also a.f's") and "name=" in clashes[1]
+    # A function that fails before it is built (a SavedModel without that signature) claims no name.
+    assert export_clashes([dataclasses.replace(functions[0], problem="no signature 'f'"), *functions[1:]]) == {}
 
 
 @pytest.mark.slow
