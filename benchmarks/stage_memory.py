@@ -29,7 +29,7 @@ def trace(module_path: Path, function: str, work: Path) -> StagePeaks:
     """Import the module, freeze the function, convert it and save TensorFlow's and TFLite's outputs."""
     from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, load_function, reference_outputs,
                                           tflite_outputs, to_tflite)
-    from tfcheck.compiler.trace import canonical_graph_bytes
+    from tfcheck.compiler.trace import frozen_graph_sha256
     from tfcheck.compiler.verify import TFLITE_OUTPUT
 
     peaks = StagePeaks()
@@ -39,8 +39,8 @@ def trace(module_path: Path, function: str, work: Path) -> StagePeaks:
     with peaks.stage("trace + freeze"):
         concrete = tf_function.get_concrete_function()
         frozen = freeze(concrete)
-    with peaks.stage("canonical graph bytes (cache key)"):
-        canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
+    with peaks.stage("graph SHA-256 (cache key)"):
+        frozen_graph_sha256(frozen)
     with peaks.stage("convert to TFLite"):
         flatbuffer = to_tflite(frozen)
         work.mkdir(parents=True, exist_ok=True)
