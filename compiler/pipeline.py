@@ -34,8 +34,10 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     target_json = request.target
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
-    module = import_tflite(variant / "model.tflite", request.inputs, request.dims)
-    compiled = compile_module(module, target, device, request.tuning)
+    # No reference to the imported module outlives compiling it: its constants (every weight) would
+    # stay resident through export and verification (docs/build.md, "Memory").
+    compiled = compile_module(import_tflite(variant / "model.tflite", request.inputs, request.dims), target, device,
+                              request.tuning)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
@@ -50,6 +52,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     else:
         executable.export_library(str(library))
         result["cpu_features"] = compiled_cpu_features(target)
+    del compiled, executable  # their constants (every weight) need not stay resident through verification
     result["compile_seconds"] = round(time.monotonic() - started, 3)
     events.stage("verify")
     result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device)

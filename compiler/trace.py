@@ -170,10 +170,9 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     names = _leaf_names(arguments)
     concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
     frozen = freeze(concrete)
-    graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    graph_sha256 = hashlib.sha256(graph_bytes).hexdigest()
+    graph_sha256 = frozen_graph_sha256(frozen)
     key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
                     request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
     described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
@@ -210,10 +209,9 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     steps = symbolic.verify_sizes(bounds)
     concrete = tf_function.get_concrete_function()
     frozen = freeze(concrete)
-    graph_bytes = canonical_graph_bytes(frozen.graph.as_graph_def(), [t.name.split(":")[0] for t in frozen.inputs])
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    graph_sha256 = hashlib.sha256(graph_bytes).hexdigest()
+    graph_sha256 = frozen_graph_sha256(frozen)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
     key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
                     request.key.versions_with(tf.__version__), structures)
@@ -261,6 +259,16 @@ def _convert_unless_cached(frozen: Any, key: str, variant_dir: Path, events: Eve
 def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:
     """Each input tensor's name, following the structure: `x`, `features['ids']`, `pair[0]`."""
     return [path for argument in arguments for path in leaf_paths(argument, argument["name"])]
+
+
+def frozen_graph_sha256(frozen: Any) -> str:
+    """The SHA-256 of the frozen function's canonical GraphDef (the cache key's main part).
+
+    The serialized graph holds every weight (528 MB for VGG16): it lives only inside this call,
+    not through the TFLite conversion that follows (docs/build.md, "Memory").
+    """
+    inputs = [tensor.name.split(":")[0] for tensor in frozen.inputs]
+    return hashlib.sha256(canonical_graph_bytes(frozen.graph.as_graph_def(), inputs)).hexdigest()
 
 
 def canonical_graph_bytes(graph_def: Any, inputs: list[str]) -> bytes:
