@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tfcheck.engine.components import strongly_connected_components
+
 ROOT = Path(__file__).resolve().parents[1]
 # Where each installed package's sources live (pyproject.toml, [tool.setuptools] package-dir).
 PACKAGE_DIRS = {"tfcheck": ROOT / "tfcheck", "tfcheck.rules": ROOT / "rules", "tfcheck.compiler": ROOT / "compiler"}
@@ -164,51 +166,12 @@ def test_walls_hold(imports: list[Import], wall: str) -> None:
 
 def circles(edges: list[Import]) -> set[tuple[str, ...]]:
     """The strongly connected components of more than one module (or a module importing itself),
-    each as its sorted module names (Tarjan's algorithm, iterative)."""
+    each as its sorted module names."""
     graph: dict[str, set[str]] = {}
     for edge in edges:
         graph.setdefault(edge.importer, set()).add(edge.imported)
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: set[tuple[str, ...]] = set()
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph.get(start, ()))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, successors = work[-1]
-            advanced = False
-            for successor in successors:
-                if successor not in index:
-                    index[successor] = low[successor] = len(index)
-                    stack.append(successor)
-                    on_stack.add(successor)
-                    work.append((successor, iter(sorted(graph.get(successor, ())))))
-                    advanced = True
-                    break
-                if successor in on_stack:
-                    low[node] = min(low[node], index[successor])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in graph.get(node, ()):
-                    found.add(tuple(sorted(component)))
-    return found
+    components = strongly_connected_components(sorted(graph), lambda module: sorted(graph.get(module, ())))
+    return {tuple(sorted(c)) for c in components if len(c) > 1 or c[0] in graph.get(c[0], ())}
 
 
 def _tfcheck_edges(imports: list[Import], lazy: bool) -> list[Import]:

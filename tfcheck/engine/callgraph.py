@@ -13,6 +13,7 @@ import ast
 from collections import deque
 from functools import cached_property
 
+from tfcheck.engine.components import strongly_connected_components
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import FunctionInfo
 
@@ -109,40 +110,7 @@ class CallGraph:
         return self._component[info]
 
     def _tarjan(self, root: FunctionInfo) -> None:
-        index: dict[FunctionInfo, int] = {}
-        low: dict[FunctionInfo, int] = {}
-        stack: list[FunctionInfo] = []
-        on_stack: set[FunctionInfo] = set()
-        work = [(root, iter(self.callees(root)))]
-        index[root] = low[root] = 0
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            info, children = work[-1]
-            advanced = False
-            for callee in children:
-                if callee in self._component:
-                    continue  # finished in an earlier search
-                if callee not in index:
-                    index[callee] = low[callee] = len(index)
-                    stack.append(callee)
-                    on_stack.add(callee)
-                    work.append((callee, iter(self.callees(callee))))
-                    advanced = True
-                    break
-                if callee in on_stack:
-                    low[info] = min(low[info], index[callee])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[info])
-            if low[info] == index[info]:
-                component = len(self._component)
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    self._component[member] = component
-                    if member is info:
-                        break
+        for members in strongly_connected_components([root], self.callees, self._component):
+            number = len(self._component)
+            for member in members:
+                self._component[member] = number
