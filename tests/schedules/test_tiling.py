@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.channel_padding import padded_channels
-from tfcheck.compiler.schedules.tiling import (depthwise_tile, divisors, register_tile, row_tile, vector_tile,
-                                              vector_width)
+from tfcheck.compiler.schedules.tiling import (depthwise_tile, divisors, padded_rows, register_tile, row_tile,
+                                              vector_tile, vector_width)
 
 
 def test_divisors() -> None:
@@ -58,6 +58,23 @@ def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget
     tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
     assert rows % tile_rows == 0 and cols % tile_cols == 0
     assert tile_rows <= budget // 2 and tile_cols <= lanes * 8
+
+
+def test_padded_rows() -> None:
+    assert padded_rows(17, 14) == 18  # InceptionV3's 17x17 maps: two tiles of 9 rows instead of 17 of one
+    assert padded_rows(71, 14) == 72  # its 71x71 map: 12 rows
+    assert padded_rows(73, 14) == 77  # 74 to 76 have no divisor from 7 to 14
+    assert padded_rows(17, 6) == 18  # AVX2's budget: 6 rows
+    for extent in (7, 14, 35, 56, 147):  # DenseNet's and ResNet's maps already divide well
+        assert padded_rows(extent, 14) == extent
+    assert padded_rows(1, 14) == 1 and padded_rows(3, 14) == 3  # narrower than a tile: one tile
+
+
+@given(extent=st.integers(1, 400), rows=st.sampled_from([6, 14]))
+def test_padded_rows_adds_at_most_a_quarter(extent: int, rows: int) -> None:
+    padded = padded_rows(extent, rows)
+    assert extent <= padded <= extent + extent // 4
+    assert padded == extent or row_tile(padded, rows) >= rows // 2
 
 
 def test_padded_channels() -> None:

@@ -1,0 +1,82 @@
+"""Convolutions of a prime output width get a register tile of several rows (issue 15).
+
+The contraction rule's register tile is rows of output columns by vectors of output channels, and
+its rows divide the width: InceptionV3's 17x17 maps (its 1x7, 7x1 and 1x1 convolutions, the
+stride-2 3x3 one from 35x35) got tiles of one row, each weight vector loaded feeding one FMA, and
+the model ran at half the speed it does now. `channel_padding.py` pads such a convolution's input
+on the right so it computes 18 columns, in tiles of 9 (6 with AVX2's registers), and slices the
+output back. These tests check the tile each target gets, without running it, and the padded
+kernel's numbers against NumPy on this machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, s_tir, tirx
+
+from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.targets import host_cpu_target
+
+from .test_operators import check, conv_case, run
+
+# (input NHWC, kernel HW, output channels, strides, pads (top, left, bottom, right)): output 17x17
+PRIME_WIDTH = [
+    ((1, 17, 17, 24), (1, 7), 32, (1, 1), (0, 3, 0, 3)),  # InceptionV3's 1x7, 'same'
+    ((1, 17, 17, 24), (7, 1), 32, (1, 1), (3, 0, 3, 0)),  # its 7x1
+    ((1, 17, 17, 40), (1, 1), 48, (1, 1), (0, 0, 0, 0)),  # its 1x1 over the 17x17 map
+    ((1, 35, 35, 8), (3, 3), 32, (2, 2), (0, 0, 0, 0)),  # the stride-2 3x3 'valid' from 35x35
+]
+# mcpu -> rows of the register tile over 17 columns computed as 18: AVX-512's 32 registers (28
+# accumulators, up to 14 rows) and AVX2's 16 (12 accumulators, up to 6 rows).
+ROWS = {"znver5": 9, "znver3": 6}
+
+
+def contraction_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> tirx.PrimFunc:
+    """The one PrimFunc of a scheduled module that the contraction rule scheduled."""
+    scheduled = schedule_module(legalize_and_fuse(mod, target), target)
+    [kernel] = [func for _, func in scheduled.functions_items()
+                if isinstance(func, tirx.PrimFunc) and func.attrs.get(RULE_ATTR) == "schedule_contraction"]
+    return kernel
+
+
+def tile_rows(kernel: tirx.PrimFunc) -> tuple[int, int]:
+    """(rows of the register tile, output columns computed) of a convolution's micro-kernel: the
+    extent of the first unrolled loop around its update block, and the width of its accumulator."""
+    sch = s_tir.Schedule(kernel)
+    update = sch.get_sblock("conv2d_nhwc_update")
+    unrolled = [sch.get(loop) for loop in sch.get_loops(update) if sch.get(loop).kind == tirx.ForKind.UNROLLED]
+    [written] = sch.get(update).writes
+    return int(unrolled[0].extent), int(written.source.shape[2])
+
+
+@pytest.mark.parametrize("mcpu", sorted(ROWS))
+@pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
+def test_a_prime_output_width_gets_several_rows_per_tile(shape, kernel, out, strides, pads, mcpu: str) -> None:
+    mod, _x, _expected = conv_case(shape, kernel, out, strides, pads, (1, 1))
+    target = tvm.target.Target({**host_cpu_target(), "mcpu": mcpu})
+    assert tile_rows(contraction_kernel(mod, target)) == (ROWS[mcpu], 18)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
+def test_the_padded_kernel_matches_numpy(shape, kernel, out, strides, pads) -> None:
+    """On this machine's target: the extra column is computed, then dropped before bias and ReLU6."""
+    mod, x, expected = conv_case(shape, kernel, out, strides, pads, (1, 1))
+    target = tvm.target.Target(host_cpu_target())
+    rows, columns = tile_rows(contraction_kernel(mod, target))
+    assert rows > 1 and columns == 18
+    actual, rules = run(mod, x, target=target)
+    assert actual.shape == expected.shape == (1, 17, 17, out)
+    check(actual, expected)
+    assert rules == ["schedule_contraction"]  # convolution, slice, bias and ReLU6 in one kernel
+
+
+@pytest.mark.parametrize("width", [14, 35])
+def test_a_width_that_divides_well_is_left_alone(width: int) -> None:
+    """DenseNet's and ResNet's maps (7, 14, 28, 56: 7 or 14 rows) compute no extra column."""
+    mod, _x, _expected = conv_case((1, width, width, 16), (3, 3), 32, (1, 1), (1, 1, 1, 1), (1, 1))
+    target = tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"})
+    assert tile_rows(contraction_kernel(mod, target)) == (7 if width == 35 else 14, width)
+    assert "strided_slice" not in legalize_and_fuse(mod, target)["main"].script()
