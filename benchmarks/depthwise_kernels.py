@@ -18,7 +18,7 @@ and TFLite with ``num_threads=2``:
 
 ``--whole-model`` times the whole MobileNetV2 the same way (one build per variant and target).
 
-Variants are schedule rule lists (``VARIANTS``); the AVX2 target is the host's target with
+Variants are scheduling steps (``VARIANTS``: the default, or other schedule rule lists); the AVX2 target is the host's target with
 ``mcpu=znver3`` (8-float vectors, 16 registers), which runs on an AVX-512 CPU too.
 """
 
@@ -54,13 +54,30 @@ def schedule_depthwise_parallel(func: tirx.PrimFunc, target: tvm.target.Target) 
     return depthwise.schedule_depthwise(func, target, replace(depthwise.DEPTHWISE, parallel=True))
 
 
+# A build's scheduling step: `apply_default_schedules` or a variant of it (relax module, target -> scheduled).
+Schedule = Callable[[tvm.IRModule, tvm.target.Target], tvm.IRModule]
+
+
+def with_rules(rules: tuple[schedules.Rule, ...]) -> Schedule:
+    """`apply_default_schedules` with ``rules`` as the schedule rules."""
+    def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+        saved = schedules.RULES
+        schedules.RULES = rules
+        try:
+            return schedules.apply_default_schedules(mod, target)
+        finally:
+            schedules.RULES = saved
+
+    return schedule
+
+
 _OTHER_RULES = tuple(rule for rule in schedules.RULES if rule is not depthwise.schedule_depthwise)
 # Schedule rules to compare: the default; without the depthwise rule (the contraction rule's
 # kernel, as before issue 17); the depthwise rule on both cores.
-VARIANTS: dict[str, tuple[schedules.Rule, ...]] = {
-    "default": schedules.RULES,
-    "contraction": _OTHER_RULES,
-    "parallel": (schedule_depthwise_parallel, *_OTHER_RULES),
+VARIANTS: dict[str, Schedule] = {
+    "default": schedules.apply_default_schedules,
+    "contraction": with_rules(_OTHER_RULES),
+    "parallel": with_rules((schedule_depthwise_parallel, *_OTHER_RULES)),
 }
 TARGETS = {"avx512": {}, "avx2": {"mcpu": "znver3"}}
 
@@ -112,16 +129,10 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
 
 
-def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target: tvm.target.Target,
+def tvm_call(relax_mod: tvm.IRModule, schedule: Schedule, target: tvm.target.Target,
              x: np.ndarray) -> Callable[[], np.ndarray]:
-    """Build the module as `tfcheck build` does, with ``rules`` as the schedule rules; a call."""
-    saved = schedules.RULES
-    schedules.RULES = rules
-    try:
-        scheduled = schedules.apply_default_schedules(relax_mod, target)
-    finally:
-        schedules.RULES = saved
-    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
+    """Build the module as `tfcheck build` does, scheduled by ``schedule``; a call."""
+    vm = relax.VirtualMachine(tvm.compile(schedule(relax_mod, target), target=target), tvm.cpu())
     data = tvm.runtime.tensor(x)
     return lambda: vm["main"](data).numpy()
 
@@ -163,15 +174,21 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
     return best
 
 
-def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
-                   per_round: int) -> tuple[dict[str, float], float]:
-    """Times of every backend for one traced function of one float32 input, and the largest
-    difference of a TVM build from TensorFlow."""
-    flatbuffer = to_tflite(freeze(concrete))
+def import_flatbuffer(flatbuffer: bytes) -> tvm.IRModule:
+    """The Relax module `tfcheck build` imports from a TFLite flatbuffer."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.tflite"
         path.write_bytes(flatbuffer)
-        relax_mod = import_tflite(path)
+        return import_tflite(path)
+
+
+def bench_function(tf: Any, concrete: Any, variants: dict[str, Schedule], targets: list[str],
+                   rounds: int, per_round: int) -> tuple[dict[str, float], float]:
+    """Times of every backend for one traced function of one float32 input, and the largest
+    difference of a TVM build from TensorFlow; ``variants`` names the scheduling steps to build
+    with (one TVM build per variant and target)."""
+    flatbuffer = to_tflite(freeze(concrete))
+    relax_mod = import_flatbuffer(flatbuffer)
     shape = [int(d) for d in concrete.inputs[0].shape]
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     tensor = tf.constant(x)
@@ -180,8 +197,8 @@ def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[st
     host = host_cpu_target()
     for name in targets:
         target = tvm.target.Target({**host, **TARGETS[name]})
-        for variant in variants:
-            calls[f"{variant}/{name}"] = tvm_call(relax_mod, VARIANTS[variant], target, x)
+        for variant, schedule in variants.items():
+            calls[f"{variant}/{name}"] = tvm_call(relax_mod, schedule, target, x)
     expected = concrete(tensor).numpy()
     error = max(float(np.max(np.abs(call() - expected))) for key, call in calls.items() if "/" in key)
     return interleaved_us(calls, rounds, per_round), error
@@ -207,7 +224,8 @@ def main() -> None:
     tf = import_tensorflow()
     import keras
 
-    variants, targets = args.variants.split(","), args.targets.split(",")
+    variants = {name: VARIANTS[name] for name in args.variants.split(",")}
+    targets = args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
     columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
     print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
