@@ -3,13 +3,13 @@
 Issue 15's coverage sweep timed each backend in its own process on a loaded machine, which put
 DenseNet121 at 4.86x of tf.function in one run and 0.52x in another. This script times the three
 backends interleaved in one process (`depthwise_kernels.bench_function`: rounds alternate between
-backends, the best round counts), and with ``--kernels`` ranks the default build's kernels by the
+backends, the best round counts), and with ``--kernels`` ranks each variant's kernels by the
 time the Relax VM spends in them (`VirtualMachine.set_instrument`, wall time around each call
 inside the whole model, so caches and threads are as the model has them), with the schedule rule
 each one got (``tfcheck.schedule_rule``):
 
     .venv/bin/python benchmarks/app_kernels.py DenseNet121 [--size 224] [--rounds 10] [--calls 3]
-        [--variants default,...] [--targets avx512] [--kernels] [--top 20]
+        [--variants default,unpadded] [--targets avx512,avx2] [--kernels] [--top 20]
 
 The model is built as the sweep builds it (``weights=None``, logits, batch norms calibrated on one
 random batch: fixtures/aot/calibration.py), at batch 1.
@@ -67,42 +67,50 @@ def application(tf: Any, keras: Any, name: str, size: int) -> tuple[Any, Any]:
     return function.get_concrete_function(), model
 
 
-def kernel_profile(mod: tvm.IRModule, target: tvm.target.Target, calls: int) -> list[dict[str, Any]]:
-    """Time spent in each kernel of the default build over ``calls`` calls of the model, slowest first.
+class KernelProfile:
+    """One build of the model whose calls time each kernel (`VirtualMachine.set_instrument`): wall
+    time around each VM call, inside the whole model, so caches and threads are as the model has them."""
 
-    Each row: the kernel, its calls per inference, ms per inference, the rule that scheduled it and
-    its parameters' shapes (input, weights, output), so a kernel can be told apart by its operator.
-    """
-    scheduled = schedules.apply_default_schedules(mod, target)
-    vm = relax.VirtualMachine(compile_cpu(scheduled, target), tvm.cpu())
-    inputs = [tvm.runtime.tensor(np.random.default_rng(1).standard_normal(
-        [int(d) for d in p.ty.shape.values]).astype("float32")) for p in scheduled["main"].params]
-    vm["main"](*inputs)
-    spent: dict[str, float] = collections.defaultdict(float)
-    count: collections.Counter[str] = collections.Counter()
-    started: list[float] = []
+    def __init__(self, mod: tvm.IRModule, schedule: bench.Schedule, target: tvm.target.Target) -> None:
+        self.scheduled = schedule(mod, target)
+        self.vm = relax.VirtualMachine(compile_cpu(self.scheduled, target), tvm.cpu())
+        self.inputs = [tvm.runtime.tensor(np.random.default_rng(1).standard_normal(
+            [int(d) for d in p.ty.shape.values]).astype("float32")) for p in self.scheduled["main"].params]
+        self.vm["main"](*self.inputs)
+        self.spent: dict[str, float] = collections.defaultdict(float)
+        self.count: collections.Counter[str] = collections.Counter()
+        self.calls = 0
+        started: list[float] = []
 
-    def instrument(_func: Any, symbol: str, before: bool, _ret: Any, *_args: Any) -> int:
-        if before:
-            started.append(time.perf_counter())
-        else:
-            spent[symbol] += time.perf_counter() - started.pop()
-            count[symbol] += 1
-        return 0
+        def instrument(_func: Any, symbol: str, before: bool, _ret: Any, *_args: Any) -> int:
+            if before:
+                started.append(time.perf_counter())
+            else:
+                self.spent[symbol] += time.perf_counter() - started.pop()
+                self.count[symbol] += 1
+            return 0
 
-    vm.set_instrument(instrument)
-    for _ in range(calls):
-        vm["main"](*inputs)
-    rows = []
-    for symbol, seconds in spent.items():
-        func = scheduled[symbol] if symbol in [g.name_hint for g in scheduled.get_global_vars()] else None
-        primfunc = isinstance(func, tirx.PrimFunc)
-        rows.append({"kernel": symbol, "calls": count[symbol] // calls, "ms": seconds / calls * 1e3,
-                     "rule": str(func.attrs.get(schedules.RULE_ATTR, "unscheduled")) if primfunc and func.attrs
-                     else ("unscheduled" if primfunc else "-"),
-                     "shapes": " ".join("x".join(str(int(d)) for d in p.shape) for p in func.params
-                                        if hasattr(p, "shape")) if primfunc else ""})
-    return sorted(rows, key=lambda row: -row["ms"])
+        self.vm.set_instrument(instrument)
+
+    def call(self) -> None:
+        """One instrumented inference."""
+        self.vm["main"](*self.inputs)
+        self.calls += 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per kernel, slowest first: its calls per inference, ms per inference, the rule that
+        scheduled it and its parameters' shapes (input, weights, output), to tell operators apart."""
+        functions = {gvar.name_hint: func for gvar, func in self.scheduled.functions_items()}
+        found = []
+        for symbol, seconds in self.spent.items():
+            func = functions.get(symbol)
+            primfunc = isinstance(func, tirx.PrimFunc)
+            rule = str((func.attrs or {}).get(schedules.RULE_ATTR, "unscheduled")) if primfunc else "-"
+            shapes = " ".join("x".join(str(int(d)) for d in p.shape) for p in func.params if hasattr(p, "shape")) \
+                if primfunc else ""
+            found.append({"kernel": symbol, "calls": self.count[symbol] // self.calls,
+                          "ms": seconds / self.calls * 1e3, "rule": rule, "shapes": shapes})
+        return sorted(found, key=lambda row: -row["ms"])
 
 
 def print_profile(rows: list[dict[str, Any]], top: int) -> None:
@@ -127,7 +135,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3, help="calls per round")
     parser.add_argument("--variants", default="default", help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--targets", default="avx512", help="comma-separated, of avx512, avx2")
-    parser.add_argument("--kernels", action="store_true", help="rank the default build's kernels instead")
+    parser.add_argument("--kernels", action="store_true", help="rank each variant's kernels instead (AVX-512)")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
     tf = import_tensorflow()
@@ -135,11 +143,18 @@ def main() -> None:
 
     concrete, _model = application(tf, keras, args.model, args.size)
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {bench.THREADS}, TFLite threads: {bench.THREADS}")
+    variants = {name: VARIANTS[name] for name in args.variants.split(",")}
     if args.kernels:
         relax_mod = bench.import_flatbuffer(bench.to_tflite(bench.freeze(concrete)))
-        print_profile(kernel_profile(relax_mod, tvm.target.Target(host_cpu_target()), args.calls), args.top)
+        target = tvm.target.Target(host_cpu_target())
+        profiles = {name: KernelProfile(relax_mod, schedule, target) for name, schedule in variants.items()}
+        for _ in range(args.calls):  # interleaved, so that a change of load hits every variant alike
+            for profile in profiles.values():
+                profile.call()
+        for name, profile in profiles.items():
+            print(f"\n{name}:")
+            print_profile(profile.rows(), args.top)
     else:
-        variants = {name: VARIANTS[name] for name in args.variants.split(",")}
         targets = args.targets.split(",")
         times, error = bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
         columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
