@@ -111,7 +111,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
 
     ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
     float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`);
-    convolutions first get their output channels padded to whole vectors (`channel_padding.py`).
+    convolutions first get their output channels padded to whole vectors and a prime output width
+    to one a register tile of several rows divides (`channel_padding.py`).
     """
     passes = [
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
