@@ -28,6 +28,7 @@ PRIME_WIDTH = [
     ((1, 17, 17, 24), (7, 1), 32, (1, 1), (3, 0, 3, 0)),  # its 7x1
     ((1, 17, 17, 40), (1, 1), 48, (1, 1), (0, 0, 0, 0)),  # its 1x1 over the 17x17 map
     ((1, 35, 35, 8), (3, 3), 32, (2, 2), (0, 0, 0, 0)),  # the stride-2 3x3 'valid' from 35x35
+    ((1, 34, 34, 8), (3, 3), 16, (2, 2), (0, 0, 1, 1)),  # stride 2, TensorFlow's 'same' (padding on the right)
 ]
 # mcpu -> rows of the register tile over 17 columns computed as 18: AVX-512's 32 registers (28
 # accumulators, up to 14 rows) and AVX2's 16 (12 accumulators, up to 6 rows).
