@@ -113,7 +113,7 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
 
 
 def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target: tvm.target.Target,
-             x: np.ndarray) -> Callable[[], np.ndarray]:
+             inputs: list[np.ndarray]) -> Callable[[], np.ndarray]:
     """Build the module as `tfcheck build` does, with ``rules`` as the schedule rules; a call."""
     saved = schedules.RULES
     schedules.RULES = rules
@@ -122,18 +122,21 @@ def tvm_call(relax_mod: tvm.IRModule, rules: tuple[schedules.Rule, ...], target:
     finally:
         schedules.RULES = saved
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
-    data = tvm.runtime.tensor(x)
-    return lambda: vm["main"](data).numpy()
+    data = [tvm.runtime.tensor(x) for x in inputs]
+    return lambda: vm["main"](*data).numpy()
 
 
-def tflite_call(tf: Any, flatbuffer: bytes, x: np.ndarray) -> Callable[[], np.ndarray]:
-    """TFLite's interpreter with its default XNNPACK delegate on ``THREADS`` threads."""
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=THREADS)
+def tflite_call(tf: Any, flatbuffer: bytes, inputs: list[np.ndarray], threads: int = THREADS) -> Callable[[], np.ndarray]:
+    """TFLite's interpreter with its default XNNPACK delegate on ``threads`` threads (inputs in signature order)."""
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
     interpreter.allocate_tensors()
-    [given], [taken] = interpreter.get_input_details(), interpreter.get_output_details()
+    [taken] = interpreter.get_output_details()
+    # The converter keeps the tf.function's arguments in order; their tensor indices follow it.
+    given = sorted(interpreter.get_input_details(), key=lambda detail: detail["index"])
 
     def run() -> np.ndarray:
-        interpreter.set_tensor(given["index"], x)
+        for detail, x in zip(given, inputs):
+            interpreter.set_tensor(detail["index"], x)
         interpreter.invoke()
         return interpreter.get_tensor(taken["index"])
 
@@ -164,26 +167,30 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
 
 
 def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
-                   per_round: int) -> tuple[dict[str, float], float]:
-    """Times of every backend for one traced function of one float32 input, and the largest
-    difference of a TVM build from TensorFlow."""
+                   per_round: int, rules: dict[str, tuple[schedules.Rule, ...]] = VARIANTS,
+                   tflite_threads: tuple[int, ...] = (THREADS,)) -> tuple[dict[str, float], float]:
+    """Times of every backend for one traced function of float32 inputs, and the largest
+    difference of a TVM build from TensorFlow. TFLite's columns are ``tflite`` for ``THREADS``
+    threads, ``tflite/N`` for other counts."""
     flatbuffer = to_tflite(freeze(concrete))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.tflite"
         path.write_bytes(flatbuffer)
         relax_mod = import_tflite(path)
-    shape = [int(d) for d in concrete.inputs[0].shape]
-    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    tensor = tf.constant(x)
-    calls: dict[str, Callable[[], Any]] = {"tflite": tflite_call(tf, flatbuffer, x),
-                                           "tf.function": lambda: concrete(tensor)}
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal([int(d) for d in spec.shape]).astype(np.float32) for spec in concrete.structured_input_signature[0]]
+    tensors = [tf.constant(x) for x in inputs]
+    calls: dict[str, Callable[[], Any]] = {
+        "tflite" if threads == THREADS else f"tflite/{threads}": tflite_call(tf, flatbuffer, inputs, threads)
+        for threads in tflite_threads}
+    calls["tf.function"] = lambda: concrete(*tensors)
     host = host_cpu_target()
     for name in targets:
         target = tvm.target.Target({**host, **TARGETS[name]})
         for variant in variants:
-            calls[f"{variant}/{name}"] = tvm_call(relax_mod, VARIANTS[variant], target, x)
-    expected = concrete(tensor).numpy()
-    error = max(float(np.max(np.abs(call() - expected))) for key, call in calls.items() if "/" in key)
+            calls[f"{variant}/{name}"] = tvm_call(relax_mod, rules[variant], target, inputs)
+    expected = concrete(*tensors).numpy()
+    error = max(float(np.max(np.abs(calls[f"{v}/{t}"]() - expected))) for v in variants for t in targets)
     return interleaved_us(calls, rounds, per_round), error
 
 
