@@ -143,8 +143,10 @@ def tflite_call(tf: Any, flatbuffer: bytes, inputs: list[np.ndarray], threads: i
     return run
 
 
-def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, float]:
-    """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating.
+def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int,
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Best per-call time (us, wall time unless ``clock`` says otherwise) over ``rounds`` rounds of
+    ``per_round`` calls, backends alternating.
 
     Each round starts one backend further along: in a fixed order the backend timed right after
     the tf.function ran 14-66% slower than the same kernel timed later in the round (TensorFlow's
@@ -159,16 +161,17 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
         first = index % len(names)
         for name in names[first:] + names[:first]:
             call = calls[name]
-            start = time.perf_counter()
+            start = clock()
             for _ in range(per_round):
                 call()
-            best[name] = min(best[name], (time.perf_counter() - start) / per_round * 1e6)
+            best[name] = min(best[name], (clock() - start) / per_round * 1e6)
     return best
 
 
 def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
                    per_round: int, rules: dict[str, tuple[schedules.Rule, ...]] = VARIANTS,
-                   tflite_threads: tuple[int, ...] = (THREADS,)) -> tuple[dict[str, float], float]:
+                   tflite_threads: tuple[int, ...] = (THREADS,),
+                   clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, float], float]:
     """Times of every backend for one traced function of float32 inputs, and the largest
     difference of a TVM build from TensorFlow. TFLite's columns are ``tflite`` for ``THREADS``
     threads, ``tflite/N`` for other counts."""
@@ -191,7 +194,7 @@ def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[st
             calls[f"{variant}/{name}"] = tvm_call(relax_mod, rules[variant], target, inputs)
     expected = concrete(*tensors).numpy()
     error = max(float(np.max(np.abs(calls[f"{v}/{t}"]() - expected))) for v in variants for t in targets)
-    return interleaved_us(calls, rounds, per_round), error
+    return interleaved_us(calls, rounds, per_round, clock), error
 
 
 def whole_model(tf: Any, keras: Any) -> Any:
@@ -202,43 +205,58 @@ def whole_model(tf: Any, keras: Any) -> Any:
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, variants: str) -> argparse.ArgumentParser:
+    """The options of the per-layer benchmarks (this one and ``pointwise_kernels.py``)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="calls per round")
     parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
     parser.add_argument("--whole-model", action="store_true", help="time the whole MobileNetV2 instead")
-    parser.add_argument("--variants", default="default,contraction,parallel")
+    parser.add_argument("--variants", default=variants)
     parser.add_argument("--targets", default="avx512,avx2")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments(__doc__, "default,contraction,parallel").parse_args()
     tf = import_tensorflow()
     import keras
 
     variants, targets = args.variants.split(","), args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
     columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
-    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
-    print("|---|---:|" + "---:|" * (len(columns) + 1))
-    if args.whole_model:
-        times, error = bench_function(tf, whole_model(tf, keras), variants, targets, args.rounds, args.calls)
-        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
-        print(f"load after: {os.getloadavg()[0]:.2f}")
-        return
-    layers = mobilenet_layers(keras)
+
+    def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
+        return bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
+
+    layers = [] if args.whole_model else mobilenet_layers(keras)
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
-    totals = {name: 0.0 for name in columns}
-    for layer in layers:
-        concrete = layer_function(tf, keras, layer)
-        times, error = bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
-        for name in columns:
-            totals[name] += times[name] * layer.count
-        print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
-              + f" | {error:.1e} |", flush=True)
-    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | "
-          + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
-    print(f"load after: {os.getloadavg()[0]:.2f}")
+    print_table(columns, bench_one, whole_model(tf, keras) if args.whole_model else None,
+                [(layer, layer_function(tf, keras, layer)) for layer in layers])
 
+
+def print_table(columns: list[str], bench_one: Callable[[Any], tuple[dict[str, float], float]], whole: Any | None,
+                layers: list[tuple[Any, Any]]) -> None:
+    """Time the traced whole model (``whole``, in ms) or each traced layer (in us; a layer has a
+    ``label()`` and a ``count`` in the model) with ``bench_one``, printing a Markdown row as each is
+    done, then the sum over the model's layers."""
+    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
+    print("|---|---:|" + "---:|" * (len(columns) + 1))
+    if whole is not None:
+        times, error = bench_one(whole)
+        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
+    else:
+        totals = {name: 0.0 for name in columns}
+        for layer, concrete in layers:
+            times, error = bench_one(concrete)
+            for name in columns:
+                totals[name] += times[name] * layer.count
+            print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
+                  + f" | {error:.1e} |", flush=True)
+        print(f"| **sum over the model's layers** | {sum(layer.count for layer, _ in layers)} | "
+              + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,12 @@ process. TFLite runs with XNNPACK on 1 and on 2 threads, TVM on one thread per c
 ``TVM_NUM_THREADS=1`` for one):
 
     .venv/bin/python benchmarks/pointwise_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
-        [--variants default,before] [--targets avx512,avx2] [--whole-model]
+        [--variants default,before] [--targets avx512,avx2] [--whole-model] [--thread-cpu]
+
+``--thread-cpu`` (with ``TVM_NUM_THREADS=1``) times the calling thread's CPU time instead of wall
+time, TFLite on one thread only: both then run every kernel in the calling thread, so the figures
+leave out the waits for a core that other jobs cause. On this shared 2-core machine at load 5,
+best-of wall times favoured the faster backends (a shorter round more often runs undisturbed).
 
 Variants: ``default`` (the rules as they are) and ``before``, the contraction rule with the
 register tile it chose before issue 17's 1x1 work (``previous_register_tile``).
@@ -20,8 +25,8 @@ register tile it chose before issue 17's 1x1 work (``previous_register_tile``).
 
 from __future__ import annotations
 
-import argparse
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -120,47 +125,31 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=20, help="calls per round")
-    parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
-    parser.add_argument("--whole-model", action="store_true", help="time the whole MobileNetV2 instead")
-    parser.add_argument("--variants", default="default,before")
-    parser.add_argument("--targets", default="avx512,avx2")
+    parser = bench.arguments(__doc__, "default,before")
+    parser.add_argument("--thread-cpu", action="store_true", help="thread CPU time, one thread (TVM_NUM_THREADS=1)")
     args = parser.parse_args()
+    if args.thread_cpu and bench.THREADS != 1:
+        parser.error("--thread-cpu needs TVM_NUM_THREADS=1: TVM's other threads' time would not be counted")
+    tflite_threads = (1,) if args.thread_cpu else TFLITE_THREADS
+    clock = time.thread_time if args.thread_cpu else time.perf_counter
     tf = import_tensorflow()
     import keras
 
     variants, targets = args.variants.split(","), args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {bench.THREADS}")
-    tflite = ["tflite" if n == bench.THREADS else f"tflite/{n}" for n in TFLITE_THREADS]
-    columns = tflite + ["tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
-    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
-    print("|---|---:|" + "---:|" * (len(columns) + 1))
+    tflite = ["tflite" if n == bench.THREADS else f"tflite/{n}" for n in tflite_threads]
+    # TensorFlow runs its kernels on threads of its own: the calling thread's CPU time says nothing.
+    columns = tflite + ([] if args.thread_cpu else ["tf.function"]) + [f"{v}/{t}" for t in targets for v in variants]
 
     def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
         return bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls, VARIANTS,
-                                    TFLITE_THREADS)
+                                    tflite_threads, clock)
 
-    if args.whole_model:
-        times, error = bench_one(bench.whole_model(tf, keras))
-        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
-        print(f"load after: {os.getloadavg()[0]:.2f}")
-        return
-    layers = mobilenet_layers(keras)
+    layers = [] if args.whole_model else mobilenet_layers(keras)
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
-    totals = {name: 0.0 for name in columns}
-    for layer in layers:
-        times, error = bench_one(layer_function(tf, keras, layer))
-        for name in columns:
-            totals[name] += times[name] * layer.count
-        print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
-              + f" | {error:.1e} |", flush=True)
-    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | "
-          + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
-    print(f"load after: {os.getloadavg()[0]:.2f}")
-
+    bench.print_table(columns, bench_one, bench.whole_model(tf, keras) if args.whole_model else None,
+                      [(layer, layer_function(tf, keras, layer)) for layer in layers])
 
 if __name__ == "__main__":
     main()
