@@ -171,7 +171,8 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
 def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[str], rounds: int,
                    per_round: int, rules: dict[str, tuple[schedules.Rule, ...]] = VARIANTS,
                    tflite_threads: tuple[int, ...] = (THREADS,),
-                   clock: Callable[[], float] = time.perf_counter) -> tuple[dict[str, float], float]:
+                   clock: Callable[[], float] = time.perf_counter,
+                   time_tf_function: bool = True) -> tuple[dict[str, float], float]:
     """Times of every backend for one traced function of float32 inputs, and the largest
     difference of a TVM build from TensorFlow. TFLite's columns are ``tflite`` for ``THREADS``
     threads, ``tflite/N`` for other counts."""
@@ -186,7 +187,8 @@ def bench_function(tf: Any, concrete: Any, variants: list[str], targets: list[st
     calls: dict[str, Callable[[], Any]] = {
         "tflite" if threads == THREADS else f"tflite/{threads}": tflite_call(tf, flatbuffer, inputs, threads)
         for threads in tflite_threads}
-    calls["tf.function"] = lambda: concrete(*tensors)
+    if time_tf_function:
+        calls["tf.function"] = lambda: concrete(*tensors)
     host = host_cpu_target()
     for name in targets:
         target = tvm.target.Target({**host, **TARGETS[name]})

@@ -138,12 +138,13 @@ def main() -> None:
     variants, targets = args.variants.split(","), args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {bench.THREADS}")
     tflite = ["tflite" if n == bench.THREADS else f"tflite/{n}" for n in tflite_threads]
-    # TensorFlow runs its kernels on threads of its own: the calling thread's CPU time says nothing.
+    # TensorFlow runs its kernels on threads of its own: the calling thread's CPU time says nothing
+    # of them, and its threads would disturb the caches of the backends timed after it.
     columns = tflite + ([] if args.thread_cpu else ["tf.function"]) + [f"{v}/{t}" for t in targets for v in variants]
 
     def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
         return bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls, VARIANTS,
-                                    tflite_threads, clock)
+                                    tflite_threads, clock, time_tf_function=not args.thread_cpu)
 
     layers = [] if args.whole_model else mobilenet_layers(keras)
     if args.layers:

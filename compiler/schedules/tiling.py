@@ -67,12 +67,18 @@ def _tile_throughput(rows: int, cols: int, lanes: int) -> float:
     return rows * cols / max(rows * vectors, rows + vectors, FMA_SLOTS)
 
 
+def weight_registers(rows: int, vectors: int) -> int:
+    """Registers the weight vectors of one reduction step hold: one per vector, reused by every
+    row; a single row uses each once, straight from memory as the FMA's operand."""
+    return vectors if rows > 1 else 0
+
+
 def register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int) -> tuple[int, int]:
     """(rows, cols) of a register tile of accumulators for a target with ``registers`` vector registers.
 
-    Among the tiles that divide both extents, whose accumulators, one weight vector per column
-    vector and one broadcast input fit the registers (a 7 x 4-vector AVX-512 tile needs 33 and
-    spilled: MobileNetV2's 7x7x320 -> 1280 convolution took 2.3x the time of 7 x 2) and that stay
+    Among the tiles that divide both extents, whose accumulators, weight vectors
+    (``weight_registers``) and one broadcast input fit the registers (a 7 x 4-vector AVX-512 tile
+    needs 33 and spilled: MobileNetV2's 7x7x320 -> 1280 convolution took 2.3x the time of 7 x 2) and that stay
     on the stack (``MAX_ACCUMULATORS``), the one with the best ``_tile_throughput``; then the most
     accumulators, the fewest loads per step, the most rows (docs/schedules.md, "1x1 convolutions").
     """
@@ -82,7 +88,7 @@ def register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int
             cols = vector_tile(cols_extent, lanes, vectors)
             width = _registers(cols, lanes)
             accumulators = rows * width
-            if accumulators > MAX_ACCUMULATORS or accumulators + width + 1 > registers:
+            if accumulators > MAX_ACCUMULATORS or accumulators + weight_registers(rows, width) + 1 > registers:
                 continue
             key = (_tile_throughput(rows, cols, lanes), accumulators, -(rows + width), rows)
             if best_key is None or key > best_key:

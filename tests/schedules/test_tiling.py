@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.channel_padding import padded_channels
 from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, depthwise_tile, divisors, register_tile, row_tile,
-                                              vector_tile, vector_width)
+                                              vector_tile, vector_width, weight_registers)
 
 
 def test_divisors() -> None:
@@ -55,7 +55,8 @@ def test_gemv_gets_more_vectors_than_a_gemm() -> None:
     ("rows", "cols", "lanes", "registers", "expected"),
     [
         (7, 1280, 16, 32, (7, 32)),  # 7 x 4 vectors + 4 weight vectors + a broadcast: 33 registers
-        (7, 1280, 8, 16, (7, 8)),  # AVX2: one vector by 7 rows, not one row by 8 vectors
+        (7, 1280, 8, 16, (1, 64)),  # AVX2: one row of 8 vectors, its weights read once from memory
+        (7, 160, 8, 16, (7, 8)),  # but 7 rows of one vector where 8 vectors do not divide the columns
         (112, 96, 16, 32, (7, 32)),  # 14 x 2 vectors would be 1792 bytes: a workspace, not the stack
         (56, 144, 16, 32, (4, 48)),  # 144 = 9 vectors: 3 per row, where 2 would not divide
         (112, 16, 16, 32, (14, 16)),  # one vector of columns: rows fill the accumulators
@@ -77,7 +78,7 @@ def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, regist
     vectors = tile_cols // vector_width(tile_cols, lanes)
     if (tile_rows, tile_cols) != (1, vector_tile(cols, lanes, 1)):  # the fallback when nothing fits
         assert tile_rows * vectors <= MAX_ACCUMULATORS
-        assert tile_rows * vectors + vectors + 1 <= registers
+        assert tile_rows * vectors + weight_registers(tile_rows, vectors) + 1 <= registers
 
 
 def test_padded_channels() -> None:
