@@ -29,7 +29,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -235,14 +235,15 @@ def main() -> None:
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
     print_table(columns, bench_one, whole_model(tf, keras) if args.whole_model else None,
-                [(layer, layer_function(tf, keras, layer)) for layer in layers])
+                ((layer, layer_function(tf, keras, layer)) for layer in layers))
 
 
 def print_table(columns: list[str], bench_one: Callable[[Any], tuple[dict[str, float], float]], whole: Any | None,
-                layers: list[tuple[Any, Any]]) -> None:
+                layers: Iterable[tuple[Any, Any]]) -> None:
     """Time the traced whole model (``whole``, in ms) or each traced layer (in us; a layer has a
     ``label()`` and a ``count`` in the model) with ``bench_one``, printing a Markdown row as each is
-    done, then the sum over the model's layers."""
+    done, then the sum over the model's layers. ``layers`` is traced lazily: a concrete function
+    outlives its Keras model's variables only while the model is referenced."""
     print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
     print("|---|---:|" + "---:|" * (len(columns) + 1))
     if whole is not None:
@@ -250,13 +251,15 @@ def print_table(columns: list[str], bench_one: Callable[[Any], tuple[dict[str, f
         print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
     else:
         totals = {name: 0.0 for name in columns}
+        count = 0
         for layer, concrete in layers:
+            count += layer.count
             times, error = bench_one(concrete)
             for name in columns:
                 totals[name] += times[name] * layer.count
             print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
                   + f" | {error:.1e} |", flush=True)
-        print(f"| **sum over the model's layers** | {sum(layer.count for layer, _ in layers)} | "
+        print(f"| **sum over the model's layers** | {count} | "
               + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 

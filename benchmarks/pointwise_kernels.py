@@ -150,7 +150,7 @@ def main() -> None:
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
     bench.print_table(columns, bench_one, bench.whole_model(tf, keras) if args.whole_model else None,
-                      [(layer, layer_function(tf, keras, layer)) for layer in layers])
+                      ((layer, layer_function(tf, keras, layer)) for layer in layers))
 
 if __name__ == "__main__":
     main()
