@@ -29,7 +29,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -130,29 +130,34 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
 
 
 def tvm_call(relax_mod: tvm.IRModule, schedule: Schedule, target: tvm.target.Target,
-             x: np.ndarray) -> Callable[[], np.ndarray]:
+             inputs: list[np.ndarray]) -> Callable[[], np.ndarray]:
     """Build the module as `tfcheck build` does, scheduled by ``schedule``; a call."""
     vm = relax.VirtualMachine(tvm.compile(schedule(relax_mod, target), target=target), tvm.cpu())
-    data = tvm.runtime.tensor(x)
-    return lambda: vm["main"](data).numpy()
+    data = [tvm.runtime.tensor(x) for x in inputs]
+    return lambda: vm["main"](*data).numpy()
 
 
-def tflite_call(tf: Any, flatbuffer: bytes, x: np.ndarray) -> Callable[[], np.ndarray]:
-    """TFLite's interpreter with its default XNNPACK delegate on ``THREADS`` threads."""
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=THREADS)
+def tflite_call(tf: Any, flatbuffer: bytes, inputs: list[np.ndarray], threads: int = THREADS) -> Callable[[], np.ndarray]:
+    """TFLite's interpreter with its default XNNPACK delegate on ``threads`` threads (inputs in signature order)."""
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
     interpreter.allocate_tensors()
-    [given], [taken] = interpreter.get_input_details(), interpreter.get_output_details()
+    [taken] = interpreter.get_output_details()
+    # The converter keeps the tf.function's arguments in order; their tensor indices follow it.
+    given = sorted(interpreter.get_input_details(), key=lambda detail: detail["index"])
 
     def run() -> np.ndarray:
-        interpreter.set_tensor(given["index"], x)
+        for detail, x in zip(given, inputs):
+            interpreter.set_tensor(detail["index"], x)
         interpreter.invoke()
         return interpreter.get_tensor(taken["index"])
 
     return run
 
 
-def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int) -> dict[str, float]:
-    """Best per-call wall time (us) over ``rounds`` rounds of ``per_round`` calls, backends alternating.
+def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: int,
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Best per-call time (us, wall time unless ``clock`` says otherwise) over ``rounds`` rounds of
+    ``per_round`` calls, backends alternating.
 
     Each round starts one backend further along: in a fixed order the backend timed right after
     the tf.function ran 14-66% slower than the same kernel timed later in the round (TensorFlow's
@@ -167,10 +172,10 @@ def interleaved_us(calls: dict[str, Callable[[], Any]], rounds: int, per_round: 
         first = index % len(names)
         for name in names[first:] + names[:first]:
             call = calls[name]
-            start = time.perf_counter()
+            start = clock()
             for _ in range(per_round):
                 call()
-            best[name] = min(best[name], (time.perf_counter() - start) / per_round * 1e6)
+            best[name] = min(best[name], (clock() - start) / per_round * 1e6)
     return best
 
 
@@ -182,45 +187,58 @@ def import_flatbuffer(flatbuffer: bytes) -> tvm.IRModule:
         return import_tflite(path)
 
 
-def bench_function(tf: Any, concrete: Any, variants: dict[str, Schedule], targets: list[str],
-                   rounds: int, per_round: int) -> tuple[dict[str, float], float]:
-    """Times of every backend for one traced function of one float32 input, and the largest
+def bench_function(tf: Any, concrete: Any, variants: dict[str, Schedule], targets: list[str], rounds: int,
+                   per_round: int, tflite_threads: tuple[int, ...] = (THREADS,),
+                   clock: Callable[[], float] = time.perf_counter,
+                   time_tf_function: bool = True) -> tuple[dict[str, float], float]:
+    """Times of every backend for one traced function of float32 inputs, and the largest
     difference of a TVM build from TensorFlow; ``variants`` names the scheduling steps to build
-    with (one TVM build per variant and target)."""
+    with (one TVM build per variant and target). TFLite's columns are ``tflite`` for ``THREADS``
+    threads, ``tflite/N`` for other counts."""
     flatbuffer = to_tflite(freeze(concrete))
     relax_mod = import_flatbuffer(flatbuffer)
-    shape = [int(d) for d in concrete.inputs[0].shape]
-    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    tensor = tf.constant(x)
-    calls: dict[str, Callable[[], Any]] = {"tflite": tflite_call(tf, flatbuffer, x),
-                                           "tf.function": lambda: concrete(tensor)}
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal([int(d) for d in spec.shape]).astype(np.float32)
+              for spec in concrete.structured_input_signature[0]]
+    tensors = [tf.constant(x) for x in inputs]
+    calls: dict[str, Callable[[], Any]] = {
+        "tflite" if threads == THREADS else f"tflite/{threads}": tflite_call(tf, flatbuffer, inputs, threads)
+        for threads in tflite_threads}
+    if time_tf_function:
+        calls["tf.function"] = lambda: concrete(*tensors)
     host = host_cpu_target()
     for name in targets:
         target = tvm.target.Target({**host, **TARGETS[name]})
         for variant, schedule in variants.items():
-            calls[f"{variant}/{name}"] = tvm_call(relax_mod, schedule, target, x)
-    expected = concrete(tensor).numpy()
-    error = max(float(np.max(np.abs(call() - expected))) for key, call in calls.items() if "/" in key)
-    return interleaved_us(calls, rounds, per_round), error
+            calls[f"{variant}/{name}"] = tvm_call(relax_mod, schedule, target, inputs)
+    expected = concrete(*tensors).numpy()
+    error = max(float(np.max(np.abs(calls[f"{v}/{t}"]() - expected))) for v in variants for t in targets)
+    return interleaved_us(calls, rounds, per_round, clock), error
 
 
 def whole_model(tf: Any, keras: Any) -> Any:
-    """MobileNetV2 as `benchmarks/compiled/imagenet_models.py` has it, traced."""
+    """MobileNetV2 with random weights and its softmax (as `benchmarks/compiled/imagenet_models.py` had it
+    before it returned calibrated logits: the figures of docs/schedules.md were taken so), traced."""
     keras.utils.set_random_seed(0)
     model = keras.applications.MobileNetV2(weights=None)
     spec = tf.TensorSpec([1, 224, 224, 3], tf.float32)
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, variants: str) -> argparse.ArgumentParser:
+    """The options of the per-layer benchmarks (this one and ``pointwise_kernels.py``)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="calls per round")
     parser.add_argument("--layers", help="comma-separated indices into the layer list (default: all)")
     parser.add_argument("--whole-model", action="store_true", help="time the whole MobileNetV2 instead")
-    parser.add_argument("--variants", default="default,contraction,parallel")
+    parser.add_argument("--variants", default=variants)
     parser.add_argument("--targets", default="avx512,avx2")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments(__doc__, "default,contraction,parallel").parse_args()
     tf = import_tensorflow()
     import keras
 
@@ -228,28 +246,41 @@ def main() -> None:
     targets = args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
     columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
-    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
-    print("|---|---:|" + "---:|" * (len(columns) + 1))
-    if args.whole_model:
-        times, error = bench_function(tf, whole_model(tf, keras), variants, targets, args.rounds, args.calls)
-        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
-        print(f"load after: {os.getloadavg()[0]:.2f}")
-        return
-    layers = mobilenet_layers(keras)
+
+    def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
+        return bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
+
+    layers = [] if args.whole_model else mobilenet_layers(keras)
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
-    totals = {name: 0.0 for name in columns}
-    for layer in layers:
-        concrete = layer_function(tf, keras, layer)
-        times, error = bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
-        for name in columns:
-            totals[name] += times[name] * layer.count
-        print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
-              + f" | {error:.1e} |", flush=True)
-    print(f"| **sum over the model's layers** | {sum(layer.count for layer in layers)} | "
-          + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
-    print(f"load after: {os.getloadavg()[0]:.2f}")
+    print_table(columns, bench_one, whole_model(tf, keras) if args.whole_model else None,
+                ((layer, layer_function(tf, keras, layer)) for layer in layers))
 
+
+def print_table(columns: list[str], bench_one: Callable[[Any], tuple[dict[str, float], float]], whole: Any | None,
+                layers: Iterable[tuple[Any, Any]]) -> None:
+    """Time the traced whole model (``whole``, in ms) or each traced layer (in us; a layer has a
+    ``label()`` and a ``count`` in the model) with ``bench_one``, printing a Markdown row as each is
+    done, then the sum over the model's layers. ``layers`` is traced lazily: a concrete function
+    outlives its Keras model's variables only while the model is referenced."""
+    print("| layer | in model | " + " | ".join(columns) + " | max abs err |")
+    print("|---|---:|" + "---:|" * (len(columns) + 1))
+    if whole is not None:
+        times, error = bench_one(whole)
+        print("| MobileNetV2 | 1x | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
+    else:
+        totals = {name: 0.0 for name in columns}
+        count = 0
+        for layer, concrete in layers:
+            count += layer.count
+            times, error = bench_one(concrete)
+            for name in columns:
+                totals[name] += times[name] * layer.count
+            print(f"| {layer.label()} | {layer.count}x | " + " | ".join(f"{times[c]:.1f} us" for c in columns)
+                  + f" | {error:.1e} |", flush=True)
+        print(f"| **sum over the model's layers** | {count} | "
+              + " | ".join(f"{totals[c]:.0f} us" for c in columns) + " | |")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -85,7 +85,7 @@ def _static_width(call: relax.Call) -> int | None:
 def pad_output_channels(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Every Relax function of `mod` with its narrow-vector and awkward-width convolutions padded
     (see the module)."""
-    padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), max_rows(cpu.accumulator_budget(target)))
+    padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), max_rows(cpu.vector_registers(target)))
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             padder.builder_.update_func(gvar, padder.visit_expr(func))

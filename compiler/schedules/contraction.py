@@ -117,7 +117,7 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
     # A symbolic rows axis gets one row per tile (and more column vectors): a tile of several rows
     # needs a bound check per row in the innermost loop, which measured 2.6x slower than the
     # static build on an MLP at batch 8, against 1.5x for one row (docs/benchmarks.md).
-    rows, cols = tile_size(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.accumulator_budget(target))
+    rows, cols = tile_size(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.vector_registers(target))
     cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
     outer = [cols_outer]
     rows_inner = None
@@ -243,8 +243,10 @@ def _position(sch: s_tir.Schedule, block: SBlockRV) -> int:
 CONTRACTION = MicroKernel(register_tile, inline_producers=False, unroll_reduction=False, parallel=True)
 
 
-def schedule_contraction(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern."""
+def schedule_contraction(func: tirx.PrimFunc, target: Target,
+                         kernel: MicroKernel = CONTRACTION) -> s_tir.Schedule | None:
+    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern
+    (``kernel`` is for benchmarks that compare other choices)."""
     sch = s_tir.Schedule(func)
     main = main_block(sch)
-    return None if main is None else schedule_micro_kernel(sch, main, func, target, CONTRACTION)
+    return None if main is None else schedule_micro_kernel(sch, main, func, target, kernel)

@@ -37,13 +37,10 @@ def vector_lanes(target: Target, dtype_bits: int) -> int:
     return max(vector_bits(target) // dtype_bits, 1)
 
 
-def accumulator_budget(target: Target) -> int:
-    """How many vector registers a tile of accumulators may occupy without spilling.
-
-    AVX-512 has 32 vector registers (28 leaves room for the loaded weights and the broadcast
-    input); AVX2, SSE and NEON have 16 (12).
-    """
-    return 28 if vector_bits(target) >= 512 else 12
+def vector_registers(target: Target) -> int:
+    """How many vector registers the register tile (accumulators, weights, a broadcast input) may use:
+    32 with AVX-512, 16 with AVX2, SSE and NEON."""
+    return 32 if vector_bits(target) >= 512 else 16
 
 
 def num_cores(target: Target) -> int:

@@ -42,9 +42,22 @@ def row_tile(extent: int, max_rows: int) -> int:
     return max(d for d in divisors(extent) if d <= max_rows)
 
 
-def max_rows(budget: int) -> int:
-    """Rows of a register tile at most: half the ``budget`` of accumulators (two vectors per row)."""
-    return max(1, budget // 2)
+# Accumulator vectors a register tile may have: TVM's LowerTVMBuiltin puts a buffer under 1 KiB on
+# the stack (where LLVM keeps it in registers) and allocates any larger one with
+# TVMBackendAllocWorkspace, once per tile under a parallel loop. 15 AVX-512 vectors are 960 bytes.
+MAX_ACCUMULATORS = 15
+
+# Independent accumulators that keep the FMA units busy: two FMA pipes times four cycles of latency.
+FMA_SLOTS = 8
+
+# Vectors of the widest tile tried over the columns (a single row, GEMV, reads each weight once).
+MAX_VECTORS = 8
+
+
+def max_rows(registers: int) -> int:
+    """Rows of a register tile at most (``register_tile``'s limits with one vector per row: the
+    accumulators, one weight vector and a broadcast input in ``registers``, on the stack)."""
+    return max(1, min(MAX_ACCUMULATORS, registers - 2))
 
 
 def padded_rows(extent: int, max_rows: int) -> int:
@@ -63,17 +76,46 @@ def padded_rows(extent: int, max_rows: int) -> int:
     return extent
 
 
-def register_tile(rows_extent: int, cols_extent: int, lanes: int, budget: int) -> tuple[int, int]:
-    """(rows, cols) of a register tile of accumulators that fits in ``budget`` vector registers.
+def _registers(cols: int, lanes: int) -> int:
+    """Vector registers one row of ``cols`` accumulators occupies, cut as ``vector_width`` cuts it."""
+    return cols // vector_width(cols, lanes)
 
-    More independent accumulators hide the FMA latency and reuse each loaded weight vector more
-    often: on a 3x3 ResNet convolution 14x32 ran in 3.6 ms where 7x32 took 5 ms. Rows go up to half
-    the budget (so there are at least two vectors per row); a single row (GEMV) gets more vectors.
+
+def _tile_throughput(rows: int, cols: int, lanes: int) -> float:
+    """Output elements the tile advances per cycle-ish of one reduction step: each step issues
+    ``rows x vectors`` FMAs and loads ``rows`` broadcast inputs and ``vectors`` weights, two per
+    cycle either way, and needs ``FMA_SLOTS`` accumulators in flight to hide the FMA latency."""
+    vectors = _registers(cols, lanes)
+    return rows * cols / max(rows * vectors, rows + vectors, FMA_SLOTS)
+
+
+def weight_registers(rows: int, vectors: int) -> int:
+    """Registers the weight vectors of one reduction step hold: one per vector, reused by every
+    row; a single row uses each once, straight from memory as the FMA's operand."""
+    return vectors if rows > 1 else 0
+
+
+def register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int) -> tuple[int, int]:
+    """(rows, cols) of a register tile of accumulators for a target with ``registers`` vector registers.
+
+    Among the tiles that divide both extents, whose accumulators, weight vectors
+    (``weight_registers``) and one broadcast input fit the registers (a 7 x 4-vector AVX-512 tile
+    needs 33 and spilled: MobileNetV2's 7x7x320 -> 1280 convolution took 2.3x the time of 7 x 2) and that stay
+    on the stack (``MAX_ACCUMULATORS``), the one with the best ``_tile_throughput``; then the most
+    accumulators, the fewest loads per step, the most rows (docs/schedules.md, "1x1 convolutions").
     """
-    rows = row_tile(rows_extent, max_rows(budget))
-    vectors = max(1, min(budget // rows, 8 if rows == 1 else 4))
-    cols = vector_tile(cols_extent, lanes, vectors)
-    return rows, cols
+    best, best_key = (1, vector_tile(cols_extent, lanes, 1)), None
+    for rows in divisors(rows_extent):
+        for vectors in range(1, MAX_VECTORS + 1):
+            cols = vector_tile(cols_extent, lanes, vectors)
+            width = _registers(cols, lanes)
+            accumulators = rows * width
+            if accumulators > MAX_ACCUMULATORS or accumulators + weight_registers(rows, width) + 1 > registers:
+                continue
+            key = (_tile_throughput(rows, cols, lanes), accumulators, -(rows + width), rows)
+            if best_key is None or key > best_key:
+                best, best_key = (rows, cols), key
+    return best
 
 
 def depthwise_tile(rows_extent: int, cols_extent: int, lanes: int, budget: int) -> tuple[int, int]:

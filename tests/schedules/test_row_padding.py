@@ -4,8 +4,8 @@ The contraction rule's register tile is rows of output columns by vectors of out
 its rows divide the width: InceptionV3's 17x17 maps (its 1x7, 7x1 and 1x1 convolutions, the
 stride-2 3x3 one from 35x35) got tiles of one row, each weight vector loaded feeding one FMA, and
 the model ran at half the speed it does now. `channel_padding.py` pads such a convolution's input
-on the right so it computes 18 columns, in tiles of 9 (6 with AVX2's registers), and slices the
-output back. These tests check the tile each target gets, without running it, and the padded
+on the right so it computes 18 columns, in tiles of several rows (`tiling.register_tile` picks
+them for each target's registers), and slices the output back. These tests check the tile each target gets, without running it, and the padded
 kernel's numbers against NumPy on this machine.
 """
 
@@ -18,6 +18,7 @@ from tvm import relax, s_tir, tirx
 
 from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
 from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.schedules.tiling import register_tile
 from tfcheck.compiler.targets import host_cpu_target
 
 from .test_operators import check, conv_case, run
@@ -30,9 +31,8 @@ PRIME_WIDTH = [
     ((1, 35, 35, 8), (3, 3), 32, (2, 2), (0, 0, 0, 0)),  # the stride-2 3x3 'valid' from 35x35
     ((1, 34, 34, 8), (3, 3), 16, (2, 2), (0, 0, 1, 1)),  # stride 2, TensorFlow's 'same' (padding on the right)
 ]
-# mcpu -> rows of the register tile over 17 columns computed as 18: AVX-512's 32 registers (28
-# accumulators, up to 14 rows) and AVX2's 16 (12 accumulators, up to 6 rows).
-ROWS = {"znver5": 9, "znver3": 6}
+# mcpu -> (float lanes, vector registers): AVX-512 and AVX2.
+TARGETS = {"znver5": (16, 32), "znver3": (8, 16)}
 
 
 def contraction_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> tirx.PrimFunc:
@@ -53,12 +53,14 @@ def tile_rows(kernel: tirx.PrimFunc) -> tuple[int, int]:
     return int(unrolled[0].extent), int(written.source.shape[2])
 
 
-@pytest.mark.parametrize("mcpu", sorted(ROWS))
+@pytest.mark.parametrize("mcpu", sorted(TARGETS))
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
 def test_a_prime_output_width_gets_several_rows_per_tile(shape, kernel, out, strides, pads, mcpu: str) -> None:
     mod, _x, _expected = conv_case(shape, kernel, out, strides, pads, (1, 1))
     target = tvm.target.Target({**host_cpu_target(), "mcpu": mcpu})
-    assert tile_rows(contraction_kernel(mod, target)) == (ROWS[mcpu], 18)
+    rows, columns = tile_rows(contraction_kernel(mod, target))
+    assert columns == 18 and rows > 1
+    assert rows == register_tile(18, out, *TARGETS[mcpu])[0]
 
 
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
@@ -79,5 +81,5 @@ def test_a_width_that_divides_well_is_left_alone(width: int) -> None:
     """DenseNet's and ResNet's maps (7, 14, 28, 56: 7 or 14 rows) compute no extra column."""
     mod, _x, _expected = conv_case((1, width, width, 16), (3, 3), 32, (1, 1), (1, 1, 1, 1), (1, 1))
     target = tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"})
-    assert tile_rows(contraction_kernel(mod, target)) == (7 if width == 35 else 14, width)
+    assert tile_rows(contraction_kernel(mod, target)) == (register_tile(width, 32, 16, 32)[0], width)
     assert "strided_slice" not in legalize_and_fuse(mod, target)["main"].script()

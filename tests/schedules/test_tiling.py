@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.channel_padding import padded_channels
-from tfcheck.compiler.schedules.tiling import (depthwise_tile, divisors, padded_rows, register_tile, row_tile,
-                                              vector_tile, vector_width)
+from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, depthwise_tile, divisors, max_rows, padded_rows,
+                                              register_tile, row_tile, vector_tile, vector_width, weight_registers)
 
 
 def test_divisors() -> None:
@@ -44,20 +44,41 @@ def test_row_tile_picks_largest_divisor() -> None:
 
 
 def test_gemv_gets_more_vectors_than_a_gemm() -> None:
-    assert register_tile(1, 1024, lanes=16, budget=28) == (1, 128)
-    assert register_tile(32, 1024, lanes=16, budget=28) == (8, 32)  # 48 does not divide 1024
-    assert register_tile(32, 96, lanes=16, budget=28) == (8, 48)
-    assert register_tile(14, 256, lanes=16, budget=28) == (14, 32)
-    assert register_tile(56, 256, lanes=8, budget=12) == (4, 16)  # AVX2: 24 does not divide 256
+    assert register_tile(1, 1024, lanes=16, registers=32) == (1, 128)
+    assert register_tile(32, 1024, lanes=16, registers=32) == (4, 32)  # 8 rows: no multiple of 16 under 15 vectors
+    assert register_tile(32, 96, lanes=16, registers=32) == (4, 48)
+    assert register_tile(14, 256, lanes=16, registers=32) == (7, 32)
+    assert register_tile(56, 256, lanes=8, registers=16) == (4, 16)  # AVX2: 24 does not divide 256
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "lanes", "registers", "expected"),
+    [
+        (7, 1280, 16, 32, (7, 32)),  # 7 x 4 vectors + 4 weight vectors + a broadcast: 33 registers
+        (7, 1280, 8, 16, (1, 64)),  # AVX2: one row of 8 vectors, its weights read once from memory
+        (7, 160, 8, 16, (7, 8)),  # but 7 rows of one vector where 8 vectors do not divide the columns
+        (112, 96, 16, 32, (7, 32)),  # 14 x 2 vectors would be 1792 bytes: a workspace, not the stack
+        (56, 144, 16, 32, (4, 48)),  # 144 = 9 vectors: 3 per row, where 2 would not divide
+        (112, 16, 16, 32, (14, 16)),  # one vector of columns: rows fill the accumulators
+        (112, 96, 8, 16, (4, 24)),  # AVX2: 12 accumulators, 3 weights, a broadcast: all 16
+    ],
+)
+def test_register_tile_for_pointwise_convolutions(rows: int, cols: int, lanes: int, registers: int,
+                                                  expected: tuple[int, int]) -> None:
+    assert register_tile(rows, cols, lanes, registers) == expected
 
 
 @given(
-    rows=st.integers(1, 300), cols=st.integers(1, 3000), lanes=st.sampled_from([4, 8, 16]), budget=st.sampled_from([12, 24])
+    rows=st.integers(1, 300), cols=st.integers(1, 3000), lanes=st.sampled_from([4, 8, 16]),
+    registers=st.sampled_from([16, 32]),
 )
-def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, budget: int) -> None:
-    tile_rows, tile_cols = register_tile(rows, cols, lanes, budget)
+def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, registers: int) -> None:
+    tile_rows, tile_cols = register_tile(rows, cols, lanes, registers)
     assert rows % tile_rows == 0 and cols % tile_cols == 0
-    assert tile_rows <= budget // 2 and tile_cols <= lanes * 8
+    vectors = tile_cols // vector_width(tile_cols, lanes)
+    if (tile_rows, tile_cols) != (1, vector_tile(cols, lanes, 1)):  # the fallback when nothing fits
+        assert tile_rows * vectors <= MAX_ACCUMULATORS
+        assert tile_rows * vectors + weight_registers(tile_rows, vectors) + 1 <= registers
 
 
 def test_padded_rows() -> None:
