@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-# Most combinations of register-tile indices at which a bound check is evaluated: the unrolled
-# row and column loops of a tile (8 x 2 x 16 for the MLP), far more than any tile of the rules.
+# Most combinations of tile indices a bound check is evaluated at (the check reads the rows
+# index alone in the contraction rule's tiles: 8); a check that reads more is left in place.
 MAX_INSTANCES = 4096
+
+Checks = list[tuple[tirx.Expr, dict[tirx.Var, "range | None"]]]
 
 
 def unswitch_partial_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -66,12 +69,12 @@ def _shape_vars(func: tirx.PrimFunc) -> set[tirx.Var]:
 
 
 def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
-    """``loop`` with its body under ``if <tile in bounds>``, or ``loop`` itself when that does not pay."""
-    checks: list[tuple[tirx.Expr, dict[tirx.Var, range]]] = []
+    """``loop`` with its body under ``if <tile in bounds>``, or ``loop`` itself when its blocks
+    carry no check, a check on no symbolic extent, or one no single condition settles."""
+    checks: Checks = []
     _collect_checks(loop.body, {}, checks)
-    symbolic = [(check, inner) for check, inner in checks
-                if any(var in shape_vars for var in tirx.analysis.undefined_vars(check))]
-    if not symbolic or len(symbolic) != len(checks):
+    if not checks or not all(any(var in shape_vars for var in tirx.analysis.undefined_vars(check))
+                             for check, _ in checks):
         return loop
     analyzer = sym.Analyzer()
     analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
@@ -122,7 +125,7 @@ def _row_by_row(analyzer: sym.Analyzer, body: tirx.Stmt) -> tirx.Stmt | None:
 
 def _row_loop(statement: tirx.Stmt) -> tuple[tirx.Var, range, list[tirx.Expr]] | None:
     """The one tile loop that the checks of ``statement`` read, its values and the checks; None if not one."""
-    checks: list[tuple[tirx.Expr, dict]] = []
+    checks: Checks = []
     _collect_checks(statement, {}, checks)
     used = {id(var): (var, inner[var]) for check, inner in checks
             for var in tirx.analysis.undefined_vars(check) if var in inner}
@@ -157,7 +160,7 @@ def _distinct(conditions: list[tirx.Expr]) -> list[tirx.Expr]:
     return kept
 
 
-def _collect_checks(stmt: tirx.Stmt, inner: dict[tirx.Var, range], checks: list) -> None:
+def _collect_checks(stmt: tirx.Stmt, inner: dict[tirx.Var, range | None], checks: Checks) -> None:
     """Append (bound check, the ranges of the constant-extent loops around it) for every block in ``stmt``.
 
     A loop of symbolic extent maps to None: a check that depends on it cannot be enumerated.
@@ -236,7 +239,8 @@ def _without_check(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
     return s_tir.SBlockRealize(realize.iter_values, True, realize.block)
 
 
-def _map_blocks(stmt: tirx.Stmt, on_block, on_loop=lambda loop: loop) -> tirx.Stmt:
+def _map_blocks(stmt: tirx.Stmt, on_block: Callable[[s_tir.SBlockRealize], s_tir.SBlockRealize],
+                on_loop: Callable[[tirx.For], tirx.For] = lambda loop: loop) -> tirx.Stmt:
     """``stmt`` with ``on_block`` applied to every block realize and ``on_loop`` to every loop (after its body)."""
     if isinstance(stmt, tirx.For):
         body = _map_blocks(stmt.body, on_block, on_loop)
