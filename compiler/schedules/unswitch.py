@@ -7,42 +7,44 @@ took 17 us at batch 8 with 8-row tiles, against 6.9 us for the static build (doc
 TVM's ``loop_partition`` refuses symbolic extents, so this step does it on the scheduled TIR,
 one level up: the body of the tiles' loop becomes
 
-    if <the last row of the tile is in bounds>:   # every tile but the last
-        <the tile, without checks>
-    else:                                         # the partial tile
-        for row in unroll(R):
-            if <row in bounds>: <each statement of the tile (init, reduction, epilogue) for that row>
+    if <the last row of the tile is in bounds>:        # every tile but the last
+        <the R-row tile, without checks>
+    else:                                              # the partial tile
+        for each half of the tile:
+            if <its last row is in bounds>: <the R/2-row tile, without checks>
+            else: for each row: if <row in bounds>: <the one-row tile, without checks>
 
-The partial tile runs as one-row tiles did (a row's accumulators in registers, no check inside the
-reduction), so batch 1 is no slower than with one-row tiles. The reordering into rows assumes what
-the contraction rule's kernels guarantee (each row computed from its own inputs); it is checked that
-the row loop binds only spatial iterators.
+where "the n-row tile" is every statement of the tile (initialisation, reduction, epilogue) over
+those rows. A partial tile thus runs as one-row tiles did (a row's accumulators in registers, no
+check inside the reduction), so batch 1 is no slower than with one-row tiles, and a half tile
+runs as a tile of R/2 rows. Running the statements row group by row group assumes what the
+contraction rule's kernels guarantee (each row computed from its own inputs); it is checked that
+the row loops bind only spatial block iterators. Every condition is proven by TVM's analyzer to
+imply the checks it replaces; a kernel where that fails is left as it was.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 
-# Most combinations of tile indices a bound check is evaluated at (the check reads the rows
-# index alone in the contraction rule's tiles: 8); a check that reads more is left in place.
-MAX_INSTANCES = 4096
 
-Checks = list[tuple[tirx.Expr, dict[tirx.Var, "range | None"]]]
+@dataclass(frozen=True)
+class _Statement:
+    """One statement of the tile (a loop nest around a block) and its loop over the tile's rows."""
+
+    stmt: tirx.Stmt
+    rows: tirx.Var  # the loop variable over the tile's rows (``range(R)``)
+    checks: list[tirx.Expr]  # the bound checks of its blocks, each reading ``rows``
 
 
 def unswitch_partial_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with each outer loop whose tiles carry bound checks on a symbolic extent unswitched.
-
-    A loop is changed only when, under one condition on its own iteration, every bound check
-    inside it is proven true by TVM's analyzer: then the first branch has no check left. Anything
-    else (a check on a static extent, one that no single condition settles) is left as it was.
-    """
+    """``func`` with each top-level loop whose tiles carry bound checks on a symbolic extent unswitched."""
     root = func.body
     if not isinstance(root, s_tir.SBlockRealize):
         return func
@@ -69,72 +71,96 @@ def _shape_vars(func: tirx.PrimFunc) -> set[tirx.Var]:
 
 
 def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
-    """``loop`` with its body under ``if <tile in bounds>``, or ``loop`` itself when its blocks
-    carry no check, a check on no symbolic extent, or one no single condition settles."""
-    checks: Checks = []
-    _collect_checks(loop.body, {}, checks)
-    if not checks or not all(any(var in shape_vars for var in tirx.analysis.undefined_vars(check))
-                             for check, _ in checks):
+    """``loop`` with its body split into full and partial tiles, or ``loop`` itself when its
+    blocks carry no check on a symbolic extent or do not have the shape of a register tile."""
+    tile = _tile_statements(loop.body)
+    if tile is None or not all(any(var in shape_vars for var in tirx.analysis.undefined_vars(check))
+                               for statement in tile[0] for check in statement.checks):
         return loop
+    statements, extent = tile
     analyzer = sym.Analyzer()
     analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
-    conditions: list[tirx.Expr] = []
-    for check, inner in checks:
-        instances = _instances(analyzer, check, inner)
-        if instances is None:
-            return loop
-        conditions.append(_weakest_sufficient(analyzer, instances))
-    condition = functools.reduce(tirx.And, _distinct(conditions))
-    # The branches are copies of one body: each must define its own loop and block variables.
-    then_body = _fresh_definitions(_map_blocks(loop.body, _without_check))
-    else_body = _row_by_row(analyzer, loop.body) or loop.body
-    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind,
-                    tirx.IfThenElse(condition, then_body, else_body), loop.thread_binding, loop.annotations,
-                    loop.step)
+    # Half tiles, then single rows: a tile of 8 ending at row 5 runs 4 rows, then 1.
+    groups = [extent // 2, 1] if extent >= 4 else [1]
+    full = _rows_group(analyzer, statements, 0, extent)
+    if full is None:
+        return loop
+    partial = _partial_tile(analyzer, statements, 0, extent, groups)
+    if partial is None:
+        return loop
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.IfThenElse(*full, partial),
+                    loop.thread_binding, loop.annotations, loop.step)
 
 
-def _row_by_row(analyzer: sym.Analyzer, body: tirx.Stmt) -> tirx.Stmt | None:
-    """The partial tile one row at a time, unrolled: ``for row in 0..R-1: if <row in bounds>: <statement at row>``
-    for each statement of the tile (initialisation, reduction, epilogue).
-
-    A row's accumulators then have constant indices and stay in registers, with no check inside
-    the reduction, as in a one-row tile. None unless every statement's checks read one loop of the
-    tile, each of the same extent from 0 (the rows of the register tile).
-    """
-    statements = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    rows = [_row_loop(statement) for statement in statements]
-    if any(found is None for found in rows) or len({len(values) for _, values, _ in rows}) != 1:
-        return None
-    row = tirx.Var("row", str(rows[0][0].ty))
+def _partial_tile(analyzer: sym.Analyzer, statements: list[_Statement], start: int, count: int,
+                  groups: list[int]) -> tirx.Stmt | None:
+    """Rows ``start`` to ``start + count`` of a tile that may end early, in groups of ``groups[0]``
+    rows: each group without checks when its last row is in bounds, else in the next smaller groups."""
+    size, smaller = groups[0], groups[1:]
     pieces = []
-    for statement, (var, _, checks) in zip(statements, rows):
-        at_row = analyzer.clone()
-        at_row.bind(var, row)
-        conditions = _distinct([at_row.simplify(check) for check in checks])
-
-        def pin(loop: tirx.For, var: tirx.Var = var) -> tirx.For:
-            return loop if not loop.loop_var.same_as(var) else tirx.For(
-                var, row, tirx.IntImm(str(var.ty), 1), tirx.ForKind.SERIAL, loop.body)
-
-        pieces.append(tirx.IfThenElse(functools.reduce(tirx.And, conditions),
-                                      _map_blocks(statement, _without_check, pin), None))
-    extent = len(rows[0][1])
-    return tirx.For(row, tirx.IntImm(str(row.ty), 0), tirx.IntImm(str(row.ty), extent), tirx.ForKind.UNROLLED,
-                    tirx.SeqStmt(pieces) if len(pieces) > 1 else pieces[0])
+    for first in range(start, start + count, size):
+        group = _rows_group(analyzer, statements, first, size)
+        rest = _partial_tile(analyzer, statements, first, size, smaller) if smaller else None
+        if group is None or (smaller and rest is None):
+            return None
+        pieces.append(tirx.IfThenElse(group[0], group[1], rest))
+    return tirx.SeqStmt(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _row_loop(statement: tirx.Stmt) -> tuple[tirx.Var, range, list[tirx.Expr]] | None:
-    """The one tile loop that the checks of ``statement`` read, its values and the checks; None if not one."""
-    checks: Checks = []
-    _collect_checks(statement, {}, checks)
-    used = {id(var): (var, inner[var]) for check, inner in checks
-            for var in tirx.analysis.undefined_vars(check) if var in inner}
-    if not checks or len(used) != 1:
+def _rows_group(analyzer: sym.Analyzer, statements: list[_Statement], first: int,
+                size: int) -> tuple[tirx.Expr, tirx.Stmt] | None:
+    """(condition, the tile's statements over rows ``first`` to ``first + size`` without checks):
+    the condition implies every check of those rows. None when no single check implies the rest."""
+    conditions = []
+    for statement in statements:
+        for check in statement.checks:
+            instances = []
+            for row in range(first, first + size):
+                at_row = analyzer.clone()
+                at_row.bind(statement.rows, tirx.IntImm(str(statement.rows.ty), row))
+                instances.append(at_row.simplify(check))
+            condition = _weakest_sufficient(analyzer, instances)
+            if condition is None:
+                return None
+            conditions.append(condition)
+    pieces = [_map_blocks(statement.stmt, _without_check, _pinned(statement.rows, first, size))
+              for statement in statements]
+    # Each group is a copy of the tile: it must define its own loop and block variables.
+    body = _fresh_definitions(tirx.SeqStmt(pieces) if len(pieces) > 1 else pieces[0])
+    return functools.reduce(tirx.And, _distinct(conditions)), body
+
+
+def _pinned(rows: tirx.Var, first: int, size: int) -> Callable[[tirx.For], tirx.For]:
+    """A loop rewrite that runs the loop over ``rows`` from ``first`` for ``size`` iterations."""
+    def pin(loop: tirx.For) -> tirx.For:
+        if not loop.loop_var.same_as(rows):
+            return loop
+        dtype = str(rows.ty)
+        return tirx.For(rows, tirx.IntImm(dtype, first), tirx.IntImm(dtype, size), loop.kind, loop.body,
+                        loop.thread_binding, loop.annotations, loop.step)
+    return pin
+
+
+def _tile_statements(body: tirx.Stmt) -> tuple[list[_Statement], int] | None:
+    """The statements of a tile whose checks each read one constant-extent loop from 0 (its rows),
+    all of the same extent (returned too) and binding only spatial iterators; None for any other body."""
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    statements = []
+    for stmt in stmts:
+        checks: list[tuple[tirx.Expr, dict[tirx.Var, range | None]]] = []
+        _collect_checks(stmt, {}, checks)
+        used = {id(var): (var, inner[var]) for check, inner in checks
+                for var in tirx.analysis.undefined_vars(check) if var in inner}
+        if not checks or len(used) != 1:
+            return None
+        rows, values = next(iter(used.values()))
+        if values is None or values.start != 0 or not _binds_only_spatial(stmt, rows):
+            return None
+        statements.append((_Statement(stmt, rows, [check for check, _ in checks]), len(values)))
+    extents = {extent for _, extent in statements}
+    if len(extents) != 1:
         return None
-    var, values = next(iter(used.values()))
-    if values is None or values.start != 0 or not _binds_only_spatial(statement, var):
-        return None
-    return var, values, [check for check, _ in checks]
+    return [statement for statement, _ in statements], extents.pop()
 
 
 def _binds_only_spatial(statement: tirx.Stmt, var: tirx.Var) -> bool:
@@ -160,11 +186,10 @@ def _distinct(conditions: list[tirx.Expr]) -> list[tirx.Expr]:
     return kept
 
 
-def _collect_checks(stmt: tirx.Stmt, inner: dict[tirx.Var, range | None], checks: Checks) -> None:
-    """Append (bound check, the ranges of the constant-extent loops around it) for every block in ``stmt``.
-
-    A loop of symbolic extent maps to None: a check that depends on it cannot be enumerated.
-    """
+def _collect_checks(stmt: tirx.Stmt, inner: dict[tirx.Var, range | None],
+                    checks: list[tuple[tirx.Expr, dict[tirx.Var, range | None]]]) -> None:
+    """Append (bound check, the values of the loops around it) for every block in ``stmt``; a loop
+    of symbolic extent has None (a check that reads it cannot be enumerated)."""
     if isinstance(stmt, tirx.For):
         extent, start = stmt.extent, stmt.min
         values = (range(start.value, start.value + extent.value)
@@ -182,35 +207,14 @@ def _collect_checks(stmt: tirx.Stmt, inner: dict[tirx.Var, range | None], checks
             checks.append((stmt.predicate, inner))
 
 
-def _instances(analyzer: sym.Analyzer, check: tirx.Expr,
-               inner: dict[tirx.Var, range | None]) -> list[tirx.Expr] | None:
-    """``check`` at every combination of the tile indices it reads, or None when they are too many."""
-    variables = [var for var in tirx.analysis.undefined_vars(check) if var in inner]
-    ranges = [inner[var] for var in variables]
-    if any(values is None for values in ranges) or _product(ranges) > MAX_INSTANCES:
-        return None
-    instances = []
-    for combination in itertools.product(*ranges):
-        at_combination = analyzer.clone()
-        for var, value in zip(variables, combination):
-            at_combination.bind(var, tirx.IntImm(str(var.ty), value))
-        instances.append(at_combination.simplify(check))
-    return instances
-
-
-def _product(ranges: list[range | None]) -> int:
-    """How many combinations ``ranges`` make."""
-    return functools.reduce(lambda total, values: total * len(values), ranges, 1)
-
-
-def _weakest_sufficient(analyzer: sym.Analyzer, instances: list[tirx.Expr]) -> tirx.Expr:
+def _weakest_sufficient(analyzer: sym.Analyzer, instances: list[tirx.Expr]) -> tirx.Expr | None:
     """One instance that implies all the others (the last row's check for ``tile * R + row < batch``),
-    or their conjunction when none does."""
+    or None when none does."""
     for candidate in reversed(instances):
         with analyzer.constraint_scope(candidate):
             if all(analyzer.can_prove(instance) for instance in instances):
                 return candidate
-    return functools.reduce(tirx.And, instances)
+    return None
 
 
 def _fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:

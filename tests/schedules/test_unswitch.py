@@ -1,6 +1,7 @@
 """Tile-level unswitching (`compiler/schedules/unswitch.py`): a contraction over a symbolic batch
-gets 8-row register tiles whose full tiles carry no bound check, while the partial tile runs row
-by row; static kernels are left alone; results match NumPy at every batch size around the tile."""
+gets 8-row register tiles whose full tiles carry no bound check, while the partial tile runs in
+half tiles and single rows; static kernels are left alone; results match NumPy at every batch
+size around the tile."""
 
 from __future__ import annotations
 
@@ -83,12 +84,15 @@ def test_full_tiles_of_a_symbolic_batch_carry_no_row_check() -> None:
     assert not any(checked(realize) for realize in full)
     # The register tile of the full branch has SYMBOLIC_ROWS rows, unrolled: constant accumulator indices.
     assert f"T.unroll(T.int64({SYMBOLIC_ROWS}))" in func.script()
-    # The partial tile runs one row at a time, each row under one check outside its reduction loop.
-    rows = branch.else_case
-    assert isinstance(rows, tirx.For) and rows.kind == tirx.ForKind.UNROLLED
-    assert int(rows.extent) == SYMBOLIC_ROWS
+    # The partial tile runs in half tiles, each without checks when it is full, else row by row,
+    # each row under one check outside its reduction loop.
+    halves = branch.else_case.seq
+    assert len(halves) == 2 and all(isinstance(half, tirx.IfThenElse) for half in halves)
+    for half in halves:
+        rows = half.else_case.seq
+        assert len(rows) == SYMBOLIC_ROWS // 2
+        assert all(isinstance(row, tirx.IfThenElse) and row.else_case is None for row in rows)
     assert not any(checked(realize) for realize in partial)
-    assert all(isinstance(piece, tirx.IfThenElse) for piece in rows.body.seq)
     # Each branch defines its own variables (the schedule state verifies the function).
     s_tir.Schedule(func)
 
@@ -107,15 +111,15 @@ def compiled_symbolic_dense():  # noqa: ANN201 - a callable over NumPy arrays
     return lambda x: vm["main"](tvm.runtime.tensor(x)).numpy()
 
 
-@pytest.mark.parametrize("rows", [1, 7, 8, 9, 17])
+@pytest.mark.parametrize("rows", [1, 3, 4, 7, 8, 9, 13, 17])
 def test_every_batch_size_around_the_tile_gets_numpy_results(rows: int, compiled_symbolic_dense) -> None:
     x = rand(rows, 128)
     check(compiled_symbolic_dense(x), np.maximum(x @ W + B, 0))
 
 
 def test_rows_of_a_full_tile_equal_the_same_rows_computed_alone(compiled_symbolic_dense) -> None:
-    """The full tiles and the row-by-row partial tile sum in the same order: bit for bit the same."""
-    x = rand(9, 128)
+    """Full tiles, half tiles and single rows sum in the same order: bit for bit the same."""
+    x = rand(13, 128)
     together = compiled_symbolic_dense(x)
-    alone = np.concatenate([compiled_symbolic_dense(x[row:row + 1]) for row in range(9)])
+    alone = np.concatenate([compiled_symbolic_dense(x[row:row + 1]) for row in range(13)])
     np.testing.assert_array_equal(together, alone)
