@@ -93,7 +93,7 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
 
 def _unswitched_within_budget(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc:
     """A contraction kernel with its full tiles of a symbolic extent free of bound checks
-    (`unswitch.py`), unless the copy of the tile that takes pushes it over the code-size budget."""
+    (`unswitch.py`), unless the copies of the tile that takes push it over the code-size budget."""
     unswitched = unswitch_partial_tiles(func)
     if unswitched.same_as(func) or code_size(unswitched, cpu.vector_lanes(target, 32)) > CODE_SIZE_BUDGET:
         return func
