@@ -81,7 +81,7 @@ def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
     analyzer = sym.Analyzer()
     analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
     # Half tiles, then single rows: a tile of 8 ending at row 5 runs 4 rows, then 1.
-    groups = [extent // 2, 1] if extent >= 4 else [1]
+    groups = [extent // 2, 1] if extent >= 4 and extent % 2 == 0 else [1]
     full = _rows_group(analyzer, statements, 0, extent)
     if full is None:
         return loop
@@ -149,11 +149,14 @@ def _tile_statements(body: tirx.Stmt) -> tuple[list[_Statement], int] | None:
     for stmt in stmts:
         checks: list[tuple[tirx.Expr, dict[tirx.Var, range | None]]] = []
         _collect_checks(stmt, {}, checks)
-        used = {id(var): (var, inner[var]) for check, inner in checks
-                for var in tirx.analysis.undefined_vars(check) if var in inner}
+        used: list[tuple[tirx.Var, range | None]] = []
+        for check, inner in checks:
+            for var in tirx.analysis.undefined_vars(check):
+                if var in inner and not any(var.same_as(known) for known, _ in used):
+                    used.append((var, inner[var]))
         if not checks or len(used) != 1:
             return None
-        rows, values = next(iter(used.values()))
+        rows, values = used[0]
         if values is None or values.start != 0 or not _binds_only_spatial(stmt, rows):
             return None
         statements.append((_Statement(stmt, rows, [check for check, _ in checks]), len(values)))

@@ -33,9 +33,9 @@ def dense(rows: int | tirx.Var, w: np.ndarray, b: np.ndarray) -> tvm.IRModule:
     return bb.get()
 
 
-def kernel(mod: tvm.IRModule) -> tirx.PrimFunc:
+def kernel(mod: tvm.IRModule, target: tvm.target.Target = TARGET) -> tirx.PrimFunc:
     """The one scheduled kernel of ``mod``."""
-    scheduled = schedule_module(legalize_and_fuse(mod, TARGET), TARGET)
+    scheduled = schedule_module(legalize_and_fuse(mod, target), target)
     (func,) = [func for _, func in scheduled.functions_items() if isinstance(func, tirx.PrimFunc)]
     return func
 
@@ -123,3 +123,16 @@ def test_rows_of_a_full_tile_equal_the_same_rows_computed_alone(compiled_symboli
     together = compiled_symbolic_dense(x)
     alone = np.concatenate([compiled_symbolic_dense(x[row:row + 1]) for row in range(13)])
     np.testing.assert_array_equal(together, alone)
+
+
+def test_avx2_tiles_4_rows_in_halves_of_2_with_numpy_results() -> None:
+    """With 16 vector registers the tile has 4 rows (the static batch-8 tile there): its partial
+    tile runs in halves of 2 rows, then single rows."""
+    avx2 = tvm.target.Target({**host_cpu_target(), "mcpu": "znver3"})
+    mod = dense(tirx.Var("batch", "int64"), W, B)
+    branch = tiles_loop(kernel(mod, avx2)).body
+    assert isinstance(branch, tirx.IfThenElse) and len(branch.else_case.seq) == 2
+    vm = relax.VirtualMachine(compile_cpu(apply_default_schedules(mod, avx2), avx2), tvm.cpu())
+    for rows in (1, 2, 3, 5, 7):
+        x = rand(rows, 128)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.maximum(x @ W + B, 0))
