@@ -18,6 +18,7 @@ from .depthwise import schedule_depthwise
 from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
+from .unswitch import unswitch_partial_tiles
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,19 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
     attrs = {OVER_BUDGET_ATTR: dict(choice.over_budget)} if choice.over_budget else {}
     if choice.schedule is None:
         return func.with_attrs(attrs) if attrs else None
-    return choice.schedule.mod["main"].with_attrs({**attrs, "tirx.is_scheduled": True, RULE_ATTR: choice.rule})
+    scheduled = choice.schedule.mod["main"]
+    if choice.rule == schedule_contraction.__name__:
+        scheduled = _unswitched_within_budget(scheduled, target)
+    return scheduled.with_attrs({**attrs, "tirx.is_scheduled": True, RULE_ATTR: choice.rule})
+
+
+def _unswitched_within_budget(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc:
+    """A contraction kernel with its full tiles of a symbolic extent free of bound checks
+    (`unswitch.py`), unless the copies of the tile that takes push it over the code-size budget."""
+    unswitched = unswitch_partial_tiles(func)
+    if unswitched.same_as(func) or code_size(unswitched, cpu.vector_lanes(target, 32)) > CODE_SIZE_BUDGET:
+        return func
+    return unswitched
 
 
 def budget_fallbacks(mod: tvm.IRModule) -> list[dict[str, Any]]:

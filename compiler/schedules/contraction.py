@@ -36,6 +36,12 @@ LoopRV = s_tir.schedule.LoopRV
 # slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
 PARALLEL_MIN_WORK = 1 << 19
 
+# The size a symbolic rows axis (a batch of any size) is tiled for, as a static axis of that size
+# would be: 8 rows per tile with AVX-512, 4 with AVX2. Tiles of 4 rows were as fast at batch 8
+# and faster at most other sizes, but 10% slower at batch 1, the common serving size
+# (docs/benchmarks.md, "MLP at batch 8").
+SYMBOLIC_ROWS = 8
+
 
 def main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     """The single reduction block of the function, when its shape fits the micro-kernel."""
@@ -114,10 +120,10 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
     rows_index = _rows_loop(sch, spatial)
     rows_extent = blocks.extent(sch, spatial[rows_index]) if rows_index is not None else 1
-    # A symbolic rows axis gets one row per tile (and more column vectors): a tile of several rows
-    # needs a bound check per row in the innermost loop, which measured 2.6x slower than the
-    # static build on an MLP at batch 8, against 1.5x for one row (docs/benchmarks.md).
-    rows, cols = tile_size(rows_extent or 1, blocks.extent(sch, spatial[-1]), lanes, cpu.vector_registers(target))
+    # A symbolic rows axis gets the tile of SYMBOLIC_ROWS rows; its bound check per row comes out
+    # of every full tile afterwards (unswitch.py).
+    rows, cols = tile_size(rows_extent or SYMBOLIC_ROWS, blocks.extent(sch, spatial[-1]), lanes,
+                           cpu.vector_registers(target))
     cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
     outer = [cols_outer]
     rows_inner = None

@@ -32,6 +32,27 @@ def filled(x):
 
 '''
 
+# fixtures/aot/symbolic.py's MLP alone, its batch bounded so that the build verifies at 1, 9 and 17.
+MLP = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([
+    keras.Input((128,)),
+    keras.layers.Dense(256, activation="relu"),
+    keras.layers.Dense(10, activation="softmax"),
+])
+
+
+@tfcheck.aot(dims={"batch": (1, 17)})
+@tf.function(input_signature=[tf.TensorSpec([None, 128], tf.float32, name="x")])
+def any_batch_mlp(x):
+    return model(x, training=False)
+
+'''
+
 
 def _module(path: Path):  # noqa: ANN202 - the fixture module, imported as the build's child imports it
     spec = importlib.util.spec_from_file_location("symbolic_reference", path)
@@ -78,3 +99,25 @@ def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
     assert [record["inputs"][0]["shape"] for record in fell_back] == [[2, 4], [3, 4]]
     assert all("no symbolic artifact" in record["message"] and "TFLite operator FILL" in record["message"]
                and "built one artifact per shape entry instead" in record["message"] for record in fell_back)
+
+
+@pytest.mark.slow
+def test_a_symbolic_mlp_is_exact_at_every_batch_around_its_register_tile(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """The contraction rule tiles a symbolic batch 8 rows at a time: full tiles without bound
+    checks, the last partial tile row by row (compiler/schedules/unswitch.py). Each batch size
+    around the tile matches TensorFlow, and every row comes out bit for bit as when computed alone."""
+    folder = project({"dense.py": MLP})
+    code, report = build(run_cli, folder, "--out", str(folder / "out"))
+    assert code == 0, report
+    [record] = report["functions"]
+    assert record["verified"] is True
+    assert record["dims"]["batch"]["min"] == 1 and record["dims"]["batch"]["max"] == 17
+    reference = _module(folder / "dense.py")
+    library = tfcheck.load(folder / "out")
+    x = np.random.default_rng(2).standard_normal((17, 128)).astype(np.float32)
+    alone = np.concatenate([library.any_batch_mlp(x[row:row + 1]) for row in range(17)])
+    for batch in (1, 7, 8, 9, 17):
+        out = library.any_batch_mlp(x[:batch])
+        np.testing.assert_allclose(out, reference.model(x[:batch], training=False).numpy(), atol=1e-6, rtol=1e-5)
+        np.testing.assert_array_equal(out, alone[:batch])
