@@ -199,8 +199,10 @@ class _Unroller(relax.PyExprMutator):
             return call
         steps = trip_count(self.mod, loop, [known_value(arg) for arg in call.args])
         body = self.mod[loop.body]
-        # The body's bindings are dataflow bindings: they can only be inlined into a dataflow block.
+        # Only a body of dataflow bindings (no control flow, nothing impure) can be inlined, and only
+        # into a dataflow block.
         if (steps is None or steps * _binding_count(body) > MAX_BINDINGS
+                or not all(isinstance(block, relax.DataflowBlock) for block in body.body.blocks)
                 or not self.builder_.current_block_is_dataflow()):
             return call
         state: list[relax.Expr] = list(call.args)

@@ -124,6 +124,19 @@ def test_a_trip_count_read_from_an_input_is_left_as_a_loop() -> None:
     np.testing.assert_allclose(_run(mod, x, 4), _reference(x, 4), rtol=1e-5, atol=1e-6)
 
 
+def test_a_body_with_control_flow_is_left_as_a_loop() -> None:
+    """A body that is not one dataflow block (here: plain bindings, as a body holding an `IF`
+    would be) cannot be inlined into the caller's dataflow block."""
+    lines = LOOP.splitlines()
+    start = lines.index("    def body(i: R.Tensor((), \"int32\"), n: R.Tensor((), \"int32\"), h: R.Tensor((2, 4), \"float32\"),")
+    end = lines.index("        return gv", start)
+    body = [line[4:] if line.startswith(" " * 12) else line for line in lines[start:end]
+            if line.strip() not in ("with R.dataflow():", "R.output(gv)")]
+    mod = from_source("\n".join(lines[:start] + body + lines[end:]).replace("LIMIT", 'R.const(3, "int32")'))
+    assert not isinstance(mod["body"].body.blocks[0], relax.DataflowBlock)
+    assert unroll_constant_loops(mod) is mod
+
+
 def test_a_loop_longer_than_the_bound_is_left_as_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loop_unroll, "MAX_STEPS", 3)
     mod = _module('R.const(4, "int32")')
