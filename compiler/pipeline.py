@@ -27,6 +27,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     import tvm
 
     from tfcheck.compiler.importer import import_tflite
+    from tfcheck.compiler.loop_unroll import unroll_constant_loops
 
     events.stage("compile")
     started = time.monotonic()
@@ -35,9 +36,10 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     target = tvm.target.Target(target_json)
     device = device_of(target_json)
     # No reference to the imported module outlives compiling it: its constants (every weight) would
-    # stay resident through export and verification (docs/build.md, "Memory").
-    compiled = compile_module(import_tflite(variant / "model.tflite", request.inputs, request.dims), target, device,
-                              request.tuning)
+    # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
+    # count known here (RNN layers over a static sequence) run unrolled (`compiler/loop_unroll.py`).
+    compiled = compile_module(unroll_constant_loops(import_tflite(variant / "model.tflite", request.inputs, request.dims)),
+                              target, device, request.tuning)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
