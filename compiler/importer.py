@@ -27,6 +27,7 @@ import numpy as np
 
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.tflite_values import constant_value
+from tfcheck.compiler.weights_file import WEIGHT_INPUT, WEIGHTS_FILE, load_weights
 
 
 class ImporterError(StepError):
@@ -78,6 +79,39 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
         raise _named_error(None, None, error) from error
+
+
+def import_variant(variant_dir: Path, inputs: list[dict[str, Any]] | None = None, dims: dict[str, Any] | None = None,
+                   weights: int = 0) -> Any:
+    """`import_tflite` of the variant's `model.tflite`, with its `weights` weight inputs (if any)
+    bound to the values of `weights.npz` as constants (`bind_weights`)."""
+    module = import_tflite(variant_dir / "model.tflite", inputs, dims)
+    return bind_weights(module, variant_dir / WEIGHTS_FILE, weights) if weights else module
+
+
+def bind_weights(module: Any, path: Path, count: int) -> Any:
+    """`main`'s last `count` parameters (the weights, `tfcheck_weight_<i>`) bound to the values in
+    `path`, and every computation on constants folded (the transposes and batch-norm scales the
+    converter could not fold into non-constant weights), before anything matches the kernels'
+    patterns: the schedules see constant weights, as in a frozen model.
+
+    Bound by position and checked by name: a user input may be called anything.
+    """
+    from tvm import relax
+
+    main = module["main"]
+    params = list(main.params)[len(main.params) - count:]
+    names = [str(param.name) for param in params]
+    if count > len(main.params) or names != [f"{WEIGHT_INPUT}{i}" for i in range(count)]:
+        raise StepError(f"the model's last {count} inputs are {names}, not the weights the tracing step lifted")
+    try:
+        bindings = {param: value for param, value in zip(params, load_weights(path, count))}
+    except (OSError, ValueError) as error:
+        raise StepError(f"reading the weights {path.name}: {error}") from error
+    module = relax.transform.BindParams("main", bindings)(module)
+    del bindings
+    module["main"] = module["main"].with_attr("num_input", len(main.params) - count)
+    return relax.transform.FoldConstant()(module)
 
 
 # The layouts TVM 0.27's legalization lowers transposed convolutions for (data, kernel); the TFLite

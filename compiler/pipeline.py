@@ -26,7 +26,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     use_all_cores()
     import tvm
 
-    from tfcheck.compiler.importer import import_tflite
+    from tfcheck.compiler.importer import import_variant
 
     events.stage("compile")
     started = time.monotonic()
@@ -36,7 +36,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     device = device_of(target_json)
     # No reference to the imported module outlives compiling it: its constants (every weight) would
     # stay resident through export and verification (docs/build.md, "Memory").
-    compiled = compile_module(import_tflite(variant / "model.tflite", request.inputs, request.dims), target, device,
+    compiled = compile_module(import_variant(variant, request.inputs, request.dims, request.weights), target, device,
                               request.tuning)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY

@@ -1,0 +1,142 @@
+"""Functions built with their weights as inputs (`@tfcheck.aot(weights="inputs")`, and "auto" over
+64 MB): TensorFlow's freezer and converter never see a weight value, the compile child binds them
+as constants (docs/build.md, "Memory"). The build must still verify, key the cache on every
+weight's bytes, and refuse (or fall back on) a variable it cannot lift.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from tfcheck.compiler.tf_side import WeightsRefused, lift_weights, reference_outputs, tflite_outputs, to_tflite, weight_values  # noqa: E402
+from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
+
+MODELS = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+cnn = keras.Sequential([
+    keras.Input((8, 8, 3)),
+    keras.layers.Conv2D(8, 3, padding="same", use_bias=False),
+    keras.layers.BatchNormalization(),
+    keras.layers.ReLU(),
+    keras.layers.DepthwiseConv2D(3, padding="same"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(4),
+])
+for layer in cnn.layers:
+    if isinstance(layer, keras.layers.BatchNormalization):
+        layer.moving_mean.assign(tf.random.normal(layer.moving_mean.shape, stddev=0.1))
+        layer.moving_variance.assign(tf.random.uniform(layer.moving_variance.shape, 0.5, 1.5))
+dense = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([2, 8, 8, 3], tf.float32)])
+def conv_bn(images):
+    return cnn(images, training=False)
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([3, 16], tf.float32)])
+def mlp(x):
+    return dense(x, training=False)
+'''
+
+COUNTER = '''
+import tensorflow as tf
+import tfcheck
+
+steps = tf.Variable(0.0, name="steps")
+scale = tf.Variable(2.0, name="scale")
+
+
+@tfcheck.aot(weights="{mode}")
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def counted(x):
+    steps.assign_add(1.0)
+    return x * scale
+'''
+
+
+def build(run_cli: Callable[..., Result], folder: Path) -> dict[str, dict[str, Any]]:
+    result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json", "--no-lint")
+    report = json.loads(result.stdout)
+    return {record["function"].rsplit(".", 1)[-1]: record for record in report["functions"]}
+
+
+def dense_function() -> Any:
+    """A seeded Dense(64 -> 256) as a concrete function (64 KB of weights), and its model."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256)])
+    function = tf.function(lambda x: model(x), input_signature=[tf.TensorSpec([2, 64], tf.float32)])
+    return model, function.get_concrete_function()
+
+
+def test_lifted_model_converts_without_weights_and_matches_tensorflow() -> None:
+    model, concrete = dense_function()
+    lifted = lift_weights(concrete)
+    flatbuffer = to_tflite(lifted.function)
+    weights = list(weight_values(lifted))
+    assert sorted(lifted.names) == sorted(v.name for v in concrete.variables)
+    assert len(flatbuffer) < sum(w.nbytes for w in weights)  # the values are not in the model
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype("float32")
+    [got] = tflite_outputs(flatbuffer, [x, *weights])
+    np.testing.assert_allclose(got, reference_outputs(concrete, [x])[0], atol=1e-5)
+
+
+def test_the_key_covers_every_weight_value() -> None:
+    model, concrete = dense_function()
+    before = lifted_graph_sha256(lift_weights(concrete))
+    kernel = model.layers[0].kernel
+    kernel.assign(kernel.numpy() + np.eye(64, 256, dtype="float32") * 1e-3)
+    assert lifted_graph_sha256(lift_weights(concrete)) != before
+
+
+def test_auto_lifts_only_large_weights() -> None:
+    _, concrete = dense_function()
+    assert prepare(concrete, "auto").lifted is None
+    assert prepare(concrete, "inputs").weights == 2
+
+
+def test_written_variable_is_refused_by_name_or_frozen() -> None:
+    steps = tf.Variable(0.0, name="steps")
+    function = tf.function(lambda x: x + steps.assign_add(1.0), input_signature=[tf.TensorSpec([2], tf.float32)])
+    concrete = function.get_concrete_function()
+    with pytest.raises(WeightsRefused, match=r"variable 'steps.*AssignAddVariableOp"):
+        lift_weights(concrete)
+    with pytest.raises(WeightsRefused, match="steps"):
+        prepare(concrete, "inputs")
+
+
+@pytest.mark.slow
+def test_conv_bn_and_dense_models_build_and_verify_with_weights_as_inputs(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"models.py": MODELS})
+    records = build(run_cli, folder)
+    for name in ("conv_bn", "mlp"):
+        assert records[name]["status"] == "built", records[name]
+        assert records[name]["verified"] is True
+        assert records[name]["max_abs_error"] < 1e-4
+        assert not records[name]["message"]  # not built frozen after all
+
+
+@pytest.mark.slow
+def test_a_written_variable_falls_back_to_freezing_or_is_refused(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    records = build(run_cli, project({"counter.py": COUNTER.format(mode="inputs")}))
+    assert records["counted"]["status"] == "failed"
+    assert "variable 'steps" in records["counted"]["message"]
+    assert "AssignAddVariableOp" in records["counted"]["message"]
