@@ -22,8 +22,8 @@ from tfcheck.compiler.tf_side import WeightsRefused, lift_weights, reference_out
 from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
 
 # Peak RSS growth over the weights' size while lifting, hashing, converting and saving a Dense
-# 4096x4096 (64 MB): measured 1.1x (freezing and converting it: 10.3x, test_tf_side_memory.py).
-LIFTED_PEAK_OVER_WEIGHTS = 2.0
+# 4096x4096 (64 MB): measured 1.6x (freezing and converting it: 10.3x, test_tf_side_memory.py).
+LIFTED_PEAK_OVER_WEIGHTS = 2.5
 
 MODELS = '''
 import keras
