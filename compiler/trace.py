@@ -4,6 +4,8 @@ Run as `python -m tfcheck.compiler.trace request.json` (see `compiler/child.py`)
 entry of the function it writes, into `work_dir/variant-<i>/`:
 
 - `model.tflite`: the frozen graph converted with TFLite builtin ops only (TVM cannot import Flex);
+  or, for a function whose weights are inputs (`prepare`), the weight-less graph, with the weights'
+  values in `weights.npz` (`compiler/weights_file.py`);
 - `io.npz`: generated inputs (`input_<j>`) and TensorFlow's outputs for them (`output_<k>`), which
   the compile step uses to verify the artifact, and TFLite's outputs (`tflite_output_<k>`, when its
   interpreter runs the model), which tell verification how far float32 rounding moves them (a

@@ -18,39 +18,31 @@ from click.testing import Result
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from tfcheck.compiler.tf_side import WeightsRefused, lift_weights, reference_outputs, tflite_outputs, to_tflite, weight_values  # noqa: E402
+from tfcheck.compiler.tf_side import (WeightsRefused, lift_weights, reference_outputs, tflite_outputs,  # noqa: E402
+                                      to_tflite, weight_values)
 from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
 
 # Peak RSS growth over the weights' size while lifting, hashing, converting and saving a Dense
 # 4096x4096 (64 MB): measured 1.6x (freezing and converting it: 10.3x, test_tf_side_memory.py).
 LIFTED_PEAK_OVER_WEIGHTS = 2.5
 
-MODELS = '''
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "aot"
+
+# Beside the zoo's conv+BN model (`fixtures/aot/cnn_bn.py`, taken with its weights as inputs):
+MORE_MODELS = '''
 import keras
 import tensorflow as tf
 import tfcheck
 
 keras.utils.set_random_seed(0)
-cnn = keras.Sequential([
-    keras.Input((8, 8, 3)),
-    keras.layers.Conv2D(8, 3, padding="same", use_bias=False),
-    keras.layers.BatchNormalization(),
-    keras.layers.ReLU(),
-    keras.layers.DepthwiseConv2D(3, padding="same"),
-    keras.layers.GlobalAveragePooling2D(),
-    keras.layers.Dense(4),
-])
-for layer in cnn.layers:
-    if isinstance(layer, keras.layers.BatchNormalization):
-        layer.moving_mean.assign(tf.random.normal(layer.moving_mean.shape, stddev=0.1))
-        layer.moving_variance.assign(tf.random.uniform(layer.moving_variance.shape, 0.5, 1.5))
+depthwise = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.DepthwiseConv2D(3, padding="same")])
 dense = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
 
 
 @tfcheck.aot(weights="inputs")
-@tf.function(input_signature=[tf.TensorSpec([2, 8, 8, 3], tf.float32)])
-def conv_bn(images):
-    return cnn(images, training=False)
+@tf.function(input_signature=[tf.TensorSpec([2, 8, 8, 4], tf.float32)])
+def depthwise_conv(images):
+    return depthwise(images, training=False)
 
 
 @tfcheck.aot(weights="inputs")
@@ -126,11 +118,14 @@ def test_written_variable_is_refused_by_name_or_frozen() -> None:
 
 
 @pytest.mark.slow
-def test_conv_bn_and_dense_models_build_and_verify_with_weights_as_inputs(
+def test_conv_bn_depthwise_and_dense_models_build_and_verify_with_weights_as_inputs(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
-    folder = project({"models.py": MODELS})
+    cnn_bn = (FIXTURES / "cnn_bn.py").read_text(encoding="utf-8")
+    assert "\n@tfcheck.aot\n" in cnn_bn
+    folder = project({"cnn_bn.py": cnn_bn.replace("\n@tfcheck.aot\n", '\n@tfcheck.aot(weights="inputs")\n'),
+                      "more.py": MORE_MODELS})
     records = build(run_cli, folder)
-    for name in ("conv_bn", "mlp"):
+    for name in ("small_cnn", "depthwise_conv", "mlp"):
         assert records[name]["status"] == "built", records[name]
         assert records[name]["verified"] is True
         assert records[name]["max_abs_error"] < 1e-4
