@@ -60,7 +60,7 @@ def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePe
         arrays = generate_inputs(specs)
         outputs = reference_outputs(concrete, arrays)
     with peaks.stage("TFLite outputs"):
-        second = tflite_outputs(flatbuffer, arrays + saved_weights(work, len(lifted.handles) if lifted else 0)) or []
+        second = tflite_outputs(flatbuffer, arrays, saved_weights(work, len(lifted.handles) if lifted else 0)) or []
     np.savez(work / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
              **{f"output_{i}": a for i, a in enumerate(outputs)},
              **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})

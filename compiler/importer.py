@@ -90,28 +90,48 @@ def import_variant(variant_dir: Path, inputs: list[dict[str, Any]] | None = None
 
 
 def bind_weights(module: Any, path: Path, count: int) -> Any:
-    """`main`'s last `count` parameters (the weights, `tfcheck_weight_<i>`) bound to the values in
-    `path`, and every computation on constants folded (the transposes and batch-norm scales the
-    converter could not fold into non-constant weights), before anything matches the kernels'
-    patterns: the schedules see constant weights, as in a frozen model.
+    """`main` with its last `count` parameters (the weights, `tfcheck_weight_<i>`) computed from the
+    values in `path` and bound as constants, before anything matches the kernels' patterns: the
+    schedules see constant weights, as in a frozen model.
+
+    What the converter could not fold into weights that are inputs (the transposes TFLite puts on
+    convolution and dense weights, batch norm's scale and shift) is lifted out of `main`
+    (`relax.transform.LiftTransformParams`), compiled once and run on the weights. `FoldConstant`
+    on the bound module would do the same op by op, compiling each one apart: 10 s for VGG16's 38
+    transposes, minutes for EfficientNetB5's hundreds of batch norms (docs/build.md, "Memory").
 
     Bound by position and checked by name: a user input may be called anything.
     """
+    import tvm
     from tvm import relax
 
     main = module["main"]
-    params = list(main.params)[len(main.params) - count:]
+    inputs = len(main.params) - count
+    params = list(main.params)[inputs:]
     names = [str(param.name) for param in params]
     if count > len(main.params) or names != [f"{WEIGHT_INPUT}{i}" for i in range(count)]:
         raise StepError(f"the model's last {count} inputs are {names}, not the weights the tracing step lifted")
+    module["main"] = main.with_attr("num_input", inputs)
+    lifted = relax.transform.LiftTransformParams()(module)
+    transform = lifted[TRANSFORM_PARAMS]
+    machine = relax.VirtualMachine(tvm.compile(tvm.IRModule({TRANSFORM_PARAMS: transform}),
+                                               target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
     try:
-        bindings = {param: value for param, value in zip(params, load_weights(path, count))}
+        weights = [tvm.runtime.tensor(value) for value in load_weights(path, count)]
     except (OSError, ValueError) as error:
         raise StepError(f"reading the weights {path.name}: {error}") from error
-    module = relax.transform.BindParams("main", bindings)(module)
-    del bindings
-    module["main"] = module["main"].with_attr("num_input", len(main.params) - count)
-    return relax.transform.FoldConstant()(module)
+    values = list(machine[TRANSFORM_PARAMS](weights))
+    del weights, machine
+    main = lifted["main"]
+    bindings = dict(zip(list(main.params)[inputs:], values))
+    del lifted[TRANSFORM_PARAMS]
+    lifted = relax.transform.BindParams("main", bindings)(lifted)
+    del bindings, values
+    return lifted
+
+
+# The function `LiftTransformParams` makes of what `main` computes from its weights alone.
+TRANSFORM_PARAMS = "main_transform_params"
 
 
 # The layouts TVM 0.27's legalization lowers transposed convolutions for (data, kernel); the TFLite

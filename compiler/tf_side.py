@@ -12,10 +12,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib
+import itertools
 import random
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -362,13 +363,7 @@ def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
     Inputs and outputs are in the subgraph's order, the order TVM's importer gives the compiled
     function's parameters and results.
     """
-    import tensorflow as tf
-
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
-    for detail, array in zip(interpreter.get_input_details(), arrays):
-        if tuple(detail["shape"]) != array.shape:  # a symbolic build's model, run at one size
-            interpreter.resize_tensor_input(detail["index"], array.shape)
-    interpreter.allocate_tensors()
+    interpreter = _interpreter(flatbuffer, arrays, threads)
     inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
 
     def run() -> list[np.ndarray]:
@@ -380,14 +375,35 @@ def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
     return run
 
 
-def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray]) -> list[np.ndarray] | None:
-    """TFLite's outputs for `arrays`, or None when its interpreter cannot run the model.
+def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | None) -> Any:
+    """TFLite's interpreter for the flatbuffer, its first inputs resized to `arrays`' shapes (a
+    symbolic build's model, run at one size) and its tensors allocated."""
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
+    for detail, array in zip(interpreter.get_input_details(), arrays):
+        if tuple(detail["shape"]) != array.shape:
+            interpreter.resize_tensor_input(detail["index"], array.shape)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray],
+                   weights: Iterable[np.ndarray] = ()) -> list[np.ndarray] | None:
+    """TFLite's outputs for `arrays` (and, for a model that takes its weights as inputs, the
+    `weights` after them, each set as it comes: the interpreter keeps its own copy), or None when
+    its interpreter cannot run the model.
 
     A second float32 implementation of the same graph: how far its outputs lie from TensorFlow's
     is how far float32 rounding alone moves them, which verification allows (compiler/verify.py).
     """
     try:
-        return [np.array(output) for output in tflite_runner(flatbuffer, arrays)()]
+        interpreter = _interpreter(flatbuffer, arrays, None)
+        details = iter(interpreter.get_input_details())
+        for detail, array in zip(details, itertools.chain(arrays, weights)):
+            interpreter.set_tensor(detail["index"], array)
+        interpreter.invoke()
+        return [np.array(interpreter.get_tensor(detail["index"])) for detail in interpreter.get_output_details()]
     except Exception:  # noqa: BLE001 - any interpreter failure only means no second opinion
         return None
 

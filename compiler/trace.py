@@ -18,10 +18,11 @@ and reports, per variant, the input/output specs, the output structure, the froz
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 import hashlib
 import inspect
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
-    second = tflite_outputs(flatbuffer, arrays + saved_weights(variant_dir, prepared.weights)) or []
+    second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
     np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
              **{f"output_{i}": a for i, a in enumerate(outputs)},
              **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
@@ -228,14 +229,13 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)
-    weights = saved_weights(variant_dir, prepared.weights)
     observed = []
     for index, sizes in enumerate(steps):
         at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
         arrays = generate_inputs(at)
         outputs = reference_outputs(concrete, arrays)
         observed.append([list(a.shape) for a in outputs])
-        second = tflite_outputs(flatbuffer, arrays + weights) or []
+        second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
         np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
                  **{f"output_{i}": a for i, a in enumerate(outputs)},
                  **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)}, sizes=np.array(json.dumps(sizes)))
@@ -313,10 +313,10 @@ def lifted_graph_sha256(lifted: LiftedWeights) -> str:
     return digest.hexdigest()
 
 
-def saved_weights(variant_dir: Path, count: int) -> list[np.ndarray]:
-    """The weights the conversion step saved (none for a frozen function), as TFLite's interpreter
-    takes them: after the user's inputs."""
-    return list(load_weights(variant_dir / WEIGHTS_FILE, count)) if count else []
+def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray]:
+    """The weights the conversion step saved (none for a frozen function), one at a time, as
+    TFLite's interpreter takes them: after the user's inputs."""
+    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else iter(())
 
 
 def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,
