@@ -55,8 +55,8 @@ def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePe
         with peaks.stage("save weights.npz"):
             save_weights(weight_values(lifted), work / WEIGHTS_FILE)
     with peaks.stage("reference outputs (TensorFlow)"):
-        specs = [{"shape": [int(d) for d in t.shape], "dtype": t.dtype.name} for t in concrete.inputs
-                 if t.dtype != "resource"]
+        user = concrete.inputs[:len(concrete.inputs) - len(concrete.captured_inputs)]
+        specs = [{"shape": [int(d) for d in t.shape], "dtype": t.dtype.name} for t in user]
         arrays = generate_inputs(specs)
         outputs = reference_outputs(concrete, arrays)
     with peaks.stage("TFLite outputs"):
