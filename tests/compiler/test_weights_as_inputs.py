@@ -168,3 +168,27 @@ def test_lifting_converting_and_saving_stay_near_the_weights_size(tmp_path: Path
         to_tflite(lifted.function)
         save_weights(weight_values(lifted), tmp_path / "weights.npz")
     assert (peaks.peak_mb() - before) / weights_mb < LIFTED_PEAK_OVER_WEIGHTS
+
+
+PADDED = '''
+import tensorflow as tf
+import tfcheck
+
+pads = tf.Variable([[1, 1], [2, 2]], name="pads")
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+def padded(x):
+    return tf.pad(x, pads.read_value()) * 2.0
+'''
+
+
+@pytest.mark.slow
+def test_a_lifted_build_tvm_cannot_import_is_built_again_frozen(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """TVM's PAD takes its paddings only as a constant: lifted, they are an input."""
+    record = build(run_cli, project({"padded.py": PADDED}))["padded"]
+    assert (record["status"], record["verified"]) == ("built", True)
+    assert "built with its weights frozen into the graph" in record["message"]
+    assert "TFLite operator PAD" in record["message"]
