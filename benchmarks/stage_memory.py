@@ -1,14 +1,16 @@
 """Peak resident memory and time per build stage of one `@tfcheck.aot` function (issue 15).
 
-    .venv/bin/python benchmarks/stage_memory.py trace MODULE.py FUNCTION WORK_DIR
+    .venv/bin/python benchmarks/stage_memory.py trace MODULE.py FUNCTION WORK_DIR [--weights inputs]
     .venv/bin/python benchmarks/stage_memory.py compile WORK_DIR
 
 The two halves run the build's own stage functions by hand, each in its own process as `tfcheck
 build` runs them (trace: TensorFlow -> frozen graph -> TFLite; compile: TFLite -> Relax ->
 schedules -> tvm.compile -> export -> verify), with `compiler/memory.py` reading each stage's peak
 RSS from /proc (tracemalloc cannot see TensorFlow's, TVM's or LLVM's native memory). `trace` writes
-`model.tflite` and `io.npz` into WORK_DIR for `compile`. Output: one Markdown table per half.
-Static input shapes only (the function's input_signature).
+`model.tflite` and `io.npz` (and, with `--weights inputs`, `weights.npz`) into WORK_DIR for
+`compile`. `--weights` picks the route as `@tfcheck.aot(weights=...)` does: "constants" freezes,
+"inputs" lifts the variables into inputs (docs/build.md, "Memory"). Output: one Markdown table per
+half. Static input shapes only (the function's input_signature).
 """
 
 from __future__ import annotations
@@ -25,32 +27,40 @@ sys.path.insert(0, str(REPO))
 from tfcheck.compiler.memory import StagePeaks  # noqa: E402
 
 
-def trace(module_path: Path, function: str, work: Path) -> StagePeaks:
-    """Import the module, freeze the function, convert it and save TensorFlow's and TFLite's outputs."""
-    from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, load_function, reference_outputs,
-                                          tflite_outputs, to_tflite)
-    from tfcheck.compiler.trace import frozen_graph_sha256
+def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePeaks:
+    """Import the module, freeze the function (or lift its weights), convert it and save
+    TensorFlow's and TFLite's outputs."""
+    from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, lift_weights, load_function,
+                                          reference_outputs, tflite_outputs, to_tflite, weight_values)
+    from tfcheck.compiler.trace import frozen_graph_sha256, lifted_graph_sha256, saved_weights
     from tfcheck.compiler.verify import TFLITE_OUTPUT
+    from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights
 
     peaks = StagePeaks()
+    lifting = weights == "inputs"
     with peaks.stage("import TensorFlow and the module (builds the model)"):
         import_tensorflow()
         tf_function, _ = load_function(str(module_path.parent), module_path.stem, function)
-    with peaks.stage("trace + freeze"):
+    with peaks.stage("trace + lift weights" if lifting else "trace + freeze"):
         concrete = tf_function.get_concrete_function()
-        frozen = freeze(concrete)
+        lifted = lift_weights(concrete) if lifting else None
+        converted = lifted.function if lifted is not None else freeze(concrete)
     with peaks.stage("graph SHA-256 (cache key)"):
-        frozen_graph_sha256(frozen)
+        lifted_graph_sha256(lifted) if lifted is not None else frozen_graph_sha256(converted)
     with peaks.stage("convert to TFLite"):
-        flatbuffer = to_tflite(frozen)
+        flatbuffer = to_tflite(converted)
         work.mkdir(parents=True, exist_ok=True)
         (work / "model.tflite").write_bytes(flatbuffer)
+    if lifted is not None:
+        with peaks.stage("save weights.npz"):
+            save_weights(weight_values(lifted), work / WEIGHTS_FILE)
     with peaks.stage("reference outputs (TensorFlow)"):
-        specs = [{"shape": [int(d) for d in t.shape], "dtype": t.dtype.name} for t in frozen.inputs]
+        user = concrete.inputs[:len(concrete.inputs) - len(concrete.captured_inputs)]
+        specs = [{"shape": [int(d) for d in t.shape], "dtype": t.dtype.name} for t in user]
         arrays = generate_inputs(specs)
         outputs = reference_outputs(concrete, arrays)
     with peaks.stage("TFLite outputs"):
-        second = tflite_outputs(flatbuffer, arrays) or []
+        second = tflite_outputs(flatbuffer, arrays, saved_weights(work, len(lifted.handles) if lifted else 0)) or []
     np.savez(work / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
              **{f"output_{i}": a for i, a in enumerate(outputs)},
              **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
@@ -64,15 +74,17 @@ def compile_(work: Path) -> StagePeaks:
     use_all_cores()
     import tvm
 
-    from tfcheck.compiler.importer import import_tflite
+    from tfcheck.compiler.importer import import_variant
     from tfcheck.compiler.schedules import apply as schedules
     from tfcheck.compiler.targets import host_cpu_target
     from tfcheck.compiler.verify import compare_all
+    from tfcheck.compiler.weights_file import WEIGHTS_FILE
 
     target = tvm.target.Target(host_cpu_target())
     peaks = StagePeaks()
-    with peaks.stage("import TFLite -> Relax"):
-        mod = import_tflite(work / "model.tflite")
+    weights = work / WEIGHTS_FILE
+    with peaks.stage("import TFLite -> Relax (+ bind and fold the weights)" if weights.exists() else "import TFLite -> Relax"):
+        mod = import_variant(work, weights=len(np.load(weights).files) if weights.exists() else 0)
     with peaks.stage("legalize + fold + fuse"):
         mod = schedules.legalize_and_fuse(mod, target)
     with peaks.stage("schedule"):
@@ -98,10 +110,11 @@ def main() -> None:
     trace_part.add_argument("module", type=Path)
     trace_part.add_argument("function")
     trace_part.add_argument("work", type=Path)
+    trace_part.add_argument("--weights", choices=["constants", "inputs"], default="constants")
     compile_part = parts.add_parser("compile")
     compile_part.add_argument("work", type=Path)
     args = parser.parse_args()
-    peaks = trace(args.module, args.function, args.work) if args.part == "trace" else compile_(args.work)
+    peaks = trace(args.module, args.function, args.work, args.weights) if args.part == "trace" else compile_(args.work)
     print(peaks.table())
 
 

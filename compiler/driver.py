@@ -299,6 +299,18 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
     for record, variant in zip(records, traced.variants):
         record.dims = variant.dims
         record.fallback = traced.has_shape_entries
+    lifted = next((record for record, variant in zip(records, traced.variants)
+                   if variant.weights and record.status == "failed"), None)
+    if lifted is None:
+        return records
+    # The weights as inputs took a route the frozen model does not (an operator TVM imports only
+    # with constant operands): build it frozen, as without lifting, and say why.
+    frozen = replace(request, weights="constants", work_dir=str(Path(request.work_dir) / "frozen"))
+    records = _trace_and_build(function, options, frozen, failed, on_stage, export_suffix)
+    for record in records:
+        record.message = "; ".join(filter(None, [
+            f"{function.label}: built with its weights frozen into the graph, which costs more memory "
+            f"(with the weights as inputs: {lifted.message})", record.message]))
     return records
 
 
@@ -398,7 +410,8 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, trace
     not runnable here) artifact. Fills `record` with the failure otherwise."""
     staging = cache.new_staging()
     request = CompileRequest(variant_dir=variant.dir, target=options.target, out_dir=str(staging),
-                             tuning=options.tuning, inputs=variant.inputs, dims=variant.dims)
+                             tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
+                             weights=variant.weights)
     compiled = run_child("tfcheck.compiler.pipeline", request, CompileResult, Path(variant.dir),
                          on_stage=on_stage, timeout=options.timeout)
     result = compiled.result

@@ -258,6 +258,7 @@ def identity(request: TraceRequest) -> str:
         "config_shapes": request.config_shapes,
         "config_dims": request.config_dims,
         "symbolic": request.symbolic,
+        "weights": request.weights,
         "key": dataclasses.asdict(request.key),
         "python": python_version(),
     }

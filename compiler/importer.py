@@ -27,6 +27,7 @@ import numpy as np
 
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.tflite_values import constant_value
+from tfcheck.compiler.weights_file import WEIGHT_INPUT, WEIGHTS_FILE, load_weights
 
 
 class ImporterError(StepError):
@@ -78,6 +79,59 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
         raise _named_error(None, None, error) from error
+
+
+def import_variant(variant_dir: Path, inputs: list[dict[str, Any]] | None = None, dims: dict[str, Any] | None = None,
+                   weights: int = 0) -> Any:
+    """`import_tflite` of the variant's `model.tflite`, with its `weights` weight inputs (if any)
+    bound to the values of `weights.npz` as constants (`bind_weights`)."""
+    module = import_tflite(variant_dir / "model.tflite", inputs, dims)
+    return bind_weights(module, variant_dir / WEIGHTS_FILE, weights) if weights else module
+
+
+def bind_weights(module: Any, path: Path, count: int) -> Any:
+    """`main` with its last `count` parameters (the weights, `tfcheck_weight_<i>`) computed from the
+    values in `path` and bound as constants, before anything matches the kernels' patterns: the
+    schedules see constant weights, as in a frozen model.
+
+    What the converter could not fold into weights that are inputs (the transposes TFLite puts on
+    convolution and dense weights, batch norm's scale and shift) is lifted out of `main`
+    (`relax.transform.LiftTransformParams`), compiled once and run on the weights. `FoldConstant`
+    on the bound module would do the same op by op, compiling each one apart: 10 s for VGG16's 38
+    transposes, minutes for EfficientNetB5's hundreds of batch norms (docs/build.md, "Memory").
+
+    Bound by position and checked by name: a user input may be called anything.
+    """
+    import tvm
+    from tvm import relax
+
+    main = module["main"]
+    inputs = len(main.params) - count
+    params = list(main.params)[inputs:]
+    names = [str(param.name) for param in params]
+    if count > len(main.params) or names != [f"{WEIGHT_INPUT}{i}" for i in range(count)]:
+        raise StepError(f"the model's last {count} inputs are {names}, not the weights the tracing step lifted")
+    module["main"] = main.with_attr("num_input", inputs)
+    lifted = relax.transform.LiftTransformParams()(module)
+    transform = lifted[TRANSFORM_PARAMS]
+    machine = relax.VirtualMachine(tvm.compile(tvm.IRModule({TRANSFORM_PARAMS: transform}),
+                                               target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
+    try:
+        weights = [tvm.runtime.tensor(value) for value in load_weights(path, count)]
+    except (OSError, ValueError) as error:
+        raise StepError(f"reading the weights {path.name}: {error}") from error
+    values = list(machine[TRANSFORM_PARAMS](weights))
+    del weights, machine
+    main = lifted["main"]
+    bindings = dict(zip(list(main.params)[inputs:], values))
+    del lifted[TRANSFORM_PARAMS]
+    lifted = relax.transform.BindParams("main", bindings)(lifted)
+    del bindings, values
+    return lifted
+
+
+# The function `LiftTransformParams` makes of what `main` computes from its weights alone.
+TRANSFORM_PARAMS = "main_transform_params"
 
 
 # The layouts TVM 0.27's legalization lowers transposed convolutions for (data, kernel); the TFLite

@@ -106,6 +106,9 @@ class TraceRequest:
     # Unknown dimensions become symbolic dimensions of one artifact (False: the per-shape
     # fallback, one artifact per shape entry, after the symbolic build failed).
     symbolic: bool = True
+    # How the weights reach the converter (`trace.prepare`): "auto", or "constants" when a build
+    # with the weights as inputs failed and the driver tries again with them frozen.
+    weights: str = "auto"
 
     @property
     def label(self) -> str:
@@ -128,6 +131,8 @@ class TracedVariant:
     input_structure: list[dict[str, Any]] = field(default_factory=list)  # one node per argument
     # symbolic dimensions: name -> {"min", "max" (None: unbounded), "verified": [sizes]}
     dims: dict[str, Any] | None = None
+    # weight inputs after the user's (`weights.npz` in `dir`); 0: the weights are frozen in the model
+    weights: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,7 @@ class CompileRequest:
     tuning: dict[str, Any] | None = None  # trials, database_dir, rpc_tracker, rpc_key
     inputs: list[dict[str, Any]] | None = None  # the variant's input specs (symbolic dimensions by name)
     dims: dict[str, Any] | None = None  # the variant's symbolic dimensions (TracedVariant.dims)
+    weights: int = 0  # the model's weight inputs, bound from `weights.npz` (TracedVariant.weights)
 
 
 @dataclass(frozen=True)

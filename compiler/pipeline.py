@@ -26,7 +26,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     use_all_cores()
     import tvm
 
-    from tfcheck.compiler.importer import import_tflite
+    from tfcheck.compiler.importer import import_variant
     from tfcheck.compiler.loop_unroll import unroll_constant_loops
 
     events.stage("compile")
@@ -38,7 +38,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     # No reference to the imported module outlives compiling it: its constants (every weight) would
     # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
     # count known here (RNN layers over a static sequence) run unrolled (`compiler/loop_unroll.py`).
-    compiled = compile_module(unroll_constant_loops(import_tflite(variant / "model.tflite", request.inputs, request.dims)),
+    compiled = compile_module(unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights)),
                               target, device, request.tuning)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY

@@ -12,10 +12,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib
+import itertools
 import random
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.messages import TraceRequest
+from tfcheck.compiler.weights_file import WEIGHT_INPUT
 
 # Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
 SEED = 0
@@ -181,6 +183,143 @@ def freeze(concrete: Any) -> Any:
     return frozen
 
 
+# A function whose weights are larger than this takes them as inputs (`lift_weights`) unless
+# `@tfcheck.aot(weights=...)` says otherwise: below it, freezing costs little memory, and the
+# converter's folding of constant weights (batch norm into the convolution) is kept (docs/build.md, "Memory").
+LIFT_WEIGHTS_ABOVE = 64 * 2**20
+
+
+class WeightsRefused(StepError):
+    """The function cannot take its weights as inputs (a variable written, or read other than by
+    ReadVariableOp): the build freezes it instead."""
+
+
+@dataclass
+class LiftedWeights:
+    """A concrete function with its captured variables turned into inputs.
+
+    `function` takes the user's inputs, then one float (or other dtype) input per weight, named
+    `WEIGHT_INPUT<i>`; the weights' values stay in TensorFlow's variables (`handles`) and are read one
+    at a time (`weight_values`): nothing holds a second copy of all of them.
+    """
+
+    function: Any
+    graph_def: Any  # the function's GraphDef, without any weight value
+    handles: list[Any]  # what the concrete function captured, in weight order
+    dtypes: list[Any]
+    shapes: list[list[int]]
+    names: list[str]  # each weight's variable name, for messages
+
+    def nbytes(self) -> int:
+        """The weights' size in bytes (what freezing would copy into the graph)."""
+        return sum(int(np.prod(shape, dtype=np.int64)) * dtype.size for shape, dtype in zip(self.shapes, self.dtypes))
+
+
+def lift_weights(concrete: Any) -> LiftedWeights:
+    """`concrete` with each captured variable replaced by an input of the variable's shape and dtype.
+
+    Every read of a variable (a `ReadVariableOp` of the captured resource placeholder) becomes an
+    Identity of the new input. A variable that anything else touches (an assignment, a gather, a
+    call or loop that takes the resource) is refused with its name and the op: freezing handles it.
+    """
+    import tensorflow as tf
+
+    graph_def = concrete.graph.as_graph_def()
+    external = {internal.name.split(":")[0]: value for value, internal in concrete.graph.captures}
+    names = {id(variable.handle): variable.name for variable in concrete.variables}
+    consumers = _consumers(graph_def)
+    user_inputs = [t.name.split(":")[0] for t in concrete.inputs if t.name.split(":")[0] not in external]
+    lifted = type(graph_def)()
+    lifted.CopyFrom(graph_def)
+    del lifted.node[:]
+    weights: dict[str, int] = {}
+    handles, dtypes, shapes, labels = [], [], [], []
+    for node in graph_def.node:
+        if node.name in external and consumers.get(node.name):
+            value, label = external[node.name], names.get(id(external[node.name]), node.name)
+            dtype = _captured_dtype(tf, node, consumers[node.name], label)
+            weights[node.name] = len(handles)
+            handles.append(value)
+            dtypes.append(dtype)
+            shapes.append(_captured_shape(tf, value, dtype))
+            labels.append(label)
+            _add_weight_input(tf, lifted, len(handles) - 1, dtype, shapes[-1])
+            if node.attr["dtype"].type != tf.resource.as_datatype_enum:  # a captured tensor, not a variable
+                _add_identity(lifted, node.name, len(handles) - 1, dtype)
+        elif node.name in external:
+            continue  # a capture nothing reads
+        elif node.op == "ReadVariableOp" and node.input[0] in weights:
+            _add_identity(lifted, node.name, weights[node.input[0]], tf.as_dtype(node.attr["dtype"].type))
+        else:
+            lifted.node.add().CopyFrom(node)
+    return LiftedWeights(_function_of(tf, lifted, user_inputs, len(handles), concrete), lifted, handles, dtypes, shapes,
+                        labels)
+
+
+def _consumers(graph_def: Any) -> dict[str, list[Any]]:
+    """Node name -> the nodes that take one of its outputs (or run after it)."""
+    found: dict[str, list[Any]] = {}
+    for node in graph_def.node:
+        for name in node.input:
+            found.setdefault(name.lstrip("^").split(":")[0], []).append(node)
+    return found
+
+
+def _captured_dtype(tf: Any, node: Any, readers: list[Any], label: str) -> Any:
+    """The dtype of the weight a captured placeholder stands for: a variable's (read only by
+    ReadVariableOp, all of one dtype), or a captured tensor's own."""
+    if node.attr["dtype"].type != tf.resource.as_datatype_enum:
+        return tf.as_dtype(node.attr["dtype"].type)
+    others = [reader for reader in readers if reader.op != "ReadVariableOp"]
+    if others:
+        raise WeightsRefused(f"variable {label!r} is used by {others[0].op} node {others[0].name!r}, not "
+                             "only read by ReadVariableOp: its value cannot be an input of the function")
+    dtypes = {reader.attr["dtype"].type for reader in readers}
+    if len(dtypes) != 1:
+        raise WeightsRefused(f"variable {label!r} is read as {len(dtypes)} different dtypes")
+    return tf.as_dtype(dtypes.pop())
+
+
+def _captured_shape(tf: Any, value: Any, dtype: Any) -> list[int]:
+    if value.dtype != tf.resource:
+        return value.shape.as_list()
+    return tf.raw_ops.ReadVariableOp(resource=value, dtype=dtype).shape.as_list()
+
+
+def _add_weight_input(tf: Any, graph_def: Any, index: int, dtype: Any, shape: list[int]) -> None:
+    placeholder = graph_def.node.add()
+    placeholder.name, placeholder.op = f"{WEIGHT_INPUT}{index}", "Placeholder"
+    placeholder.attr["dtype"].type = dtype.as_datatype_enum
+    placeholder.attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+
+
+def _add_identity(graph_def: Any, name: str, index: int, dtype: Any) -> None:
+    """Node `name` (a read of weight `index`) as an Identity of the weight's input."""
+    identity = graph_def.node.add()
+    identity.name, identity.op = name, "Identity"
+    identity.input.append(f"{WEIGHT_INPUT}{index}")
+    identity.attr["T"].type = dtype.as_datatype_enum
+
+
+def _function_of(tf: Any, graph_def: Any, user_inputs: list[str], weights: int, concrete: Any) -> Any:
+    """A concrete function of `graph_def` from the user's inputs and the weights' inputs to
+    `concrete`'s outputs."""
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(graph_def, name=""), [])
+    graph = wrapped.graph
+    feeds = [graph.get_tensor_by_name(f"{name}:0") for name in user_inputs]
+    feeds += [graph.get_tensor_by_name(f"{WEIGHT_INPUT}{i}:0") for i in range(weights)]
+    return wrapped.prune(feeds, [graph.get_tensor_by_name(t.name) for t in concrete.outputs])
+
+
+def weight_values(lifted: LiftedWeights) -> Iterator[np.ndarray]:
+    """Each weight's value, read from its variable when asked for: one at a time in memory."""
+    import tensorflow as tf
+
+    for handle, dtype in zip(lifted.handles, lifted.dtypes):
+        value = handle if handle.dtype != tf.resource else tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+        yield value.numpy()
+
+
 def _already_frozen_converter(frozen: Any) -> Any:
     """`tf.lite.TFLiteConverter` for a function `freeze` returned, which it does not freeze again.
 
@@ -224,13 +363,7 @@ def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
     Inputs and outputs are in the subgraph's order, the order TVM's importer gives the compiled
     function's parameters and results.
     """
-    import tensorflow as tf
-
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
-    for detail, array in zip(interpreter.get_input_details(), arrays):
-        if tuple(detail["shape"]) != array.shape:  # a symbolic build's model, run at one size
-            interpreter.resize_tensor_input(detail["index"], array.shape)
-    interpreter.allocate_tensors()
+    interpreter = _interpreter(flatbuffer, arrays, threads)
     inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
 
     def run() -> list[np.ndarray]:
@@ -242,14 +375,35 @@ def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
     return run
 
 
-def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray]) -> list[np.ndarray] | None:
-    """TFLite's outputs for `arrays`, or None when its interpreter cannot run the model.
+def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | None) -> Any:
+    """TFLite's interpreter for the flatbuffer, its first inputs resized to `arrays`' shapes (a
+    symbolic build's model, run at one size) and its tensors allocated."""
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
+    for detail, array in zip(interpreter.get_input_details(), arrays):
+        if tuple(detail["shape"]) != array.shape:
+            interpreter.resize_tensor_input(detail["index"], array.shape)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray],
+                   weights: Iterable[np.ndarray] = ()) -> list[np.ndarray] | None:
+    """TFLite's outputs for `arrays` (and, for a model that takes its weights as inputs, the
+    `weights` after them, each set as it comes: the interpreter keeps its own copy), or None when
+    its interpreter cannot run the model.
 
     A second float32 implementation of the same graph: how far its outputs lie from TensorFlow's
     is how far float32 rounding alone moves them, which verification allows (compiler/verify.py).
     """
     try:
-        return [np.array(output) for output in tflite_runner(flatbuffer, arrays)()]
+        interpreter = _interpreter(flatbuffer, arrays, None)
+        details = iter(interpreter.get_input_details())
+        for detail, array in zip(details, itertools.chain(arrays, weights)):
+            interpreter.set_tensor(detail["index"], array)
+        interpreter.invoke()
+        return [np.array(interpreter.get_tensor(detail["index"])) for detail in interpreter.get_output_details()]
     except Exception:  # noqa: BLE001 - any interpreter failure only means no second opinion
         return None
 

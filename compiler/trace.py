@@ -4,6 +4,8 @@ Run as `python -m tfcheck.compiler.trace request.json` (see `compiler/child.py`)
 entry of the function it writes, into `work_dir/variant-<i>/`:
 
 - `model.tflite`: the frozen graph converted with TFLite builtin ops only (TVM cannot import Flex);
+  or, for a function whose weights are inputs (`prepare`), the weight-less graph, with the weights'
+  values in `weights.npz` (`compiler/weights_file.py`);
 - `io.npz`: generated inputs (`input_<j>`) and TensorFlow's outputs for them (`output_<k>`), which
   the compile step uses to verify the artifact, and TFLite's outputs (`tflite_output_<k>`, when its
   interpreter runs the model), which tell verification how far float32 rounding moves them (a
@@ -19,6 +21,8 @@ import dataclasses
 import hashlib
 import inspect
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +33,11 @@ from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
 from tfcheck.compiler.fastkey import ReadRecorder
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
-from tfcheck.compiler.tf_side import (Traceable, freeze, generate_inputs, import_tensorflow, load_saved_signature,
-                                      load_traceable, reference_outputs, tflite_outputs, to_tflite)
+from tfcheck.compiler.tf_side import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
+                                      generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
+                                      load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.verify import TFLITE_OUTPUT
+from tfcheck.compiler.weights_file import WEIGHTS_FILE, load_weights, save_weights
 from tfcheck.runtime.structure import leaf_paths
 
 
@@ -47,6 +53,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     tf = import_tensorflow()
     events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
     traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
+    request = dataclasses.replace(request, weights=weights_mode(traced.options, request))
     entries = traced.options.get("shapes") or request.config_shapes or None
     dims = traced.options.get("dims")
     dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
@@ -169,20 +176,20 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     flat = tf.nest.flatten(signature)
     names = _leaf_names(arguments)
     concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
-    frozen = freeze(concrete)
+    prepared = prepare(concrete, request.weights)
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    graph_sha256 = frozen_graph_sha256(frozen)
-    key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
+    key = cache_key(prepared.graph_sha256, inputs, request.key.target, request.key.compile_options,
                     request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
-    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
+    described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments)
-    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, f"for input shapes {shapes}")
+    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, f"for input shapes {shapes}")
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
+    described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
-    second = tflite_outputs(flatbuffer, arrays) or []
+    second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
     np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
              **{f"output_{i}": a for i, a in enumerate(outputs)},
              **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
@@ -208,27 +215,27 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     bounds = symbolic.bounds_of(shapes, dims, request.label)
     steps = symbolic.verify_sizes(bounds)
     concrete = tf_function.get_concrete_function()
-    frozen = freeze(concrete)
+    prepared = prepare(concrete, request.weights)
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    graph_sha256 = frozen_graph_sha256(frozen)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
-    key = cache_key(graph_sha256, inputs, request.key.target, request.key.compile_options,
+    key = cache_key(prepared.graph_sha256, inputs, request.key.target, request.key.compile_options,
                     request.key.versions_with(tf.__version__), structures)
-    described = TracedVariant(str(variant_dir), inputs, graph_sha256, captures_fingerprint(concrete), key,
+    described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
                               dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
                                     for name, (low, high) in bounds.items()})
-    flatbuffer = _convert_unless_cached(frozen, key, variant_dir, events, request, "with symbolic dimensions")
+    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
+    described = dataclasses.replace(described, weights=prepared.weights)
     observed = []
     for index, sizes in enumerate(steps):
         at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
         arrays = generate_inputs(at)
         outputs = reference_outputs(concrete, arrays)
         observed.append([list(a.shape) for a in outputs])
-        second = tflite_outputs(flatbuffer, arrays) or []
+        second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
         np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
                  **{f"output_{i}": a for i, a in enumerate(outputs)},
                  **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)}, sizes=np.array(json.dumps(sizes)))
@@ -242,17 +249,101 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     )
 
 
-def _convert_unless_cached(frozen: Any, key: str, variant_dir: Path, events: EventWriter, request: TraceRequest,
-                           what: str) -> bytes | None:
+def weights_mode(options: dict[str, Any], request: TraceRequest) -> str:
+    """How the weights reach the converter: `@tfcheck.aot(weights=...)`'s choice ("auto" by
+    default), unless the driver asks for "constants" (a lifted build that failed to compile)."""
+    return "constants" if request.weights == "constants" else options.get("weights") or "auto"
+
+
+@dataclass
+class Prepared:
+    """The function as the converter gets it: frozen, or with its weights as inputs (`lifted`)."""
+
+    concrete: Any
+    mode: str  # "auto", "inputs" or "constants"
+    function: Any
+    lifted: LiftedWeights | None
+    graph_sha256: str  # the cache key's main part: the graph and, when lifted, every weight's bytes
+
+    @property
+    def weights(self) -> int:
+        """How many weight inputs the converted model takes after the user's (0: frozen)."""
+        return len(self.lifted.handles) if self.lifted is not None else 0
+
+    def fall_back(self) -> None:
+        """Freeze instead (the key stays: it identifies the function and its weights either way)."""
+        self.function, self.lifted = freeze(self.concrete), None
+
+
+def prepare(concrete: Any, mode: str) -> Prepared:
+    """The concrete function frozen, or with its weights as inputs: always with `mode` "inputs"
+    (a function that cannot be is refused, naming the variable), never with "constants", and with
+    "auto" when the weights are over `LIFT_WEIGHTS_ABOVE` and the function can be.
+
+    Freezing copies every weight into a GraphDef, and the converter's MLIR copies them again:
+    VGG16's 528 MB of weights took the tracing child to 8.8 GB. Lifted, the converter sees a graph
+    without a single weight value, and the weights go to the compile child in a file.
+    """
+    if mode == "inputs" or (mode == "auto" and _captured_bytes(concrete) > LIFT_WEIGHTS_ABOVE):
+        try:
+            lifted = lift_weights(concrete)
+        except WeightsRefused:
+            if mode == "inputs":
+                raise
+        else:
+            return Prepared(concrete, mode, lifted.function, lifted, lifted_graph_sha256(lifted))
+    frozen = freeze(concrete)
+    return Prepared(concrete, mode, frozen, None, frozen_graph_sha256(frozen))
+
+
+def _captured_bytes(concrete: Any) -> int:
+    """The size of the variables the function captures, without reading them."""
+    return sum(int(np.prod(v.shape.as_list(), dtype=np.int64)) * v.dtype.size for v in concrete.variables)
+
+
+def lifted_graph_sha256(lifted: LiftedWeights) -> str:
+    """The SHA-256 of the weight-less graph and of every weight's dtype, shape and bytes, read one
+    weight at a time (the same key role as `frozen_graph_sha256`, without a frozen copy)."""
+    inputs = [tensor.name.split(":")[0] for tensor in lifted.function.inputs]
+    digest = hashlib.sha256(b"tfcheck lifted weights\0")
+    digest.update(hashlib.sha256(canonical_graph_bytes(lifted.graph_def, inputs)).digest())
+    for value in weight_values(lifted):
+        digest.update(f"{value.dtype.str}{list(value.shape)}\0".encode())
+        digest.update(np.ascontiguousarray(value).view(np.uint8).reshape(-1).data)
+    return digest.hexdigest()
+
+
+def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray]:
+    """The weights the conversion step saved (none for a frozen function), one at a time, as
+    TFLite's interpreter takes them: after the user's inputs."""
+    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else iter(())
+
+
+def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,
+                           request: TraceRequest, what: str) -> bytes | None:
     """None when the cache holds `key`: checked right after freezing, because converting, running
     TensorFlow for reference outputs and compiling are all unnecessary for a function that has not
-    changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`."""
+    changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`, and, when the
+    weights are inputs, their values to `variant_dir/weights.npz` (`WEIGHTS_FILE`).
+
+    A function whose lifted form the converter refuses (an op that needs a constant operand) is
+    converted frozen instead (`prepared` then says 0 weights); one the user asked to lift is not.
+    """
     if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
         return None
     events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
-    flatbuffer = to_tflite(frozen)
     variant_dir.mkdir(parents=True, exist_ok=True)
+    (variant_dir / WEIGHTS_FILE).unlink(missing_ok=True)
+    try:
+        flatbuffer = to_tflite(prepared.function)
+    except StepError:
+        if prepared.lifted is None or prepared.mode == "inputs":
+            raise
+        prepared.fall_back()
+        flatbuffer = to_tflite(prepared.function)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)
+    if prepared.lifted is not None:
+        save_weights(weight_values(prepared.lifted), variant_dir / WEIGHTS_FILE)
     return flatbuffer
 
 

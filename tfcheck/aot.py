@@ -86,6 +86,10 @@ class AotFunction:
         return f"<tfcheck.aot {self.aot_options['name']!r} wrapping {self.tf_function!r}>"
 
 
+# `@tfcheck.aot(weights=...)`: how the build hands the function's variables to the converter.
+WEIGHTS_MODES = ("auto", "inputs", "constants")
+
+
 def aot(
     fn: Any = None,
     *,
@@ -93,6 +97,7 @@ def aot(
     targets: Sequence[str] | None = None,
     shapes: Sequence[Any] | None = None,
     dims: Any = None,
+    weights: str = "auto",
 ) -> Any:
     """Mark a tf.function for `tfcheck build`; see the module docstring for the forms.
 
@@ -106,12 +111,19 @@ def aot(
             one artifact that takes any size within them: {"batch": (1, 64)}. Axis 0 of every
             input is "batch"; any other axis k of input `name` is "name_k". (min, None) or a
             missing name: no upper bound. See docs/build.md, "Unknown dimensions".
+        weights: "inputs" converts the function with its variables as inputs and hands their
+            values to the compiler apart (the build's memory stays near the weights' size),
+            "constants" freezes them into the graph first, "auto" lifts them above 64 MB. See
+            docs/build.md, "Memory".
     """
+    if weights not in WEIGHTS_MODES:
+        raise ValueError(f"weights={weights!r}: expected one of {', '.join(map(repr, WEIGHTS_MODES))}")
     options = {
         "name": name,
         "targets": _normalize_targets(targets),
         "shapes": normalize_shapes(shapes),
         "dims": normalize_dims(dims),
+        "weights": weights,
     }
     if fn is None:
         return functools.partial(_wrap, options=options)

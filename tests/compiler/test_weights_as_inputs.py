@@ -1,0 +1,194 @@
+"""Functions built with their weights as inputs (`@tfcheck.aot(weights="inputs")`, and "auto" over
+64 MB): TensorFlow's freezer and converter never see a weight value, the compile child binds them
+as constants (docs/build.md, "Memory"). The build must still verify, key the cache on every
+weight's bytes, and refuse (or fall back on) a variable it cannot lift.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from tfcheck.compiler.tf_side import (WeightsRefused, lift_weights, reference_outputs, tflite_outputs,  # noqa: E402
+                                      to_tflite, weight_values)
+from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
+
+# Peak RSS growth over the weights' size while lifting, hashing, converting and saving a Dense
+# 4096x4096 (64 MB): measured 1.6x (freezing and converting it: 10.3x, test_tf_side_memory.py).
+LIFTED_PEAK_OVER_WEIGHTS = 2.5
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "aot"
+
+# Beside the zoo's conv+BN model (`fixtures/aot/cnn_bn.py`, taken with its weights as inputs):
+MORE_MODELS = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+depthwise = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.DepthwiseConv2D(3, padding="same")])
+dense = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([2, 8, 8, 4], tf.float32)])
+def depthwise_conv(images):
+    return depthwise(images, training=False)
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([3, 16], tf.float32)])
+def mlp(x):
+    return dense(x, training=False)
+'''
+
+COUNTER = '''
+import tensorflow as tf
+import tfcheck
+
+steps = tf.Variable(0.0, name="steps")
+scale = tf.Variable(2.0, name="scale")
+
+
+@tfcheck.aot(weights="{mode}")
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def counted(x):
+    steps.assign_add(1.0)
+    return x * scale
+'''
+
+
+def build(run_cli: Callable[..., Result], folder: Path) -> dict[str, dict[str, Any]]:
+    result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json", "--no-lint")
+    report = json.loads(result.stdout)
+    return {record["function"].rsplit(".", 1)[-1]: record for record in report["functions"]}
+
+
+def dense_function() -> Any:
+    """A seeded Dense(64 -> 256) as a concrete function (64 KB of weights), and its model."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256)])
+    function = tf.function(lambda x: model(x), input_signature=[tf.TensorSpec([2, 64], tf.float32)])
+    return model, function.get_concrete_function()
+
+
+def test_lifted_model_converts_without_weights_and_matches_tensorflow() -> None:
+    model, concrete = dense_function()
+    lifted = lift_weights(concrete)
+    flatbuffer = to_tflite(lifted.function)
+    weights = list(weight_values(lifted))
+    assert sorted(lifted.names) == sorted(v.name for v in concrete.variables)
+    assert len(flatbuffer) < sum(w.nbytes for w in weights)  # the values are not in the model
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype("float32")
+    [got] = tflite_outputs(flatbuffer, [x, *weights])
+    np.testing.assert_allclose(got, reference_outputs(concrete, [x])[0], atol=1e-5)
+
+
+def test_the_key_covers_every_weight_value() -> None:
+    model, concrete = dense_function()
+    before = lifted_graph_sha256(lift_weights(concrete))
+    kernel = model.layers[0].kernel
+    kernel.assign(kernel.numpy() + np.eye(64, 256, dtype="float32") * 1e-3)
+    assert lifted_graph_sha256(lift_weights(concrete)) != before
+
+
+def test_auto_lifts_only_large_weights() -> None:
+    _, concrete = dense_function()
+    assert prepare(concrete, "auto").lifted is None
+    assert prepare(concrete, "inputs").weights == 2
+
+
+def test_written_variable_is_refused_by_name_or_frozen() -> None:
+    steps = tf.Variable(0.0, name="steps")
+    function = tf.function(lambda x: x + steps.assign_add(1.0), input_signature=[tf.TensorSpec([2], tf.float32)])
+    concrete = function.get_concrete_function()
+    with pytest.raises(WeightsRefused, match=r"variable 'steps.*AssignAddVariableOp"):
+        lift_weights(concrete)
+    with pytest.raises(WeightsRefused, match="steps"):
+        prepare(concrete, "inputs")
+
+
+@pytest.mark.slow
+def test_conv_bn_depthwise_and_dense_models_build_and_verify_with_weights_as_inputs(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    cnn_bn = (FIXTURES / "cnn_bn.py").read_text(encoding="utf-8")
+    assert "\n@tfcheck.aot\n" in cnn_bn
+    folder = project({"cnn_bn.py": cnn_bn.replace("\n@tfcheck.aot\n", '\n@tfcheck.aot(weights="inputs")\n'),
+                      "more.py": MORE_MODELS})
+    records = build(run_cli, folder)
+    for name in ("small_cnn", "depthwise_conv", "mlp"):
+        assert records[name]["status"] == "built", records[name]
+        assert records[name]["verified"] is True
+        assert records[name]["max_abs_error"] < 1e-4
+        assert not records[name]["message"]  # not built frozen after all
+
+
+@pytest.mark.slow
+def test_a_written_variable_falls_back_to_freezing_or_is_refused(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    records = build(run_cli, project({"counter.py": COUNTER.format(mode="inputs")}))
+    assert records["counted"]["status"] == "failed"
+    assert "variable 'steps" in records["counted"]["message"]
+    assert "AssignAddVariableOp" in records["counted"]["message"]
+
+
+def test_unknown_weights_mode_is_refused() -> None:
+    import tfcheck
+
+    with pytest.raises(ValueError, match="weights='frozen'"):
+        tfcheck.aot(weights="frozen")
+
+
+@pytest.mark.slow
+def test_lifting_converting_and_saving_stay_near_the_weights_size(tmp_path: Path) -> None:
+    """Frozen, converting a model peaks at about 10 times its weights (test_tf_side_memory.py);
+    lifted, nothing holds more than one weight besides TensorFlow's own variables."""
+    from tfcheck.compiler.memory import StagePeaks, status_mb
+    from tfcheck.compiler.weights_file import save_weights
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4096,)), keras.layers.Dense(4096), keras.layers.Dense(8)])
+    function = tf.function(lambda x: model(x), input_signature=[tf.TensorSpec([1, 4096], tf.float32)])
+    concrete = function.get_concrete_function()
+    weights_mb = sum(w.numpy().nbytes for w in model.weights) / 2**20
+    peaks = StagePeaks()
+    before = status_mb("VmRSS")
+    with peaks.stage("lift, key, convert, save"):
+        lifted = lift_weights(concrete)
+        lifted_graph_sha256(lifted)
+        to_tflite(lifted.function)
+        save_weights(weight_values(lifted), tmp_path / "weights.npz")
+    assert (peaks.peak_mb() - before) / weights_mb < LIFTED_PEAK_OVER_WEIGHTS
+
+
+PADDED = '''
+import tensorflow as tf
+import tfcheck
+
+pads = tf.Variable([[1, 1], [2, 2]], name="pads")
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+def padded(x):
+    return tf.pad(x, pads.read_value()) * 2.0
+'''
+
+
+@pytest.mark.slow
+def test_a_lifted_build_tvm_cannot_import_is_built_again_frozen(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """TVM's PAD takes its paddings only as a constant: lifted, they are an input."""
+    record = build(run_cli, project({"padded.py": PADDED}))["padded"]
+    assert (record["status"], record["verified"]) == ("built", True)
+    assert "built with its weights frozen into the graph" in record["message"]
+    assert "TFLite operator PAD" in record["message"]
