@@ -313,10 +313,10 @@ def lifted_graph_sha256(lifted: LiftedWeights) -> str:
     return digest.hexdigest()
 
 
-def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray]:
-    """The weights the conversion step saved (none for a frozen function), one at a time, as
-    TFLite's interpreter takes them: after the user's inputs."""
-    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else iter(())
+def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray] | None:
+    """The weights the conversion step saved, one at a time, as TFLite's interpreter takes them:
+    after the user's inputs; None for a frozen function (`tflite_outputs` then runs XNNPACK)."""
+    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else None
 
 
 def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,
