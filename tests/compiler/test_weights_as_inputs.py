@@ -220,3 +220,24 @@ def test_a_lifted_build_tvm_cannot_import_is_built_again_frozen(
     assert (record["status"], record["verified"]) == ("built", True)
     assert "built with its weights frozen into the graph" in record["message"]
     assert "TFLite operator PAD" in record["message"]
+
+
+@pytest.mark.slow
+def test_a_lifted_build_that_fell_back_goes_straight_to_the_frozen_artifact_next_time(
+        project: Callable[..., Path], run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lifted key of PAD's function is never cached: without the noted failure, every build
+    would convert and compile it with its weights as inputs, fail, and trace it again frozen."""
+    from tfcheck.compiler import driver
+
+    folder = project({"padded.py": PADDED})
+    first = build(run_cli, folder)["padded"]
+    assert first["status"] == "built"
+    children = []
+    run_child = driver.run_child
+    monkeypatch.setattr(driver, "run_child", lambda module, *args, **kwargs: children.append(module) or run_child(
+        module, *args, **kwargs))
+    second = build(run_cli, folder)["padded"]
+    assert (second["status"], second["artifact"]) == ("cached", first["artifact"])
+    assert children == ["tfcheck.compiler.trace"]  # one trace, frozen at once; nothing compiled
+    assert "built with its weights frozen into the graph" in second["message"]
+    assert "TFLite operator PAD" in second["message"]
