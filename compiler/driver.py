@@ -26,7 +26,7 @@ from tfcheck.config import Config
 from tfcheck.compiler.artifact import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
 from tfcheck.compiler.child import allow_children, run_child, stop_children
 from tfcheck.compiler.discover import AnnotatedFunction
-from tfcheck.compiler.fastkey import recall, remember
+from tfcheck.compiler.fastkey import recall, remember, remember_lifted_failure
 from tfcheck.compiler.importer import unimportable
 from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
@@ -299,19 +299,29 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
     for record, variant in zip(records, traced.variants):
         record.dims = variant.dims
         record.fallback = traced.has_shape_entries
-    lifted = next((record for record, variant in zip(records, traced.variants)
-                   if variant.weights and record.status == "failed"), None)
-    if lifted is None:
+        if variant.frozen_because:
+            _say_frozen(function, record, variant.frozen_because)
+    lifted = [(record, variant) for record, variant in zip(records, traced.variants)
+              if variant.weights and record.status == "failed"]
+    if not lifted:
         return records
     # The weights as inputs took a route the frozen model does not (an operator TVM imports only
     # with constant operands): build it frozen, as without lifting, and say why.
     frozen = replace(request, weights="constants", work_dir=str(Path(request.work_dir) / "frozen"))
     records = _trace_and_build(function, options, frozen, failed, on_stage, export_suffix)
     for record in records:
-        record.message = "; ".join(filter(None, [
-            f"{function.label}: built with its weights frozen into the graph, which costs more memory "
-            f"(with the weights as inputs: {lifted.message})", record.message]))
+        _say_frozen(function, record, lifted[0][0].message or "")
+    if all(record.status in ("built", "cached") for record in records):
+        for record, variant in lifted:  # the next build of these keys goes straight to the frozen route
+            remember_lifted_failure(options.cache_dir, variant.key, record.message or "")
     return records
+
+
+def _say_frozen(function: AnnotatedFunction, record: BuildRecord, lifted_failure: str) -> None:
+    """Put in front of the record's message why its weights are frozen into the graph."""
+    record.message = "; ".join(filter(None, [
+        f"{function.label}: built with its weights frozen into the graph, which costs more memory "
+        f"(with the weights as inputs: {lifted_failure})", record.message]))
 
 
 def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list[str]:

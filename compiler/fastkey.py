@@ -308,3 +308,29 @@ def changed(inputs: TraceInputs, environment: Mapping[str, str]) -> str | None:
         if listing_digest(path) != digest:
             return path
     return None
+
+
+# --- lifted builds that failed -------------------------------------------------------------------
+
+
+def _lifted_failure(cache_dir: Path, key: str) -> Path:
+    return cache_dir / FAST_KEYS / f"lifted-failed-{check_name(key, 'artifact key')}"
+
+
+def remember_lifted_failure(cache_dir: Path, key: str, message: str) -> None:
+    """Note that the build of `key`, a variant with its weights as inputs, failed where its frozen
+    build succeeded: the next trace that computes `key` freezes at once instead of converting and
+    compiling the lifted model again. `key` hashes the lifted graph, every weight, the compiler's
+    sources and versions, so the same failure would follow; the frozen artifact is still looked up
+    by its own key."""
+    ArtifactCache(cache_dir).create_root()
+    (cache_dir / FAST_KEYS).mkdir(exist_ok=True)
+    write_atomic(_lifted_failure(cache_dir, key), message)
+
+
+def lifted_build_failed(cache_dir: Path, key: str) -> str | None:
+    """The message of the failed build with the weights as inputs noted for `key`, or None."""
+    try:
+        return _lifted_failure(cache_dir, key).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, UnsafePathError):
+        return None

@@ -375,12 +375,16 @@ def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
     return run
 
 
-def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | None) -> Any:
-    """TFLite's interpreter for the flatbuffer, its first inputs resized to `arrays`' shapes (a
-    symbolic build's model, run at one size) and its tensors allocated."""
+def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | None, xnnpack: bool = True) -> Any:
+    """TFLite's interpreter for the flatbuffer (with its default XNNPACK delegate, or its builtin
+    kernels alone), its first inputs resized to `arrays`' shapes (a symbolic build's model, run at
+    one size) and its tensors allocated."""
     import tensorflow as tf
 
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
+    resolver = tf.lite.experimental.OpResolverType
+    interpreter = tf.lite.Interpreter(
+        model_content=flatbuffer, num_threads=threads,
+        experimental_op_resolver_type=resolver.AUTO if xnnpack else resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     for detail, array in zip(interpreter.get_input_details(), arrays):
         if tuple(detail["shape"]) != array.shape:
             interpreter.resize_tensor_input(detail["index"], array.shape)
@@ -389,18 +393,21 @@ def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | Non
 
 
 def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray],
-                   weights: Iterable[np.ndarray] = ()) -> list[np.ndarray] | None:
+                   weights: Iterable[np.ndarray] | None = None) -> list[np.ndarray] | None:
     """TFLite's outputs for `arrays` (and, for a model that takes its weights as inputs, the
     `weights` after them, each set as it comes: the interpreter keeps its own copy), or None when
     its interpreter cannot run the model.
 
     A second float32 implementation of the same graph: how far its outputs lie from TensorFlow's
     is how far float32 rounding alone moves them, which verification allows (compiler/verify.py).
+    Given `weights`, it runs TFLite's builtin kernels without XNNPACK: XNNPACK packs weights that
+    are inputs into a copy of its own on every run (a second copy of every convolution filter:
+    docs/build.md, "Memory"), and the builtin kernels' rounding is as valid an allowance.
     """
     try:
-        interpreter = _interpreter(flatbuffer, arrays, None)
+        interpreter = _interpreter(flatbuffer, arrays, None, xnnpack=weights is None)
         details = iter(interpreter.get_input_details())
-        for detail, array in zip(details, itertools.chain(arrays, weights)):
+        for detail, array in zip(details, itertools.chain(arrays, weights or ())):
             interpreter.set_tensor(detail["index"], array)
         interpreter.invoke()
         return [np.array(interpreter.get_tensor(detail["index"])) for detail in interpreter.get_output_details()]

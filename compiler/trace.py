@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import numpy as np
 from tfcheck.compiler import symbolic
 from tfcheck.compiler.artifact import cache_key, entry_problem
 from tfcheck.compiler.child import EventWriter, StepError, child_main
-from tfcheck.compiler.fastkey import ReadRecorder
+from tfcheck.compiler.fastkey import ReadRecorder, lifted_build_failed
 from tfcheck.compiler.messages import TracedVariant, TraceRequest, TraceResult
 from tfcheck.compiler.tf_side import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
                                       generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
@@ -176,13 +176,14 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     flat = tf.nest.flatten(signature)
     names = _leaf_names(arguments)
     concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
-    prepared = prepare(concrete, request.weights)
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    key = cache_key(prepared.graph_sha256, inputs, request.key.target, request.key.compile_options,
-                    request.key.versions_with(tf.__version__), {"inputs": arguments, "outputs": output_structure})
+    prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
+        graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
+        {"inputs": arguments, "outputs": output_structure}))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
-                              output_structure=output_structure, input_structure=arguments)
+                              output_structure=output_structure, input_structure=arguments,
+                              frozen_because=frozen_because)
     flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, f"for input shapes {shapes}")
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
@@ -215,14 +216,15 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     bounds = symbolic.bounds_of(shapes, dims, request.label)
     steps = symbolic.verify_sizes(bounds)
     concrete = tf_function.get_concrete_function()
-    prepared = prepare(concrete, request.weights)
     inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
-    key = cache_key(prepared.graph_sha256, inputs, request.key.target, request.key.compile_options,
-                    request.key.versions_with(tf.__version__), structures)
+    prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
+        graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
+        structures))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
+                              frozen_because=frozen_because,
                               dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
                                     for name, (low, high) in bounds.items()})
     flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
@@ -296,6 +298,23 @@ def prepare(concrete: Any, mode: str) -> Prepared:
     return Prepared(concrete, mode, frozen, None, frozen_graph_sha256(frozen))
 
 
+def _prepare_and_key(concrete: Any, request: TraceRequest,
+                     key_of: Callable[[str], str]) -> tuple[Prepared, str, str | None]:
+    """`prepare` and the cache key (`key_of` the graph's SHA-256); frozen at once, with the reason,
+    when an earlier build of this very key with the weights as inputs failed and its frozen build
+    succeeded (`fastkey.remember_lifted_failure`): converting and compiling it again would fail
+    the same way."""
+    prepared = prepare(concrete, request.weights)
+    key = key_of(prepared.graph_sha256)
+    failure = None
+    if prepared.lifted is not None and request.cache_dir is not None:
+        failure = lifted_build_failed(Path(request.cache_dir), key)
+    if failure is None:
+        return prepared, key, None
+    prepared = prepare(concrete, "constants")
+    return prepared, key_of(prepared.graph_sha256), failure
+
+
 def _captured_bytes(concrete: Any) -> int:
     """The size of the variables the function captures, without reading them."""
     return sum(int(np.prod(v.shape.as_list(), dtype=np.int64)) * v.dtype.size for v in concrete.variables)
@@ -313,10 +332,10 @@ def lifted_graph_sha256(lifted: LiftedWeights) -> str:
     return digest.hexdigest()
 
 
-def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray]:
-    """The weights the conversion step saved (none for a frozen function), one at a time, as
-    TFLite's interpreter takes them: after the user's inputs."""
-    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else iter(())
+def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray] | None:
+    """The weights the conversion step saved, one at a time, as TFLite's interpreter takes them:
+    after the user's inputs; None for a frozen function (`tflite_outputs` then runs XNNPACK)."""
+    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else None
 
 
 def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,

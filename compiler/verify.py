@@ -11,7 +11,7 @@ size. Integers and booleans must match exactly. The reported relative error is
 
 `allowance` is what float32 itself cannot do better than on this model: `SPREAD_FACTOR` times the
 largest difference between TFLite's outputs (the same graph, run by TFLite's interpreter, saved by
-the tracing step) and TensorFlow's. Most models leave it far below the tolerance; a model that
+the tracing step: with XNNPACK, or its builtin kernels when the weights are inputs) and TensorFlow's. Most models leave it far below the tolerance; a model that
 amplifies rounding errors does not: the deep post-activation ResNets (ResNet101 and ResNet152 with
 random weights) turn a relative change of 1e-5 in their input into 3.6e-2 in their logits, and
 TensorFlow, TFLite (XNNPACK and reference kernels) and TVM each end up 1.4e-3 to 1.7e-3 away from

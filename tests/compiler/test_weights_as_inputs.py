@@ -25,6 +25,9 @@ from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
 # Peak RSS growth over the weights' size while lifting, hashing, converting and saving a Dense
 # 4096x4096 (64 MB): measured 1.6x (freezing and converting it: 10.3x, test_tf_side_memory.py).
 LIFTED_PEAK_OVER_WEIGHTS = 2.5
+# Peak RSS growth over the weights' size of TFLite's verification run on 8 lifted Conv2D 3x3
+# 512->512 (72 MB): measured 1.3x with the builtin kernels, 2.1x with XNNPACK.
+TFLITE_PEAK_OVER_LIFTED_WEIGHTS = 1.7
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "aot"
 
@@ -170,6 +173,31 @@ def test_lifting_converting_and_saving_stay_near_the_weights_size(tmp_path: Path
     assert (peaks.peak_mb() - before) / weights_mb < LIFTED_PEAK_OVER_WEIGHTS
 
 
+@pytest.mark.slow
+def test_tflite_verification_run_does_not_pack_a_second_copy_of_lifted_weights(tmp_path: Path) -> None:
+    """Fed its weights as inputs, XNNPACK packs every convolution's filter into a copy of its own
+    on each run; verification's TFLite run uses the builtin kernels instead (docs/build.md)."""
+    from tfcheck.compiler.memory import StagePeaks, status_mb
+    from tfcheck.compiler.trace import saved_weights
+    from tfcheck.compiler.weights_file import save_weights
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((14, 14, 512)),
+                              *[keras.layers.Conv2D(512, 3, padding="same", activation="relu") for _ in range(8)]])
+    function = tf.function(lambda x: model(x), input_signature=[tf.TensorSpec([1, 14, 14, 512], tf.float32)])
+    lifted = lift_weights(function.get_concrete_function())
+    flatbuffer = to_tflite(lifted.function)
+    count = save_weights(weight_values(lifted), tmp_path / "weights.npz")
+    weights_mb = sum(w.numpy().nbytes for w in model.weights) / 2**20
+    x = np.random.default_rng(0).standard_normal((1, 14, 14, 512)).astype("float32")
+    peaks = StagePeaks()
+    before = status_mb("VmRSS")
+    with peaks.stage("TFLite outputs"):
+        outputs = tflite_outputs(flatbuffer, [x], saved_weights(tmp_path, count))
+    assert outputs is not None
+    assert (peaks.peak_mb() - before) / weights_mb < TFLITE_PEAK_OVER_LIFTED_WEIGHTS
+
+
 PADDED = '''
 import tensorflow as tf
 import tfcheck
@@ -192,3 +220,24 @@ def test_a_lifted_build_tvm_cannot_import_is_built_again_frozen(
     assert (record["status"], record["verified"]) == ("built", True)
     assert "built with its weights frozen into the graph" in record["message"]
     assert "TFLite operator PAD" in record["message"]
+
+
+@pytest.mark.slow
+def test_a_lifted_build_that_fell_back_goes_straight_to_the_frozen_artifact_next_time(
+        project: Callable[..., Path], run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lifted key of PAD's function is never cached: without the noted failure, every build
+    would convert and compile it with its weights as inputs, fail, and trace it again frozen."""
+    from tfcheck.compiler import driver
+
+    folder = project({"padded.py": PADDED})
+    first = build(run_cli, folder)["padded"]
+    assert first["status"] == "built"
+    children = []
+    run_child = driver.run_child
+    monkeypatch.setattr(driver, "run_child", lambda module, *args, **kwargs: children.append(module) or run_child(
+        module, *args, **kwargs))
+    second = build(run_cli, folder)["padded"]
+    assert (second["status"], second["artifact"]) == ("cached", first["artifact"])
+    assert children == ["tfcheck.compiler.trace"]  # one trace, frozen at once; nothing compiled
+    assert "built with its weights frozen into the graph" in second["message"]
+    assert "TFLite operator PAD" in second["message"]
