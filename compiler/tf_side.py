@@ -237,14 +237,15 @@ def lift_weights(concrete: Any) -> LiftedWeights:
     for node in graph_def.node:
         if node.name in external and consumers.get(node.name):
             value, label = external[node.name], names.get(id(external[node.name]), node.name)
-            dtype = _captured_dtype(tf, node, consumers[node.name], label)
+            dtype = _captured_dtype(tf, node, consumers[node.name], label, graph_def.library)
             weights[node.name] = len(handles)
             handles.append(value)
             dtypes.append(dtype)
             shapes.append(_captured_shape(tf, value, dtype))
             labels.append(label)
             _add_weight_input(tf, lifted, len(handles) - 1, dtype, shapes[-1])
-            if node.attr["dtype"].type != tf.resource.as_datatype_enum:  # a captured tensor, not a variable
+            calls = [reader for reader in consumers[node.name] if reader.op in CALL_OPS]
+            if node.attr["dtype"].type != tf.resource.as_datatype_enum or calls:  # a tensor, or a call's argument
                 _add_identity(lifted, node.name, len(handles) - 1, dtype)
         elif node.name in external:
             continue  # a capture nothing reads
@@ -252,6 +253,9 @@ def lift_weights(concrete: Any) -> LiftedWeights:
             _add_identity(lifted, node.name, weights[node.input[0]], tf.as_dtype(node.attr["dtype"].type))
         else:
             lifted.node.add().CopyFrom(node)
+    for node in lifted.node:
+        if node.op in CALL_OPS:
+            _lift_call_arguments(tf, lifted, node, dtypes, weights)
     return LiftedWeights(_function_of(tf, lifted, user_inputs, len(handles), concrete), lifted, handles, dtypes, shapes,
                         labels)
 
@@ -265,19 +269,100 @@ def _consumers(graph_def: Any) -> dict[str, list[Any]]:
     return found
 
 
-def _captured_dtype(tf: Any, node: Any, readers: list[Any], label: str) -> Any:
+# Ops that call a function of the graph's library with their inputs as its arguments. Keras runs
+# grouped convolutions (ConvNeXt's depthwise ones) through an XLA-compiled function that takes the
+# variable itself, which TensorFlow's inliner leaves alone.
+CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
+
+
+def _captured_dtype(tf: Any, node: Any, readers: list[Any], label: str, library: Any) -> Any:
     """The dtype of the weight a captured placeholder stands for: a variable's (read only by
-    ReadVariableOp, all of one dtype), or a captured tensor's own."""
+    ReadVariableOp, here or as the argument of a called function, all of one dtype), or a captured
+    tensor's own."""
     if node.attr["dtype"].type != tf.resource.as_datatype_enum:
         return tf.as_dtype(node.attr["dtype"].type)
-    others = [reader for reader in readers if reader.op != "ReadVariableOp"]
-    if others:
-        raise WeightsRefused(f"variable {label!r} is used by {others[0].op} node {others[0].name!r}, not "
-                             "only read by ReadVariableOp: its value cannot be an input of the function")
-    dtypes = {reader.attr["dtype"].type for reader in readers}
+    dtypes: set[int] = set()
+    for reader in readers:
+        read = _argument_reads(reader, node.name, library) if reader.op in CALL_OPS else (
+            [reader] if reader.op == "ReadVariableOp" else None)
+        if read is None:
+            raise WeightsRefused(f"variable {label!r} is used by {reader.op} node {reader.name!r}, not "
+                                 "only read by ReadVariableOp: its value cannot be an input of the function")
+        dtypes.update(each.attr["dtype"].type for each in read)
     if len(dtypes) != 1:
         raise WeightsRefused(f"variable {label!r} is read as {len(dtypes)} different dtypes")
     return tf.as_dtype(dtypes.pop())
+
+
+def _argument_reads(call: Any, placeholder: str, library: Any) -> list[Any] | None:
+    """The ReadVariableOp nodes through which `call`'s function reads the argument(s) that
+    `placeholder` feeds, or None when it does anything else with them (or the function is not
+    in `library`)."""
+    function = _library_function(call, library)
+    if function is None:
+        return None
+    positions = [i for i, name in enumerate(call.input) if name.split(":")[0] == placeholder]
+    arguments = {function.signature.input_arg[i].name for i in positions}
+    users = [node for node in function.node_def if any(name.split(":")[0] in arguments for name in node.input)]
+    return users if users and all(node.op == "ReadVariableOp" for node in users) else None
+
+
+def _library_function(call: Any, library: Any) -> Any:
+    name = call.attr["f"].func.name
+    return next((function for function in library.function if function.signature.name == name), None)
+
+
+def _lift_call_arguments(tf: Any, graph_def: Any, call: Any, dtypes: list[Any], index: dict[str, int]) -> None:
+    """Make `call`'s function take each lifted weight it was given as a variable as a value:
+    its argument's type becomes the weight's dtype and its reads become Identities. The function
+    gets a name of its own (TensorFlow keeps the original under its name)."""
+    function = _library_function(call, graph_def.library)
+    for position, name in enumerate(call.input):
+        if name.split(":")[0] not in index or call.attr["Tin"].list.type[position] != tf.resource.as_datatype_enum:
+            continue
+        if not function.signature.name.endswith(LIFTED_SUFFIX):
+            _rename_function(graph_def, function)
+        dtype = dtypes[index[name.split(":")[0]]].as_datatype_enum
+        call.attr["Tin"].list.type[position] = dtype
+        argument = function.signature.input_arg[position]
+        argument.type = dtype
+        for node in function.node_def:
+            if node.op == "ReadVariableOp" and node.input[0].split(":")[0] == argument.name:
+                node.op = "Identity"
+                del node.attr["dtype"]
+                node.attr["T"].type = dtype
+                _rename_output(function, node.name, "value", "output")
+        read_only = call.attr["_read_only_resource_inputs"].list.i
+        if position in read_only:
+            read_only.remove(position)
+
+
+LIFTED_SUFFIX = "_tfcheck_lifted"
+
+
+def _rename_function(graph_def: Any, function: Any) -> None:
+    """Give `function` a name of its own, and every call of it in `graph_def` that name (refused
+    when another function of the library calls it too: that call would keep the old name)."""
+    old = function.signature.name
+    if any(node.attr["f"].func.name == old for each in graph_def.library.function for node in each.node_def
+           if node.op in CALL_OPS):
+        raise WeightsRefused(f"function {old!r} takes a variable and is called from another function")
+    function.signature.name = old + LIFTED_SUFFIX
+    for node in graph_def.node:
+        if node.op in CALL_OPS and node.attr["f"].func.name == old:
+            node.attr["f"].func.name = function.signature.name
+
+
+def _rename_output(function: Any, node: str, old: str, new: str) -> None:
+    """Point every reference to `node`'s output `old` (`node:old:0`) in `function` at `new`."""
+    before, after = f"{node}:{old}:", f"{node}:{new}:"
+    for each in function.node_def:
+        for i, name in enumerate(each.input):
+            if name.startswith(before):
+                each.input[i] = after + name[len(before):]
+    for key, value in function.ret.items():
+        if value.startswith(before):
+            function.ret[key] = after + value[len(before):]
 
 
 def _captured_shape(tf: Any, value: Any, dtype: Any) -> list[int]:

@@ -40,6 +40,8 @@ import tfcheck
 keras.utils.set_random_seed(0)
 depthwise = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.DepthwiseConv2D(3, padding="same")])
 dense = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+# ConvNeXt's depthwise convolution: Keras runs `groups=` through an XLA function that takes the variable.
+grouped = keras.Sequential([keras.Input((8, 8, 16)), keras.layers.Conv2D(16, 3, groups=16, padding="same")])
 
 
 @tfcheck.aot(weights="inputs")
@@ -52,6 +54,12 @@ def depthwise_conv(images):
 @tf.function(input_signature=[tf.TensorSpec([3, 16], tf.float32)])
 def mlp(x):
     return dense(x, training=False)
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 16], tf.float32)])
+def grouped_conv(images):
+    return grouped(images, training=False)
 '''
 
 COUNTER = '''
@@ -96,6 +104,23 @@ def test_lifted_model_converts_without_weights_and_matches_tensorflow() -> None:
     np.testing.assert_allclose(got, reference_outputs(concrete, [x])[0], atol=1e-5)
 
 
+def test_a_variable_passed_to_a_called_function_is_lifted_too() -> None:
+    """ConvNeXt's grouped convolutions: the variable is an argument of an XLA-compiled call
+    (`StatefulPartitionedCall`), which the lifted function must read as a value."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8, 8, 256)), keras.layers.Conv2D(256, 5, groups=256, padding="same")])
+    spec = tf.TensorSpec([1, 8, 8, 256], tf.float32)
+    concrete = tf.function(lambda x: model(x), input_signature=[spec]).get_concrete_function()
+    assert any(node.op == "StatefulPartitionedCall" for node in concrete.graph.as_graph_def().node)
+    lifted = lift_weights(concrete)
+    flatbuffer = to_tflite(lifted.function)
+    weights = list(weight_values(lifted))
+    assert len(flatbuffer) < sum(w.nbytes for w in weights)
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 256)).astype("float32")
+    [got] = tflite_outputs(flatbuffer, [x], weights)
+    np.testing.assert_allclose(got, reference_outputs(concrete, [x])[0], atol=1e-5)
+
+
 def test_the_key_covers_every_weight_value() -> None:
     model, concrete = dense_function()
     before = lifted_graph_sha256(lift_weights(concrete))
@@ -128,7 +153,7 @@ def test_conv_bn_depthwise_and_dense_models_build_and_verify_with_weights_as_inp
     folder = project({"cnn_bn.py": cnn_bn.replace("\n@tfcheck.aot\n", '\n@tfcheck.aot(weights="inputs")\n'),
                       "more.py": MORE_MODELS})
     records = build(run_cli, folder)
-    for name in ("small_cnn", "depthwise_conv", "mlp"):
+    for name in ("small_cnn", "depthwise_conv", "mlp", "grouped_conv"):
         assert records[name]["status"] == "built", records[name]
         assert records[name]["verified"] is True
         assert records[name]["max_abs_error"] < 1e-4
