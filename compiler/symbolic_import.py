@@ -232,8 +232,11 @@ class ShapeValues:
             return upstream(op=op)
 
     def _batch_matmul(self, upstream: Callable[..., Any], op: Any) -> Any:
-        """BATCH_MATMUL with a symbolic dimension: Relax's `matmul`, which broadcasts the batch
-        axes itself (TVM's converter broadcasts them with `int()` of each dimension)."""
+        """BATCH_MATMUL with a symbolic dimension, or operands of different ranks: Relax's
+        `matmul`, which broadcasts the batch axes itself. TVM's converter broadcasts them with
+        `int()` of each dimension, and for different ranks reads the shape of an expression it has
+        not normalised ("'Type' object has no attribute 'shape'": a Keras Dense on a 3-D or 4-D
+        input whose weight is an input of the model, as with `weights="inputs"`)."""
         from tflite.BatchMatMulOptions import BatchMatMulOptions
         from tvm import relax
 
@@ -241,7 +244,8 @@ class ShapeValues:
         tensors = converter.get_input_tensors(op)
         operands = [converter.get_tensor_expr(tensor) for tensor in tensors]
         shapes = [converter._infer_shape(operand) for operand in operands]  # noqa: SLF001
-        if converter.is_quantized(op) or all(isinstance(_int_or_symbolic(d), int) for shape in shapes for d in shape):
+        static = all(isinstance(_int_or_symbolic(d), int) for shape in shapes for d in shape)
+        if converter.is_quantized(op) or (static and len(shapes[0]) == len(shapes[1])):
             return upstream(op=op)
         options = BatchMatMulOptions()
         options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)

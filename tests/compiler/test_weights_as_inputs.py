@@ -42,6 +42,8 @@ depthwise = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.DepthwiseConv
 dense = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
 # ConvNeXt's depthwise convolution: Keras runs `groups=` through an XLA function that takes the variable.
 grouped = keras.Sequential([keras.Input((8, 8, 16)), keras.layers.Conv2D(16, 3, groups=16, padding="same")])
+# ConvNeXt's pointwise layers: a Dense on a 4-D input, a BATCH_MATMUL of a 4-D and a 2-D operand.
+pointwise = keras.Sequential([keras.Input((4, 4, 8)), keras.layers.Dense(16)])
 
 
 @tfcheck.aot(weights="inputs")
@@ -60,6 +62,12 @@ def mlp(x):
 @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 16], tf.float32)])
 def grouped_conv(images):
     return grouped(images, training=False)
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([1, 4, 4, 8], tf.float32)])
+def dense_4d(images):
+    return pointwise(images, training=False)
 '''
 
 COUNTER = '''
@@ -153,7 +161,7 @@ def test_conv_bn_depthwise_and_dense_models_build_and_verify_with_weights_as_inp
     folder = project({"cnn_bn.py": cnn_bn.replace("\n@tfcheck.aot\n", '\n@tfcheck.aot(weights="inputs")\n'),
                       "more.py": MORE_MODELS})
     records = build(run_cli, folder)
-    for name in ("small_cnn", "depthwise_conv", "mlp", "grouped_conv"):
+    for name in ("small_cnn", "depthwise_conv", "mlp", "grouped_conv", "dense_4d"):
         assert records[name]["status"] == "built", records[name]
         assert records[name]["verified"] is True
         assert records[name]["max_abs_error"] < 1e-4
