@@ -219,8 +219,9 @@ def lift_weights(concrete: Any) -> LiftedWeights:
     """`concrete` with each captured variable replaced by an input of the variable's shape and dtype.
 
     Every read of a variable (a `ReadVariableOp` of the captured resource placeholder) becomes an
-    Identity of the new input. A variable that anything else touches (an assignment, a gather, a
-    call or loop that takes the resource) is refused with its name and the op: freezing handles it.
+    Identity of the new input, in a called function too (`_lift_call_arguments`). A variable that
+    anything else touches (an assignment, a gather, a loop that takes the resource, a called
+    function that does more than read it) is refused with its name and the op: freezing handles it.
     """
     import tensorflow as tf
 
