@@ -9,7 +9,9 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 - replaces the conversions of operators TVM gets wrong (docs/importer-fixes.md): SLICE with
   begin/size computed at run time (TensorFlow's TensorList writes, e.g. a GRU or LSTM with
   `return_sequences=True`), GATHER with `batch_dims`, ARG_MAX/ARG_MIN, whose int32 output
-  TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout);
+  TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout),
+  BATCH_MATMUL of operands of different ranks or with a symbolic dimension (in
+  `symbolic_import.py`, which wraps the shape-computing converters);
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
