@@ -8,6 +8,7 @@ intrinsics (30-60 s here), so they pay for it once. Each tunes a tiny matmul wit
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,11 @@ from tfcheck.compiler.tuning import (  # noqa: E402
 )
 
 TRIALS = 4
+# The races below pit an unscheduled loop nest (one core, no vectors) against the default schedule.
+# At 64x256x256 that was 3.2 ms against 0.05 ms here, and on a loaded 2-core CI runner the default
+# build's two-thread kernel, waiting each call for a core that another test held, once lost; at
+# 128x512x512 it is 45 ms against 0.16 ms, a margin that waiting for a busy core cannot close.
+RACE_ROWS, RACE_INNER, RACE_COLS = 128, 512, 512
 
 
 def _dense_relu(rows: int, inner: int, cols: int) -> tvm.IRModule:
@@ -205,14 +211,14 @@ def _tuning_request(root: Path, rpc: RpcConfig | None = None) -> dict[str, objec
 @pytest.mark.xdist_group("tvm-tuning")
 def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path: Path) -> None:
     target = _target()
-    mod, weight = _dense_relu_with_constant_weight(64, 256, 256)
+    mod, weight = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)  # wins per operator, loses as a model
 
     executable, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
     assert (tuning["tasks_kept_default"], tuning["whole_model"]["kept"]) == (0, "default")
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
-    x = np.random.default_rng(0).random((64, 256), dtype=np.float32)
+    x = np.random.default_rng(0).random((RACE_ROWS, RACE_INNER), dtype=np.float32)
     out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(out, np.maximum(x @ weight, 0), rtol=1e-5)
 
@@ -225,7 +231,7 @@ def test_without_a_tuned_schedule_there_is_no_race(tmp_path: Path) -> None:
 
 def test_the_race_keeps_the_faster_model_and_reports_both_times() -> None:
     target = _target()
-    mod, _ = _dense_relu_with_constant_weight(64, 256, 256)
+    mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
     unscheduled = legalize_and_fuse(mod, target)  # plain loop nests: one core, no vectors
     result = race({"slow": unscheduled, "fast": apply_default_schedules(mod, target)}, target, rounds=2)
     assert result.winner == "fast" and result.median_ms["slow"] > result.median_ms["fast"] > 0
@@ -299,14 +305,15 @@ def rpc_device() -> RpcConfig:
     from tvm import rpc
     from tvm.rpc.tracker import Tracker
 
+    key = f"tfcheck-test-{os.getpid()}"  # test runs side by side on one machine never share a server
     tracker = Tracker(host="127.0.0.1", port=9190, port_end=9290, silent=True)
     server = rpc.Server(
-        host="127.0.0.1", port=9300, port_end=9400, key="tfcheck-test",
+        host="127.0.0.1", port=9300, port_end=9400, key=key,
         tracker_addr=("127.0.0.1", tracker.port), silent=True,
     )
     try:
-        _wait_for_server(tracker.port, "tfcheck-test")
-        yield RpcConfig("127.0.0.1", tracker.port, "tfcheck-test", session_timeout_s=60.0)
+        _wait_for_server(tracker.port, key)
+        yield RpcConfig("127.0.0.1", tracker.port, key, session_timeout_s=60.0)
     finally:
         server.terminate()
         tracker.terminate()
@@ -337,11 +344,11 @@ def test_tuning_measures_through_an_rpc_tracker(tmp_path: Path, rpc_device: RpcC
 @pytest.mark.xdist_group("tvm-tuning")
 def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device: RpcConfig) -> None:
     target = _target()
-    mod, _ = _dense_relu_with_constant_weight(64, 256, 256)
+    mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)
     _, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
-    assert tuning["whole_model"]["kept"] == "default"
+    assert tuning["whole_model"]["kept"] == "default", tuning
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
 
 
