@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +97,32 @@ def test_the_library_holds_no_weights_and_the_artifact_matches_tensorflow_withou
                                 str(built / "y.npy")], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     np.testing.assert_allclose(np.load(built / "y.npy"), _tensorflow_output(built, x), rtol=1e-4, atol=1e-5)
+
+
+DISPATCH = '''
+import json, sys
+import numpy as np, tensorflow as tf
+sys.path.insert(0, ".")
+import wide
+
+x = np.load("x.npy")
+np.save("dispatched.npy", np.asarray(wide.wide(tf.constant(x))))
+print(json.dumps(wide.wide.backend))
+'''
+
+
+@pytest.mark.slow
+def test_dispatch_runs_the_artifact_with_its_weights_file_on_tensorflow_tensors(built: Path) -> None:
+    """`@tfcheck.aot` passes TensorFlow tensors over DLPack (not the NumPy route), weights after them."""
+    [manifest] = [json.loads(path.read_text()) for path in (built / "cache").glob("*/manifest.json")]
+    assert manifest["weights"]["count"] == 2  # the artifact dispatch finds takes its weights from the file
+    x = np.random.default_rng(2).standard_normal((4, 512)).astype(np.float32)
+    np.save(built / "x.npy", x)
+    completed = subprocess.run([sys.executable, "-c", DISPATCH], cwd=built, capture_output=True, text=True,
+                               timeout=300, env={**os.environ, "TFCHECK_ARTIFACTS": str(built / "cache")})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads(completed.stdout.splitlines()[-1]) == "tvm:cpu"
+    np.testing.assert_allclose(np.load(built / "dispatched.npy"), _tensorflow_output(built, x), rtol=1e-4, atol=1e-5)
 
 
 def _copy(built: Path, name: str) -> Path:
