@@ -51,7 +51,7 @@ class _ConstantsToParams(relax.PyExprMutator):  # type: ignore[misc]
     def visit_generic_const_(self, op: relax.Expr) -> relax.Expr:  # TVM's visitor of tensor constants
         value = op.value
         if not isinstance(value, tvm.runtime.Tensor) or _nbytes(value) < self.min_bytes:
-            return op
+            return op  # a PrimValue, or small
         param = self._by_constant.get(op)
         if param is None:
             param = relax.Var(f"{CONSTANT_PARAM}{len(self.params)}", op.ty)
@@ -62,8 +62,12 @@ class _ConstantsToParams(relax.PyExprMutator):  # type: ignore[misc]
 
 
 def _nbytes(data: Any) -> int:
-    """A runtime tensor's size in bytes, from its shape and dtype (no copy to NumPy)."""
-    return int(np.prod(data.shape, dtype=np.int64)) * np.dtype(str(data.dtype)).itemsize
+    """A runtime tensor's size in bytes, from its shape and dtype (no copy to NumPy); 0 for a dtype
+    that is not one of NumPy's own (bfloat16, float8: the runtime reads the file with NumPy alone)."""
+    dtype = np.dtype(str(data.dtype))
+    if dtype.kind not in "biuf":
+        return 0
+    return int(np.prod(data.shape, dtype=np.int64)) * dtype.itemsize
 
 
 def lift_constants(mod: tvm.IRModule, min_bytes: int = MIN_BYTES) -> LiftedConstants:

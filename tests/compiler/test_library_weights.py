@@ -203,3 +203,22 @@ def test_large_constants_become_parameters_of_main_and_small_ones_stay() -> None
     value = rng.standard_normal((2, 32)).astype(np.float32)
     got = machine["main"](tvm.runtime.tensor(value), lifted.values[0]).numpy()
     np.testing.assert_allclose(got, value @ big @ big + small, rtol=1e-5, atol=1e-4)
+
+
+def test_a_constant_of_a_dtype_numpy_lacks_stays_in_the_library() -> None:
+    """The runtime reads the weights file with NumPy alone: a bfloat16 constant is kept inside."""
+    pytest.importorskip("tvm")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from tfcheck.compiler.library_weights import lift_constants
+
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((64, 64), "bfloat16"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            output = builder.emit_output(relax.op.add(x, relax.const(np.ones((64, 64), dtype=ml_dtypes.bfloat16))))
+        builder.emit_func_output(output)
+    lifted = lift_constants(builder.get())
+    assert lifted.values == [] and [str(param.name) for param in lifted.mod["main"].params] == ["x"]
