@@ -1,9 +1,9 @@
 """The compiled `main`'s large constants as parameters, saved to the artifact's weights file.
 
 Exporting a Relax executable serializes its constants into the library: TVM packs them into one
-blob, makes an LLVM constant array of it and emits an object file, which took about 4 times the
-constants' size on top of the executable's own copy (VGG16: 3.0 GB for 528 MB of weights; a
-256 MB constant: 1.5 GB, docs/build.md "Memory"). For a function built with its weights as
+blob, makes an LLVM constant array of it and emits an object file (a 256 MB constant: +1.0 GB over
+the executable's own copy to pack it, +0.25 GB to emit it; VGG16's compile child peaked at 3.0 GB
+for 528 MB of weights there: docs/build.md, "The weights file"). For a function built with its weights as
 inputs, `lift_constants` runs once every pass that reads a constant's value (binding, folding and
 packing the weights: `importer.bind_weights`, `schedules.fold_packed_weights`) has run: each
 constant of at least `MIN_BYTES` becomes a parameter of `main` after the user's inputs, its value
