@@ -1,7 +1,7 @@
 """Peak resident memory and time per build stage of one `@tfcheck.aot` function (issue 15).
 
     .venv/bin/python benchmarks/stage_memory.py trace MODULE.py FUNCTION WORK_DIR [--weights inputs]
-    .venv/bin/python benchmarks/stage_memory.py compile WORK_DIR
+    .venv/bin/python benchmarks/stage_memory.py compile WORK_DIR [--constants-in-library]
 
 The two halves run the build's own stage functions by hand, each in its own process as `tfcheck
 build` runs them (trace: TensorFlow -> frozen graph -> TFLite; compile: TFLite -> Relax ->
@@ -9,8 +9,11 @@ schedules -> tvm.compile -> export -> verify), with `compiler/memory.py` reading
 RSS from /proc (tracemalloc cannot see TensorFlow's, TVM's or LLVM's native memory). `trace` writes
 `model.tflite` and `io.npz` (and, with `--weights inputs`, `weights.npz`) into WORK_DIR for
 `compile`. `--weights` picks the route as `@tfcheck.aot(weights=...)` does: "constants" freezes,
-"inputs" lifts the variables into inputs (docs/build.md, "Memory"). Output: one Markdown table per
-half. Static input shapes only (the function's input_signature).
+"inputs" lifts the variables into inputs (docs/build.md, "Memory"). With `weights.npz`, `compile`
+exports as the build does: the packed weights go to the artifact's weights file beside `lib.so`
+(`compiler/library_weights.py`); `--constants-in-library` exports them inside `lib.so` instead,
+as tfcheck did before. Output: one Markdown table per half. Static input shapes only (the
+function's input_signature).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePe
     return peaks
 
 
-def compile_(work: Path) -> StagePeaks:
+def compile_(work: Path, constants_in_library: bool) -> StagePeaks:
     """The compile child's stages on `work/model.tflite`, for this machine's CPU."""
     from tfcheck.runtime.threads import use_all_cores
 
@@ -75,14 +78,18 @@ def compile_(work: Path) -> StagePeaks:
     import tvm
 
     from tfcheck.compiler.importer import import_variant
+    from tfcheck.compiler.library_weights import LiftedConstants, lift_constants, save_constants
     from tfcheck.compiler.schedules import apply as schedules
     from tfcheck.compiler.targets import host_cpu_target
     from tfcheck.compiler.verify import compare_all
     from tfcheck.compiler.weights_file import WEIGHTS_FILE
+    from tfcheck.runtime.weights import WEIGHTS
 
     target = tvm.target.Target(host_cpu_target())
     peaks = StagePeaks()
     weights = work / WEIGHTS_FILE
+    out = work / ("embedded" if constants_in_library else "library")
+    out.mkdir(exist_ok=True)
     with peaks.stage("import TFLite -> Relax (+ bind and fold the weights)" if weights.exists() else "import TFLite -> Relax"):
         mod = import_variant(work, weights=len(np.load(weights).files) if weights.exists() else 0)
     with peaks.stage("legalize + fold + fuse"):
@@ -91,15 +98,25 @@ def compile_(work: Path) -> StagePeaks:
         mod = schedules.schedule_module(mod, target)
     with peaks.stage("pack weights (FoldConstant)"):
         mod = schedules.fold_packed_weights(mod, target)
-    with peaks.stage("tvm.compile (LLVM)"):
-        executable = schedules.compile_cpu(mod, target)
+    lift = weights.exists() and not constants_in_library
+    with peaks.stage("lift constants out of main" if lift else "(constants stay in main)"):
+        lifted = lift_constants(mod) if lift else LiftedConstants(mod, [])
         del mod
-    with peaks.stage("export_library"):
-        executable.export_library(str(work / "lib.so"))
+    with peaks.stage("tvm.compile (LLVM)"):
+        executable = schedules.compile_cpu(lifted.mod, target)
+        constants = lifted.values
+        del lifted
+    with peaks.stage("export_library" + (" (constants inside)" if constants_in_library else "")):
+        executable.export_library(str(out / "lib.so"))
         del executable
+    with peaks.stage(f"save {WEIGHTS} ({len(constants)} constants)"):
+        count = save_constants(constants, out / WEIGHTS) if constants else 0
+        del constants
     with peaks.stage("verify (load + run)"):
-        result = compare_all(work / "lib.so", [work / "io.npz"], "cpu")
+        result = compare_all(out / "lib.so", [work / "io.npz"], "cpu", count)
     print(f"verify: {result}", file=sys.stderr)
+    print(f"lib.so: {(out / 'lib.so').stat().st_size / 2**20:.1f} MB"
+          + (f", {WEIGHTS}: {(out / WEIGHTS).stat().st_size / 2**20:.1f} MB" if count else ""), file=sys.stderr)
     return peaks
 
 
@@ -113,8 +130,11 @@ def main() -> None:
     trace_part.add_argument("--weights", choices=["constants", "inputs"], default="constants")
     compile_part = parts.add_parser("compile")
     compile_part.add_argument("work", type=Path)
+    compile_part.add_argument("--constants-in-library", action="store_true",
+                              help="export the packed weights inside lib.so (tfcheck before the weights file)")
     args = parser.parse_args()
-    peaks = trace(args.module, args.function, args.work, args.weights) if args.part == "trace" else compile_(args.work)
+    peaks = (trace(args.module, args.function, args.work, args.weights) if args.part == "trace"
+             else compile_(args.work, args.constants_in_library))
     print(peaks.table())
 
 

@@ -33,6 +33,7 @@ from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest, read_manifest
 from tfcheck.runtime.paths import check_name, remove_tree
 from tfcheck.runtime.digest import file_sha256
+from tfcheck.runtime.weights import checked_weights_path
 
 INDEX = "index.json"
 _TEMP = ".tmp"
@@ -152,6 +153,10 @@ def entry_problem(folder: Path) -> str | None:
         return "library file missing"
     if file_sha256(library) != manifest.library_sha256:
         return "library does not match its SHA-256"
+    try:
+        checked_weights_path(manifest)
+    except ArtifactError as error:
+        return str(error)
     return None
 
 

@@ -33,7 +33,9 @@ from tfcheck.compiler.messages import (CompileRequest, CompileResult, KeyParts, 
 from tfcheck.compiler.runtime_bundle import bundle_runtime, runtime_record
 from tfcheck.compiler.symbolic import entries_example
 from tfcheck.compiler.targets import TargetError, describe, device_of, resolve_target
-from tfcheck.runtime.manifest import LIBRARY, Manifest, SymbolicDim, TensorSpec, Verification
+from tfcheck.runtime.manifest import (FORMAT_VERSION, LIBRARY, WEIGHTS_FORMAT_VERSION, Manifest, SymbolicDim, TensorSpec,
+                                      Verification)
+from tfcheck.runtime.weights import WEIGHTS
 from tfcheck.runtime.paths import UnsafePathError, check_name
 from tfcheck.runtime.digest import file_sha256
 
@@ -95,7 +97,8 @@ class Reporter(Protocol):
 
 
 # The compiler modules whose code decides the generated code (importer, passes, schedules, tuning).
-_CODE_GENERATORS = ("importer.py", "pipeline.py", "tuning.py", "model_timing.py", "cuda.py", "schedules/*.py")
+_CODE_GENERATORS = ("importer.py", "pipeline.py", "library_weights.py", "tuning.py", "model_timing.py", "cuda.py",
+                     "schedules/*.py")
 
 
 def versions() -> dict[str, str]:
@@ -465,6 +468,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         runtime=runtime_record(device_of(options.target)),
         library=LIBRARY,
         library_sha256=file_sha256(library),
+        weights=_weights_record(library.parent / WEIGHTS, result.library_weights),
+        format_version=WEIGHTS_FORMAT_VERSION if result.library_weights else FORMAT_VERSION,
         tuned=bool(options.tuning),
         compile_options=compile_options(options),
         verify=_verification(result),
@@ -477,6 +482,14 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         if variant.dims else None,
         created=now_utc(),
     )
+
+
+def _weights_record(path: Path, count: int) -> dict[str, Any] | None:
+    """The manifest's `weights` (tfcheck/runtime/weights.py) for the weights file the compile
+    child wrote with `count` values; None when it wrote none."""
+    if not count:
+        return None
+    return {"file": WEIGHTS, "size": path.stat().st_size, "sha256": file_sha256(path), "count": count}
 
 
 def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:

@@ -29,7 +29,8 @@ import numpy as np
 
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.tflite_values import constant_value
-from tfcheck.compiler.weights_file import WEIGHT_INPUT, WEIGHTS_FILE, load_weights
+from tfcheck.compiler.weights_file import WEIGHT_INPUT, WEIGHTS_FILE
+from tfcheck.runtime.weights import read_weights
 
 
 class ImporterError(StepError):
@@ -119,7 +120,7 @@ def bind_weights(module: Any, path: Path, count: int) -> Any:
     machine = relax.VirtualMachine(tvm.compile(tvm.IRModule({TRANSFORM_PARAMS: transform}),
                                                target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
     try:
-        weights = [tvm.runtime.tensor(value) for value in load_weights(path, count)]
+        weights = [tvm.runtime.tensor(value) for value in read_weights(path, count)]
     except (OSError, ValueError) as error:
         raise StepError(f"reading the weights {path.name}: {error}") from error
     values = list(machine[TRANSFORM_PARAMS](weights))

@@ -185,6 +185,7 @@ class CompileResult:
     device_code: dict[str, Any] | None = None  # CUDA targets
     tuning: dict[str, Any] | None = None  # tuned builds
     budget_fallbacks: list[dict[str, Any]] | None = None  # kernels over the code-size budget
+    library_weights: int = 0  # the constants `main` takes from the artifact's weights file (0: no file)
 
 
 # --- benchmarking: compiler/bench.py --------------------------------------------------------------

@@ -61,20 +61,23 @@ class UntimeableModel(ValueError):
 def race(candidates: dict[str, tvm.IRModule], target: tvm.target.Target, rpc: RpcConfig | None = None,
          *, rounds: int = ROUNDS) -> Race:
     """Compile every candidate (the same function, scheduled differently) and time each on random
-    inputs, locally or on a device of `rpc`'s tracker; raise `UntimeableModel` for dynamic shapes."""
+    inputs, locally or on a device of `rpc`'s tracker; raise `UntimeableModel` for dynamic shapes.
+
+    Each candidate gets arguments for its own parameters: the user's inputs are the same (one
+    seed, the same shapes first), but a candidate whose constants were lifted into parameters
+    (`library_weights.lift_constants`) takes its own packed weights, whose layout its schedules chose."""
     use_all_cores()  # as many threads as a loaded artifact gets (before TVM's pool starts)
-    first = next(iter(candidates.values()))
-    inputs = random_inputs(first["main"])
+    inputs = {name: random_inputs(mod["main"]) for name, mod in candidates.items()}
     executables = {name: compile_cpu(mod, target) for name, mod in candidates.items()}
     with _device(rpc) as (load, dev):
         machines = {name: relax.VirtualMachine(load(exe), dev) for name, exe in executables.items()}
-        arguments = [tvm.runtime.tensor(array, device=dev) for array in inputs]
+        arguments = {name: [tvm.runtime.tensor(array, device=dev) for array in arrays] for name, arrays in inputs.items()}
         timers = {name: vm.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=MIN_ROUND_MS)
                   for name, vm in machines.items()}
         samples: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(rounds):
             for name, timer in timers.items():
-                samples[name].append(timer(*arguments).mean * 1e3)
+                samples[name].append(timer(*arguments[name]).mean * 1e3)
     return Race(executables, {name: statistics.median(times) for name, times in samples.items()})
 
 

@@ -3,7 +3,9 @@
 Run as `python -m tfcheck.compiler.pipeline request.json` (see `compiler/child.py`), so that a
 crash inside TVM or LLVM fails one function instead of the whole build. The request names the
 traced variant's folder, the target JSON and the folder to export `lib.so` into; the result says
-what the manifest needs (CPU features, device code, verification).
+what the manifest needs (CPU features, device code, verification). A CPU build with its weights as
+inputs exports `lib.so` without its large constants and writes them to the artifact's weights
+file beside it (`compiler/library_weights.py`, docs/build.md "Memory").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tfcheck.compiler.messages import CompileRequest, CompileResult
 from tfcheck.compiler.targets import device_of
 from tfcheck.runtime.manifest import LIBRARY
 from tfcheck.runtime.threads import use_all_cores
+from tfcheck.runtime.weights import WEIGHTS
 
 
 def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResult:
@@ -27,6 +30,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     import tvm
 
     from tfcheck.compiler.importer import import_variant
+    from tfcheck.compiler.library_weights import save_constants
     from tfcheck.compiler.loop_unroll import unroll_constant_loops
 
     events.stage("compile")
@@ -38,11 +42,14 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     # No reference to the imported module outlives compiling it: its constants (every weight) would
     # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
     # count known here (RNN layers over a static sequence) run unrolled (`compiler/loop_unroll.py`).
+    # A function whose weights are inputs keeps them out of the library as well (`lift_constants`).
     compiled = compile_module(unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights)),
-                              target, device, request.tuning)
+                              target, device, request.tuning, lift=device == "cpu" and request.weights > 0)
     executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
     result: dict[str, Any] = {"tvm": tvm.__version__}
+    if compiled.weights:
+        result["library_weights"] = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS)
     if compiled.tuning is not None:
         result["tuning"] = compiled.tuning
     if compiled.budget_fallbacks:
@@ -57,7 +64,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     del compiled, executable  # their constants (every weight) need not stay resident through verification
     result["compile_seconds"] = round(time.monotonic() - started, 3)
     events.stage("verify")
-    result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device)
+    result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device, result.get("library_weights", 0))
     return CompileResult(**result)
 
 
@@ -65,13 +72,15 @@ class Compiled(NamedTuple):
     """A compiled module and what the build report says about how it was scheduled."""
 
     executable: Any
+    weights: list[Any]  # the constants `main` takes after the user's inputs (`lift_constants`); [] for none
     tuning: dict[str, Any] | None  # what tuning did, when it ran
     # kernels whose first-choice default schedule was over the code-size budget (schedules/budget.py)
     budget_fallbacks: list[dict[str, Any]]
 
 
-def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None) -> Compiled:
-    """Schedule and compile the imported module.
+def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None, lift: bool = False) -> Compiled:
+    """Schedule and compile the imported module; with `lift` (CPU only), `main`'s large constants
+    become its last parameters once scheduled and packed (`lift_constants`).
 
     GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
     default schedules, or the faster, as a whole model, of them and MetaSchedule's tuning.
@@ -79,14 +88,28 @@ def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | 
     import tvm
 
     if device == "cuda":
-        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), None, [])
-    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks, compile_cpu
+        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), [], None, [])
+    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
 
     default = apply_default_schedules(mod, target)
     fallbacks = budget_fallbacks(default)
     if not tuning:
-        return Compiled(compile_cpu(default, target), None, fallbacks)
-    return Compiled(*_tune(mod, default, target, tuning), fallbacks)
+        return Compiled(*_compile_cpu(_lifted(default, lift), target), None, fallbacks)
+    return Compiled(*_tune(mod, default, target, tuning, lift), fallbacks)
+
+
+def _lifted(mod: Any, lift: bool) -> Any:
+    """`lift_constants(mod)`, or `mod` as it is (a `LiftedConstants` either way)."""
+    from tfcheck.compiler.library_weights import LiftedConstants, lift_constants
+
+    return lift_constants(mod) if lift else LiftedConstants(mod, [])
+
+
+def _compile_cpu(lifted: Any, target: Any) -> tuple[Any, list[Any]]:
+    """The executable of a `LiftedConstants`' module, and the constants it takes."""
+    from tfcheck.compiler.schedules import compile_cpu
+
+    return compile_cpu(lifted.mod, target), lifted.values
 
 
 def _gpu_schedules(mod: Any, target: Any) -> Any:
@@ -102,23 +125,25 @@ def _gpu_schedules(mod: Any, target: Any) -> Any:
         )(mod)
 
 
-def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any],
+          lift: bool) -> tuple[Any, list[Any], dict[str, Any]]:
     """Tune per operator, then race the tuned model against the default one as a whole and keep
-    the faster: per-kernel timings do not add up to the model's (see `compiler/model_timing.py`)."""
+    the faster: per-kernel timings do not add up to the model's (see `compiler/model_timing.py`).
+    With `lift`, each candidate takes its own constants as parameters (random ones in the race)."""
     from tfcheck.compiler.model_timing import UntimeableModel, race
-    from tfcheck.compiler.schedules import compile_cpu
     from tfcheck.compiler.tuning import RpcConfig, tune_module
 
     rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
     tuned = tune_module(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
     summary = tuned.summary()
     if not tuned.tasks_taking_tuned:
-        return compile_cpu(default, target), {**summary, "whole_model": {"kept": "default"}}
+        return *_compile_cpu(_lifted(default, lift), target), {**summary, "whole_model": {"kept": "default"}}
+    candidates = {"tuned": _lifted(tuned.mod, lift), "default": _lifted(default, lift)}
     try:
-        result = race({"tuned": tuned.mod, "default": default}, target, rpc)
+        result = race({name: candidate.mod for name, candidate in candidates.items()}, target, rpc)
     except UntimeableModel as error:
-        return compile_cpu(tuned.mod, target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
-    return result.executables[result.winner], {**summary, "whole_model": result.summary()}
+        return *_compile_cpu(candidates["tuned"], target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
+    return result.executables[result.winner], candidates[result.winner].values, {**summary, "whole_model": result.summary()}
 
 
 def compiled_cpu_features(target: Any) -> list[str]:
@@ -133,8 +158,9 @@ def compiled_cpu_features(target: Any) -> list[str]:
     return sorted(name for name in llvm_get_cpu_features(target) if feature_key(name) in host)
 
 
-def _verify(library: Path, io_paths: list[Path], device: str) -> dict[str, Any]:
-    """Run and compare where the device exists, at every size the tracing step saved inputs for
+def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> dict[str, Any]:
+    """Run (with the `weights` values of the weights file beside the library, if any) and compare
+    where the device exists, at every size the tracing step saved inputs for
     (one `io.npz`, or `io-<i>.npz` per verified size of a symbolic build); a CUDA build on a
     machine without a GPU is reported as not verified rather than failed."""
     from tfcheck.compiler.verify import compare_all
@@ -145,7 +171,7 @@ def _verify(library: Path, io_paths: list[Path], device: str) -> dict[str, Any]:
         if not cuda_available():
             return {"passed": None, "max_abs_error": None, "max_rel_error": None,
                     "message": "not run: this machine has no NVIDIA GPU"}
-    return compare_all(library, io_paths, device)
+    return compare_all(library, io_paths, device, weights)
 
 
 if __name__ == "__main__":

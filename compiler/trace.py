@@ -37,8 +37,9 @@ from tfcheck.compiler.tf_side import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceab
                                       generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.verify import TFLITE_OUTPUT
-from tfcheck.compiler.weights_file import WEIGHTS_FILE, load_weights, save_weights
+from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights
 from tfcheck.runtime.structure import leaf_paths
+from tfcheck.runtime.weights import read_weights
 
 
 def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
@@ -335,7 +336,7 @@ def lifted_graph_sha256(lifted: LiftedWeights) -> str:
 def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray] | None:
     """The weights the conversion step saved, one at a time, as TFLite's interpreter takes them:
     after the user's inputs; None for a frozen function (`tflite_outputs` then runs XNNPACK)."""
-    return load_weights(variant_dir / WEIGHTS_FILE, count) if count else None
+    return read_weights(variant_dir / WEIGHTS_FILE, count) if count else None
 
 
 def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,

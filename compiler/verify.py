@@ -90,16 +90,19 @@ def compare(actual: list[np.ndarray], expected: list[np.ndarray],
             "message": "; ".join(failures)}
 
 
-def run_library(library: Path, io_path: Path, device: str) -> list[np.ndarray]:
-    """Load the exported library as the runtime does and run its entry on the saved inputs."""
+def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> list[np.ndarray]:
+    """Load the exported library as the runtime does, with the `weights` values of the weights
+    file beside it (`tfcheck/runtime/weights.py`), and run its entry on the saved inputs."""
     from tfcheck.runtime.bundled import wheel_libraries
     from tfcheck.runtime.inputs import aligned
     from tfcheck.runtime.manifest import ENTRY
     from tfcheck.runtime.tvm_backend import Executable
+    from tfcheck.runtime.weights import WEIGHTS, read_weights
 
     data = np.load(io_path)
     count = sum(1 for key in data.files if key.startswith("input_"))
-    executable = Executable(library, ENTRY, device, wheel_libraries(device))
+    values = read_weights(library.parent / WEIGHTS, weights) if weights else ()
+    executable = Executable(library, ENTRY, device, wheel_libraries(device), values)
     return executable.run([aligned(data[f"input_{i}"]) for i in range(count)])
 
 
@@ -119,14 +122,14 @@ def _saved(io_path: Path, prefix: str) -> list[np.ndarray]:
     return [data[f"{prefix}{i}"] for i in range(count)]
 
 
-def compare_all(library: Path, io_paths: list[Path], device: str) -> dict[str, Any]:
-    """`compare` at each saved set of inputs: the largest errors over all, passed when all pass;
+def compare_all(library: Path, io_paths: list[Path], device: str, weights: int = 0) -> dict[str, Any]:
+    """`compare` at each saved set of inputs (`run_library`): the largest errors over all, passed when all pass;
     a symbolic build's message says at which sizes it failed (`at batch=33: output 0: ...`)."""
     results = []
     for io_path in io_paths:
         where = _sizes(io_path)
         try:
-            actual = run_library(library, io_path, device)
+            actual = run_library(library, io_path, device, weights)
         except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
             raise StepError(f"running the compiled library{where} failed: {type(error).__name__}: {error}") from error
         results.append((where, compare(actual, expected_outputs(io_path), tflite_outputs(io_path))))

@@ -1,27 +1,26 @@
 """The weights of a function built with its weights as inputs (docs/build.md, "Memory").
 
 The tracing child writes them here, one at a time, for the compile child, which binds them as
-constants of the imported module (`importer.bind_weights`). Entries are named by index, never by
-a variable's name (names come from user code). Neither TensorFlow nor TVM is imported here.
+constants of the imported module (`importer.bind_weights`); the compile child writes the compiled
+`main`'s large constants to the artifact's weights file the same way (`pipeline.py`), in the format
+the runtime reads (`tfcheck/runtime/weights.py`). Entries are named by index, never by a variable's
+name (names come from user code). Neither TensorFlow nor TVM is imported here.
 """
 
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+
+from tfcheck.runtime.weights import entry
 
 # The name of the TFLite input that takes weight <i> (TVM's importer names `main`'s parameter after it).
 WEIGHT_INPUT = "tfcheck_weight_"
 # The variant folder's file of weights (absent when the weights were frozen into the graph).
 WEIGHTS_FILE = "weights.npz"
-
-
-def entry(index: int) -> str:
-    """The NumPy name of weight `index` in the file (`np.load(...)[entry(i)]`)."""
-    return f"weight_{index}"
 
 
 def save_weights(values: Iterable[np.ndarray], path: Path) -> int:
@@ -33,11 +32,3 @@ def save_weights(values: Iterable[np.ndarray], path: Path) -> int:
                 np.lib.format.write_array(stream, np.ascontiguousarray(value), allow_pickle=False)
     return count
 
-
-def load_weights(path: Path, count: int) -> Iterator[np.ndarray]:
-    """The `count` weights of `path` in order, read one at a time."""
-    with np.load(path, allow_pickle=False) as archive:
-        if len(archive.files) != count:
-            raise ValueError(f"{path} holds {len(archive.files)} weights, the model takes {count}")
-        for index in range(count):
-            yield archive[entry(index)]

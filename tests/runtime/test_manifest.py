@@ -33,6 +33,7 @@ def _full_manifest(folder: Path) -> Manifest:
         compile_seconds=1.5, tuning={"tasks": 1}, created="2026-11-22T10:00:00Z", folder=folder,
         input_structure=({"name": "x", "kind": "tensor"},), instance="classifier",
         dims={"batch": SymbolicDim(1, 64, (1, 33, 64))},
+        weights={"file": "weights.npz", "size": 4096, "sha256": "0" * 64, "count": 1}, format_version=2,
     )
 
 
@@ -67,6 +68,9 @@ def test_keys_without_a_value_are_left_out(tmp_path: Path) -> None:
     ("compile_seconds", True, "'compile_seconds' = True is not a JSON integer or number"),
     ("verify", {"passed": "yes"}, "'verify' = .* needs numbers"),
     ("inputs", [{"shape": [None], "dtype": "float32"}], r"inputs\[0\] .* needs a 'shape' of sizes and names of 'dims'"),
+    ("weights", "weights.npz", "'weights' = 'weights.npz' is not a JSON object"),
+    ("weights", {"file": "weights.npz", "size": -1, "sha256": "0" * 64, "count": 1}, "'weights' = .* needs a string"),
+    ("weights", {"file": "weights.npz", "size": 1, "sha256": "0" * 64}, "'weights' = .* integers 'size' and 'count'"),
 ])
 def test_a_key_of_the_wrong_type_is_named(tmp_path: Path, key: str, value: Any, message: str) -> None:
     data = {**_full_manifest(tmp_path).to_json(), key: value}
@@ -78,3 +82,12 @@ def test_a_key_of_the_wrong_type_is_named(tmp_path: Path, key: str, value: Any, 
 def test_keys_this_tfcheck_does_not_know_are_ignored(tmp_path: Path) -> None:
     data = {**_full_manifest(tmp_path).to_json(), "from_a_newer_tfcheck": 1}
     assert manifest_from_json(data, tmp_path) == _full_manifest(tmp_path)
+
+
+def test_a_weights_file_is_a_name_inside_the_artifact_folder(tmp_path: Path) -> None:
+    """Like the library: a weights file named by a path is refused, naming the folder and the key."""
+    data = {**_full_manifest(tmp_path).to_json(),
+            "weights": {"file": "../weights.npz", "size": 1, "sha256": "0" * 64, "count": 1}}
+    with pytest.raises(ArtifactError, match=r"'weights'.file '../weights.npz' contains '/'") as error:
+        manifest_from_json(data, tmp_path)
+    assert str(tmp_path) in str(error.value)

@@ -37,7 +37,7 @@ def test_lazy_load_checks_the_sha_on_first_call(artifacts):
 @pytest.mark.parametrize("changes, reason", [
     ({"cpu_features": ["avx2", "made_up_feature"]}, "this CPU lacks made_up_feature"),
     ({"device": "cuda", "target": {"kind": "cuda", "arch": "sm_90"}}, "no usable NVIDIA GPU"),
-    ({"format_version": 2}, "artifact format 2"),
+    ({"format_version": 3}, "artifact format 3, this tfcheck reads 1 and 2"),
     ({"target": {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}}, "compiled for aarch64-linux-gnu"),
 ])
 def test_artifacts_this_machine_cannot_run_are_refused(artifacts, changes, reason):

@@ -215,7 +215,8 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)  # wins per operator, loses as a model
 
-    executable, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
+    compiled = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
+    executable, tuning = compiled.executable, compiled.tuning
     assert (tuning["tasks_kept_default"], tuning["whole_model"]["kept"]) == (0, "default")
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
     x = np.random.default_rng(0).random((RACE_ROWS, RACE_INNER), dtype=np.float32)
@@ -225,7 +226,7 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
 
 def test_without_a_tuned_schedule_there_is_no_race(tmp_path: Path) -> None:
     mod, _ = _dense_relu_with_constant_weight(8, 16, 8)
-    _, tuning, _ = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path))
+    tuning = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path)).tuning
     assert tuning["tasks_tuned"] == 0 and tuning["whole_model"] == {"kept": "default"}
 
 
@@ -236,6 +237,20 @@ def test_the_race_keeps_the_faster_model_and_reports_both_times() -> None:
     result = race({"slow": unscheduled, "fast": apply_default_schedules(mod, target)}, target, rounds=2)
     assert result.winner == "fast" and result.median_ms["slow"] > result.median_ms["fast"] > 0
     assert result.summary() == {"kept": "fast", **{f"{k}_ms": round(v, 4) for k, v in result.median_ms.items()}}
+
+
+def test_models_whose_weights_are_parameters_race_each_with_its_own_weights() -> None:
+    """With their constants lifted (a build with its weights as inputs), the unscheduled model
+    takes the weight as it is and the scheduled one takes it packed: other shapes."""
+    from tfcheck.compiler.library_weights import lift_constants
+
+    target = _target()
+    mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
+    slow = lift_constants(legalize_and_fuse(mod, target)).mod
+    fast = lift_constants(apply_default_schedules(mod, target)).mod
+    assert [p.ty.shape for p in slow["main"].params[1:]] != [p.ty.shape for p in fast["main"].params[1:]]
+    result = race({"slow": slow, "fast": fast}, target, rounds=2)
+    assert result.winner == "fast"
 
 
 def test_a_model_without_static_input_shapes_cannot_be_raced() -> None:
@@ -347,7 +362,7 @@ def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device:
     mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)
-    _, tuning, _ = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device))
+    tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device)).tuning
     assert tuning["whole_model"]["kept"] == "default", tuning
     assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
 

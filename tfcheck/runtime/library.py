@@ -22,6 +22,7 @@ from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.structure import StructureError, pack
 from tfcheck.runtime.target import incompatibilities, rebuild_hint
 from tfcheck.runtime.tvm_backend import Executable
+from tfcheck.runtime.weights import load_weights
 
 
 class Artifact:
@@ -33,7 +34,8 @@ class Artifact:
         self._lock = threading.Lock()
 
     def open(self) -> Executable:
-        """Check the library's SHA-256 against the manifest, then load it (thread-safe)."""
+        """Check the library's SHA-256 against the manifest, then load it with its weights file's
+        values, if it has one (checked too: `runtime/weights.py`) (thread-safe)."""
         if self._executable is not None:  # loaded: no lock to take on every call
             return self._executable
         with self._lock:
@@ -47,8 +49,8 @@ class Artifact:
                         f"{path}: SHA-256 {actual} does not match the manifest's "
                         f"{self.manifest.library_sha256}: the library was modified or "
                         f"corrupted; {rebuild_hint(self.manifest)}")
-                self._executable = Executable(path, self.manifest.entry,
-                                              self.manifest.device, locate(self.manifest))
+                self._executable = Executable(path, self.manifest.entry, self.manifest.device,
+                                              locate(self.manifest), load_weights(self.manifest))
             return self._executable
 
     def run(self, arrays: list[Any]) -> Any:

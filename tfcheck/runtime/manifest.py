@@ -22,6 +22,10 @@ from tfcheck.runtime.paths import UnsafePathError, path_inside
 from tfcheck.runtime.structure import StructureError, leaf_count
 
 FORMAT_VERSION = 1
+# An artifact whose `main` takes its large constants from a weights file (runtime/weights.py): a
+# runtime that reads only format 1 refuses it by its version rather than call `main` without them.
+WEIGHTS_FORMAT_VERSION = 2
+READABLE_FORMATS = (FORMAT_VERSION, WEIGHTS_FORMAT_VERSION)
 MANIFEST = "manifest.json"
 LIBRARY = "lib.so"  # the exported library's name inside an artifact folder
 ENTRY = "main"  # the Relax VM function an artifact exports
@@ -122,6 +126,9 @@ class Manifest:
     instance: str | None = None  # methods: the module-level name of the instance it was built from
     # Symbolic dimensions by name (the names that input and output shapes use); None: all static.
     dims: dict[str, SymbolicDim] | None = None
+    # The weights file `main` takes its large constants from (runtime/weights.py): {"file", "size",
+    # "sha256", "count"}; None: every constant is in the library.
+    weights: dict[str, Any] | None = None
     folder: Path = field(default=Path("."), compare=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +144,12 @@ class Manifest:
     def library_path(self) -> Path:
         """The library, links resolved; ArtifactError when it lies outside the artifact folder."""
         return file_inside(self.folder, self.library, "'library'")
+
+    @property
+    def weights_path(self) -> Path:
+        """The weights file, links resolved (only for a manifest with `weights`); ArtifactError when
+        it lies outside the artifact folder."""
+        return file_inside(self.folder, (self.weights or {}).get("file"), "'weights'.file")
 
     @property
     def arguments(self) -> tuple[dict[str, Any], ...]:
@@ -186,8 +199,10 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "target": dict, "cpu_features": list, "versions": dict,
     "tuned": bool, "compile_options": dict, "operators": list, "compile_seconds": (int, float),
     "device_code": dict, "tuning": dict, "budget_fallbacks": list, "created": str,
-    "input_structure": list, "instance": str,
+    "input_structure": list, "instance": str, "weights": dict,
 }
+# The JSON type of each key of the `weights` record.
+_WEIGHTS_KINDS: dict[str, type] = {"file": str, "size": int, "sha256": str, "count": int}
 
 
 def read_manifest(folder: Path) -> Manifest:
@@ -214,6 +229,8 @@ def manifest_from_json(raw: object, folder: Path) -> Manifest:
     for key, kind in _KINDS.items():
         if key in values and (not isinstance(values[key], kind) or isinstance(values[key], bool) != (kind is bool)):
             raise ArtifactError(f"{path}: '{key}' = {values[key]!r} is not a JSON {_json_name(kind)}")
+    if "weights" in values:
+        _check_weights(path, values["weights"], folder)
     values["dims"] = _dims(path, raw.get("dims"))
     values["inputs"] = _specs(path, raw, "inputs", values["dims"] or {})
     values["outputs"] = _specs(path, raw, "outputs", values["dims"] or {})
@@ -242,6 +259,16 @@ def _check_structures(path: Path, manifest: Manifest) -> None:
             raise ArtifactError(f"{path}: '{key}': {error}") from None
         if count != expected:
             raise ArtifactError(f"{path}: '{key}' holds {count} tensors, the manifest lists {expected}")
+
+
+def _check_weights(path: Path, record: dict[str, Any], folder: Path) -> None:
+    """`weights`: a file inside the folder, its size and SHA-256, and how many weights it holds."""
+    for key, kind in _WEIGHTS_KINDS.items():
+        value = record.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+            raise ArtifactError(f"{path}: 'weights' = {record!r} needs a string 'file' and 'sha256' and "
+                                "integers 'size' and 'count' >= 0")
+    file_inside(folder, record["file"], "'weights'.file")
 
 
 def _json_name(kind: type | tuple[type, ...]) -> str:

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from tfcheck.runtime import bundled
-from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest
+from tfcheck.runtime.manifest import READABLE_FORMATS, Manifest
 
 # LLVM feature names that /proc/cpuinfo spells differently (after removing "_", "." and "-").
 _LLVM_TO_CPUINFO = {"bmi": "bmi1", "lzcnt": "abm", "sahf": "lahflm", "prfchw": "3dnowprefetch",
@@ -40,9 +40,9 @@ def incompatibilities(manifest: Manifest) -> list[str]:
 def _format_and_versions(manifest: Manifest) -> list[str]:
     """Format version must be ours; the TVM runtime must be exactly the one it was built with."""
     reasons = []
-    if manifest.format_version != FORMAT_VERSION:
+    if manifest.format_version not in READABLE_FORMATS:
         reasons.append(f"artifact format {manifest.format_version!r}, this tfcheck reads "
-                       f"{FORMAT_VERSION}")
+                       f"{' and '.join(map(str, READABLE_FORMATS))}")
     return reasons + bundled.problems(manifest)
 
 

@@ -14,13 +14,18 @@ run in parallel and never share a VM.
 A call with NumPy arrays takes the binding's cheapest route (`ArrayCall`): per argument one
 `LentTensor` pointed at the array's memory, the argument array and the result slot made once per
 thread; per call little more than the C call itself is left in Python.
+
+An artifact with a weights file (`runtime/weights.py`) has a `main` that takes its large constants
+after the user's inputs: they are copied into runtime tensors once, when the library is loaded,
+and every call passes the same tensors (set once in each thread's argument array), so a call costs
+what it did with the constants inside the library.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +45,9 @@ _DLPACK_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # NumPy kind -> DLData
 class Executable:
     """One loaded library; `run` takes checked NumPy inputs and returns NumPy outputs."""
 
-    def __init__(self, library: Path, entry: str, device: str, runtime: Sequence[Path]) -> None:
+    def __init__(self, library: Path, entry: str, device: str, runtime: Sequence[Path],
+                 weights: Iterable[np.ndarray] = ()) -> None:
+        """`weights`: the values `entry` takes after the user's inputs, read one at a time."""
         use_all_cores()  # before the runtime's thread pool starts, which reads the count once
         self._ffi = open_runtime(tuple(runtime))
         try:
@@ -50,24 +57,28 @@ class Executable:
         self._entry = entry
         self._device = device
         self._copies = None if device == "cpu" else DeviceCopies(self._ffi, device)
+        # Runtime-allocated (aligned as the kernels assume), on the device, each NumPy value dropped once copied.
+        copies = self._copies or DeviceCopies(self._ffi, "cpu")
+        self._weights = tuple(copies.to_device(value) for value in weights)
         self._local = threading.local()
 
     def run(self, inputs: list[Any]) -> list[np.ndarray]:
         """Run the entry function on this thread's VM; `inputs` are NumPy arrays or CPU DLPack
         producers (see `inputs.for_tvm`); outputs are flattened in manifest order."""
         if self._copies is not None:
-            result = self._thread_function()(*[self._copies.to_device(np.asarray(value)) for value in inputs])
+            result = self._thread_function()(*[self._copies.to_device(np.asarray(value)) for value in inputs],
+                                             *self._weights)
             return [self._copies.to_numpy(tensor) for tensor in _flatten(result)]
         if all(type(value) is np.ndarray for value in inputs):
             result = self._thread_array_call(len(inputs))(inputs)
         else:  # DLPack producers (a TensorFlow tensor), passed over DLPack as they are
-            result = self._thread_function()(*inputs)
+            result = self._thread_function()(*inputs, *self._weights)
         return [np.asarray(tensor) for tensor in _flatten(result)]  # in place, keeping the tensor alive
 
     def _thread_array_call(self, count: int) -> ArrayCall:
         array_call = getattr(self._local, "array_call", None)
         if array_call is None or array_call.count != count:
-            array_call = self._local.array_call = ArrayCall(self._ffi, self._thread_function(), count)
+            array_call = self._local.array_call = ArrayCall(self._ffi, self._thread_function(), count, self._weights)
         return array_call
 
     def _thread_function(self) -> Function:
@@ -86,11 +97,14 @@ class Executable:
 class ArrayCall:
     """One thread's calls of a function with NumPy arrays on the CPU: each argument a
     `LentTensor`, made again only when the argument's dtype or shape changes (or when the runtime
-    kept the last one), pointed at the array's memory for the call."""
+    kept the last one), pointed at the array's memory for the call; the `weights` after them, set
+    once (borrowed from the `Executable`, which outlives its calls)."""
 
-    def __init__(self, ffi: FFI, function: Function, count: int) -> None:
+    def __init__(self, ffi: FFI, function: Function, count: int, weights: Sequence[Tensor] = ()) -> None:
         self._ffi = ffi
-        self._call = Call(function, count)
+        self._call = Call(function, count + len(weights))
+        for index, weight in enumerate(weights, start=count):
+            self._call[index] = weight
         self.count = count
         self._tensors: list[LentTensor | None] = [None] * count
         self._kinds: list[tuple[Any, ...] | None] = [None] * count  # (dtype, shape) of each tensor
