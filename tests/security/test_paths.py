@@ -222,7 +222,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     paths: list[Path] = []
 
     class Recorder:
-        def __init__(self, library: Path, entry: str, device: str, runtime: object) -> None:
+        def __init__(self, library: Path, entry: str, device: str, runtime: object, weights: object) -> None:
             paths.append(Path(library))
 
     monkeypatch.setattr(runtime_library, "Executable", Recorder)
