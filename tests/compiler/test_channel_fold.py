@@ -24,6 +24,7 @@ from tfcheck.compiler.tf_side import freeze, lift_weights, to_tflite, weight_val
 from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
 
 TARGET = tvm.target.Target(host_cpu_target())
+pytestmark = pytest.mark.slow  # each test compiles one or two small models
 
 
 def _variant(concrete: Any, folder: Path, lifted: bool) -> Any:
