@@ -37,6 +37,7 @@ class _Chain:
 
     call: Any  # the convolution's or matmul's Call
     rank: int  # of its output
+    dtype: str  # of its output (the bias's; a convolution's `out_dtype` may differ from its weight's)
     output_axis: int  # the output's channel axis
     weight_axis: int  # the weight's output-channel axis
     channels: int
@@ -73,19 +74,20 @@ class _Chain:
 
     def folded(self, data: Any) -> tuple[Any, Any]:
         """The convolution of `data` with the weight scaled, and the bias (None without a shift),
-        as constants of the weight's dtype."""
+        as constants of the weight's and the output's dtype."""
         from tvm import relax
 
         weight = self.call.args[1].value.numpy()
         shape = [1] * weight.ndim
         shape[self.weight_axis] = self.channels
-        scaled = (weight.astype(np.float64) * self.scale.reshape(shape)).astype(weight.dtype)
+        # One rounding per filter value, and no float64 copy of a weight that may be hundreds of MB.
+        scaled = weight * self.scale.astype(weight.dtype).reshape(shape)
         convolution = relax.Call(self.call.op, [data, relax.const(scaled)], self.call.attrs, self.call.ty_args)
         if self.shift is None:
             return convolution, None
         bias_shape = [1] * self.rank
         bias_shape[self.output_axis] = self.channels
-        return convolution, relax.const(self.shift.reshape(bias_shape).astype(weight.dtype))
+        return convolution, relax.const(self.shift.reshape(bias_shape).astype(self.dtype))
 
 
 def fold_channel_affine(mod: Any) -> Any:
@@ -161,7 +163,7 @@ def _start(var: Any, value: Any) -> _Chain | None:
         return None
     if int(weight.value.shape[weight_axis]) != channels:
         return None
-    return _Chain(value, rank, output_axis, weight_axis, channels)
+    return _Chain(value, rank, str(var.ty.dtype), output_axis, weight_axis, channels)
 
 
 def _step(chain: _Chain, operand: Any, value: Any) -> bool:
