@@ -68,12 +68,12 @@ def application(tf: Any, keras: Any, name: str, size: int) -> tuple[Any, Any]:
 
 
 class KernelProfile:
-    """One build of the model whose calls time each kernel (`VirtualMachine.set_instrument`): wall
+    """A scheduled module's executable in a VM whose calls time each kernel (`VirtualMachine.set_instrument`): wall
     time around each VM call, inside the whole model, so caches and threads are as the model has them."""
 
-    def __init__(self, mod: tvm.IRModule, schedule: bench.Schedule, target: tvm.target.Target) -> None:
-        self.scheduled = schedule(mod, target)
-        self.vm = relax.VirtualMachine(compile_cpu(self.scheduled, target), tvm.cpu())
+    def __init__(self, scheduled: tvm.IRModule, executable: Any) -> None:
+        self.scheduled = scheduled
+        self.vm = relax.VirtualMachine(executable, tvm.cpu())
         self.inputs = [tvm.runtime.tensor(np.random.default_rng(1).standard_normal(
             [int(d) for d in p.ty.shape.values]).astype("float32")) for p in self.scheduled["main"].params]
         self.vm["main"](*self.inputs)
@@ -147,7 +147,8 @@ def main() -> None:
     if args.kernels:
         relax_mod = bench.import_flatbuffer(bench.to_tflite(bench.freeze(concrete)))
         target = tvm.target.Target(host_cpu_target())
-        profiles = {name: KernelProfile(relax_mod, schedule, target) for name, schedule in variants.items()}
+        scheduled = {name: schedule(relax_mod, target) for name, schedule in variants.items()}
+        profiles = {name: KernelProfile(mod, compile_cpu(mod, target)) for name, mod in scheduled.items()}
         for _ in range(args.calls):  # interleaved, so that a change of load hits every variant alike
             for profile in profiles.values():
                 profile.call()

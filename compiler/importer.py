@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tfcheck.compiler.channel_fold import fold_channel_affine
 from tfcheck.compiler.child import StepError
 from tfcheck.compiler.tflite_values import constant_value
 from tfcheck.compiler.weights_file import WEIGHT_INPUT, WEIGHTS_FILE
@@ -87,9 +88,13 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
 def import_variant(variant_dir: Path, inputs: list[dict[str, Any]] | None = None, dims: dict[str, Any] | None = None,
                    weights: int = 0) -> Any:
     """`import_tflite` of the variant's `model.tflite`, with its `weights` weight inputs (if any)
-    bound to the values of `weights.npz` as constants (`bind_weights`)."""
+    bound to the values of `weights.npz` as constants (`bind_weights`), and what follows a
+    convolution or dense layer per channel (batch norm) folded into its weight and bias, as the
+    converter folds it for frozen weights (`channel_fold.fold_channel_affine`)."""
     module = import_tflite(variant_dir / "model.tflite", inputs, dims)
-    return bind_weights(module, variant_dir / WEIGHTS_FILE, weights) if weights else module
+    if not weights:
+        return module
+    return fold_channel_affine(bind_weights(module, variant_dir / WEIGHTS_FILE, weights))
 
 
 def bind_weights(module: Any, path: Path, count: int) -> Any:
