@@ -299,6 +299,25 @@ def test_output_channels_padded_to_whole_vectors(residual: bool) -> None:
     check(run(mod, x)[0], np.maximum(expected, 0).reshape(1, 7, 7, channels))
 
 
+@pytest.mark.parametrize("batch", [1, 32])
+def test_narrow_dense_output_padded_to_one_vector(batch: int) -> None:
+    """A dense layer of 10 outputs (a classifier's last layer), whose weights the importer passes
+    through `permute_dims`, computes one full vector of columns from zero-padded weights instead
+    of five 2-wide vectors; the bias and the result see only the real 10."""
+    lanes = cpu.vector_lanes(TARGET, 32)
+    x, w, b = rand(batch, 64), rand(10, 64), rand(10)
+
+    def emit(bb, x_var):
+        weights = bb.emit(relax.op.permute_dims(relax.const(w), [1, 0]))
+        return relax.op.add(bb.emit(relax.op.matmul(x_var, weights)), relax.const(b))
+
+    mod = module([x.shape], emit)
+    assert f"R.Tensor((64, {lanes})" in pad_output_channels(mod, TARGET).script()
+    actual, rules = run(mod, x)
+    check(actual, x @ w.T + b)
+    assert rules == ["schedule_contraction"]
+
+
 def test_hand_written_kernel_next_to_packed_weights() -> None:
     """TOPI's ``get_valid_counts`` (what TFLite's NON_MAX_SUPPRESSION imports into) is one opaque
     block holding plain loops, which TVM's SplitLayoutRewritePreproc aborted on, failing every
