@@ -318,6 +318,24 @@ def test_narrow_dense_output_padded_to_one_vector(batch: int) -> None:
     assert rules == ["schedule_contraction"]
 
 
+def test_a_reshape_to_the_same_shape_does_not_keep_a_dense_layer_from_its_epilogue() -> None:
+    """TFLite's fully connected layer on a [1, 64, 128] input imports as a matmul and a reshape to
+    the shape it already has; that reshape stopped FuseOps, so the GELU (or residual add) after it
+    ran as a kernel of its own over the whole output instead of in the matmul's tiles."""
+    x, w = rand(1, 64, 128), rand(128, 32)
+
+    def emit(bb, x_var):
+        product = bb.emit(relax.op.matmul(x_var, relax.const(w)))
+        same = bb.emit(relax.op.reshape(product, [1, 64, 32]))
+        return relax.op.add(same, relax.const(np.float32(1.0)))
+
+    mod = module([x.shape], emit)
+    scheduled = apply_default_schedules(mod, TARGET)
+    kernels = [gv.name_hint for gv, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)]
+    assert len(kernels) == 1 and "matmul" in kernels[0] and "add" in kernels[0], kernels
+    check(run(mod, x)[0], x @ w + 1)
+
+
 def test_hand_written_kernel_next_to_packed_weights() -> None:
     """TOPI's ``get_valid_counts`` (what TFLite's NON_MAX_SUPPRESSION imports into) is one opaque
     block holding plain loops, which TVM's SplitLayoutRewritePreproc aborted on, failing every
