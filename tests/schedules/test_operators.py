@@ -125,18 +125,19 @@ def test_conv2d_nhwc_bias_relu6(shape, kernel, out, strides, pads, dilation) -> 
     assert "schedule_contraction" in rules
 
 
-@pytest.mark.parametrize(("pads", "copies_input"), [((0, 0, 0, 0), False), ((1, 1, 1, 1), True)])
-def test_only_real_padding_copies_the_input(pads, copies_input) -> None:
-    """A pad by nothing is read in place; real padding stays a loop of its own, so that the
-    micro-kernel has no bounds checks."""
-    mod, x, expected = conv_case((1, 9, 9, 16), (3, 3), 32, (1, 1), pads, (1, 1))
+@pytest.mark.parametrize(("pads", "strides"), [((0, 0, 0, 0), (1, 1)), ((1, 1, 1, 1), (1, 1)), ((0, 0, 1, 1), (2, 2))])
+def test_a_convolution_reads_its_padding_in_place(pads, strides) -> None:
+    """A pad by nothing, and since issue 17 a real padding too, is read in place (a bound check in
+    the micro-kernel), not a padded copy of the input written on every call (MobileNetV2's first
+    convolution: 157 -> 86 us)."""
+    mod, x, expected = conv_case((1, 9, 9, 16), (3, 3), 32, strides, pads, (1, 1))
     scheduled = apply_default_schedules(mod, TARGET)
     top_level = [
         sch.get(block).name_hint
         for func in scheduled.functions.values() if isinstance(func, tirx.PrimFunc)
         for sch in [s_tir.Schedule(func)] for block in blocks.child_blocks(sch)
     ]
-    assert ("pad_temp" in top_level) == copies_input
+    assert "pad_temp" not in top_level
     check(run(mod, x)[0], expected)
 
 
