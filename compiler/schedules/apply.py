@@ -125,9 +125,13 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
     float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`);
     convolutions first get their output channels padded to whole vectors and a prime output width
-    to one a register tile of several rows divides (`channel_padding.py`).
+    to one a register tile of several rows divides (`channel_padding.py`). Reshapes to the shape a
+    tensor already has (TFLite's fully connected layer on a 3-D input imports with one) go first:
+    FuseOps does not fuse a matmul with an elementwise step across a reshape, so the encoder
+    block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes").
     """
     passes = [
+        relax.transform.RemoveRedundantReshape(),
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
                                   name="PadOutputChannels"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),

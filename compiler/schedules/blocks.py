@@ -74,6 +74,17 @@ def is_identity_copy(block: tirx.SBlock) -> bool:
     return in_order(store.indices) and in_order(store.value.indices)
 
 
+def is_padding(block: tirx.SBlock) -> bool:
+    """Whether the block pads one buffer with a constant: `out[...] = if_then_else(inside,
+    in[...], constant)` (a convolution's or a pooling's `pad_temp`)."""
+    store = block.body
+    value = store.value if isinstance(store, tirx.BufferStore) else None
+    if not isinstance(value, tvm.ir.Call) or getattr(value.op, "name", None) != "prim.if_then_else":
+        return False
+    _, inside, outside = value.args
+    return isinstance(inside, tvm.ir.TensorLoad) and isinstance(outside, (tirx.FloatImm, tirx.IntImm))
+
+
 def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:
     """Bit width of the element type the block writes (sets the vector lanes)."""
     return tvm.DataType(sch.get(block).writes[0].source.dtype).bits if sch.get(block).writes else 32

@@ -10,6 +10,11 @@ slice is a copy, fused with the bias and activation that follow, and costs far l
 narrow vectors did. Only extents of at least `MIN_VECTORS` vectors are padded, so the padding adds
 at most 1/8 of the work.
 
+An output narrower than one vector whose width is not a power of two (a 10-class classifier) is cut
+into several narrow vectors (10 = five 2-wide ones); padded to one full vector it issues a fifth
+of the FMAs. That applies to convolutions and to `matmul` with constant weights (a dense layer):
+the benchmark MLP's last layer, 32 x 512 -> 10, took 3.4 us instead of 11.1 us.
+
 The output width is the register tile's rows, and tiles divide it too: a prime width (InceptionV3's
 17x17 and 71x71 maps) got a tile of one row, so every weight vector loaded fed one FMA. Such a
 convolution gets extra zero padding on the right of its input, enough for `tiling.padded_rows`
@@ -32,8 +37,17 @@ MIN_VECTORS = 8
 
 def padded_channels(channels: int, lanes: int) -> int:
     """The output channels to compute: the next multiple of `lanes`, or `channels` when it already
-    is one or is too narrow for padding to pay."""
-    if lanes <= 1 or channels % lanes == 0 or channels < MIN_VECTORS * lanes:
+    is one or is too narrow for padding to pay.
+
+    Under one vector, a width that is not a power of two (a 10-class classifier) is cut into
+    several narrow vectors (10 = five 2-wide ones): one full vector instead issues a fifth of the
+    FMAs for 1.6x the work (docs/schedules.md, "Narrow outputs").
+    """
+    if lanes <= 1 or channels % lanes == 0:
+        return channels
+    if channels < lanes:
+        return lanes if channels & (channels - 1) else channels
+    if channels < MIN_VECTORS * lanes:
         return channels
     return -(-channels // lanes) * lanes
 
@@ -41,7 +55,8 @@ def padded_channels(channels: int, lanes: int) -> int:
 @relax.expr_functor.mutator
 class _ChannelPadder(relax.PyExprMutator):
     """Rewrites `conv2d(x, W)` (NHWC, HWIO, constant W, no groups) into `conv2d(x, pad(W))[..., :N]`,
-    and a convolution of an awkward output width `Wo` into one of more columns sliced to `[:, :, :Wo]`."""
+    a convolution of an awkward output width `Wo` into one of more columns sliced to `[:, :, :Wo]`,
+    and a narrow `matmul(x, W)` with constant W into `matmul(x, pad(W))[..., :N]`."""
 
     def __init__(self, mod: tvm.IRModule, lanes: int, rows: int) -> None:
         super().__init__(mod)
@@ -50,7 +65,10 @@ class _ChannelPadder(relax.PyExprMutator):
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's visitor name
         call = super().visit_call_(call)
-        if not isinstance(call.op, tvm.ir.Op) or call.op.name != "relax.nn.conv2d":
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else None
+        if name == "relax.matmul":
+            return self._padded_matmul(call)
+        if name != "relax.nn.conv2d":
             return call
         data, weight = call.args
         attrs = call.attrs
@@ -74,6 +92,34 @@ class _ChannelPadder(relax.PyExprMutator):
             attrs.data_layout, attrs.kernel_layout, attrs.out_layout, attrs.out_dtype))
         return relax.op.strided_slice(convolution, axes=[2, 3], begin=[0, 0], end=[width, channels])
 
+    def _padded_matmul(self, call: relax.Call) -> relax.Expr:
+        """`matmul(x, W)` with constant float32 weights `W[K, N]`, N narrower than one vector, as
+        `matmul(x, pad(W))[..., :N]` when `padded_channels` pads N; FoldConstant computes the
+        padded weights at build time."""
+        data, weight = call.args
+        shape = _static_shape(weight)
+        if (shape is None or len(shape) != 2 or weight.ty.dtype != "float32"
+                or not self._is_constant(weight)):
+            return call
+        channels = shape[1]
+        # Only a width under one vector: an ImageNet classifier's 1000 columns padded to 1008 ran
+        # no faster at batch 1 (docs/schedules.md, "Narrow outputs").
+        padded = padded_channels(channels, self.lanes) if channels < self.lanes else channels
+        if padded == channels:
+            return call
+        wide = self.builder_.emit(relax.op.nn.pad(weight, [0, 0, 0, padded - channels]))
+        product = self.builder_.emit(relax.op.matmul(data, wide, out_dtype=call.attrs.out_dtype))
+        last = product.ty.ndim - 1  # the legalised strided_slice takes no negative axis
+        return relax.op.strided_slice(product, axes=[last], begin=[0], end=[channels])
+
+    def _is_constant(self, expr: relax.Expr) -> bool:
+        """Whether `expr` is a constant or computed from constants alone (the importer's
+        `permute_dims` of a fully connected layer's weights)."""
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return True
+        bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        return isinstance(bound, relax.Call) and all(self._is_constant(arg) for arg in bound.args)
+
 
 def _static_width(call: relax.Call) -> int | None:
     """The output width of a convolution, or None when it is not a constant."""
@@ -82,9 +128,18 @@ def _static_width(call: relax.Call) -> int | None:
     return int(value.value) if isinstance(value, tvm.tirx.IntImm) else None
 
 
+def _static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
+    """The shape of a tensor expression, or None unless every dimension is a constant."""
+    shape = getattr(expr.ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(isinstance(value, tvm.tirx.IntImm) for value in values):
+        return None
+    return tuple(int(value.value) for value in values)
+
+
 def pad_output_channels(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
-    """Every Relax function of `mod` with its narrow-vector and awkward-width convolutions padded
-    (see the module)."""
+    """Every Relax function of `mod` with its narrow-vector and awkward-width convolutions and its
+    narrow dense layers padded (see the module)."""
     padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), max_rows(cpu.vector_registers(target)))
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):

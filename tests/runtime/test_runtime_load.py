@@ -123,3 +123,30 @@ def test_unknown_function_lists_the_available_ones(artifacts):
         lib.classify
     with pytest.raises(KeyError, match="no compiled function 'classify'"):
         lib["classify"]
+
+
+def test_a_signature_checked_once_skips_the_checks_but_not_the_memory_checks(artifacts, monkeypatch):
+    """After a call with NumPy arrays, arrays of the same dtypes and shapes go straight to the
+    library, only their memory checked again (a misaligned or a read-only array, which need a
+    copy, still give the right result); another dtype or shape is checked, and refused, as before."""
+    from tfcheck.runtime.library import CompiledFunction
+
+    addmul = tfcheck.load(artifacts(("addmul", (2, 3)))).addmul
+    np.testing.assert_array_equal(addmul(X, Y)["sum"], X + Y)
+
+    def no_checks(*_):
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(CompiledFunction, "select", no_checks)
+    misaligned = np.empty(7, np.float32)[1:].reshape(2, 3)
+    misaligned[...] = Y
+    read_only = X.copy()
+    read_only.flags.writeable = False
+    np.testing.assert_array_equal(addmul(read_only, misaligned)["prod"], (X + Y) * X)
+    with pytest.raises(AssertionError, match="checked again"):
+        addmul(X.astype(np.float64), Y)
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="dtype float64"):
+        addmul(X.astype(np.float64), Y)
+    with pytest.raises(InputError, match=r"shape \(3, 2\)"):
+        addmul(X.reshape(3, 2), Y.reshape(3, 2))

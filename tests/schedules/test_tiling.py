@@ -103,6 +103,9 @@ def test_padded_channels() -> None:
     assert padded_channels(736, 16) == 736  # already whole vectors
     assert padded_channels(120, 16) == 120  # under 8 vectors: padding would add too much work
     assert padded_channels(728, 8) == 728  # whole AVX2 vectors
+    assert padded_channels(10, 16) == 16  # a 10-class classifier: five 2-wide vectors -> one 16-wide
+    assert padded_channels(3, 8) == 8  # three scalars -> one vector
+    assert padded_channels(8, 16) == 8  # already one (narrower) vector
 
 
 @pytest.mark.parametrize(

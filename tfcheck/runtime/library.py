@@ -14,15 +14,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
-from tfcheck.runtime.inputs import as_array, check_array, flat_inputs, shape_problem
+from tfcheck.runtime.inputs import as_array, check_array, flat_inputs, for_tvm, shape_problem
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.structure import StructureError, pack
 from tfcheck.runtime.target import incompatibilities, rebuild_hint
 from tfcheck.runtime.tvm_backend import Executable
 from tfcheck.runtime.weights import load_weights
+
+# Checked call signatures a function remembers (a symbolic batch gives one per batch size seen).
+MAX_SIGNATURES = 64
 
 
 class Artifact:
@@ -84,10 +89,35 @@ class CompiledFunction:
         # Newest first: when several artifacts accept the same shapes, the latest build wins.
         self.artifacts = sorted(artifacts, key=lambda a: a.manifest.created,
                                 reverse=True)
+        arguments = self.artifacts[0].manifest.arguments
+        # Only a function of plain tensor arguments remembers its checked signatures (`_known`).
+        self._plain_arity = len(arguments) if all(a["kind"] == "tensor" for a in arguments) else -1
+        self._checked: dict[tuple[Any, ...], Artifact] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        signature = None if kwargs else self._signature(args)
+        artifact = self._checked.get(signature) if signature is not None else None
+        if artifact is not None:  # these dtypes and shapes passed the checks before
+            return artifact.run([for_tvm(array, array) for array in args])
         artifact, arrays = self.select(args, kwargs)
+        if signature is not None:
+            if len(self._checked) >= MAX_SIGNATURES:
+                self._checked.clear()
+            self._checked[signature] = artifact
         return artifact.run(arrays)
+
+    def _signature(self, args: Sequence[Any]) -> tuple[Any, ...] | None:
+        """The (dtype, shape) of each argument when all are NumPy arrays passed by position to a
+        function of plain tensor arguments, else None. The checks `select` makes depend on these
+        alone (which artifact, shapes, dtypes), so a signature that passed them once needs only
+        the per-call memory checks of `for_tvm` again: a call of a small model paid about 3 us
+        for the checks, a tenth of the MLP's kernel time (docs/runtime.md, "Per-call overhead")."""
+        if len(args) != self._plain_arity:
+            return None
+        for array in args:
+            if type(array) is not np.ndarray:
+                return None
+        return tuple((array.dtype, array.shape) for array in args)
 
     def select(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Artifact, list[Any]]:
         """The artifact for these arguments and the checked arrays; InputError when none fits."""

@@ -34,7 +34,7 @@ import numpy as np
 from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.ffi import FFI, Call, DLDevice, Function, LentTensor, Tensor, release_kept
-from tfcheck.runtime.inputs import data_address
+from tfcheck.runtime.inputs import as_array, data_address
 from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
@@ -70,10 +70,11 @@ class Executable:
                                              *self._weights)
             return [self._copies.to_numpy(tensor) for tensor in _flatten(result)]
         if all(type(value) is np.ndarray for value in inputs):
-            result = self._thread_array_call(len(inputs))(inputs)
+            result, kept = self._thread_array_call(len(inputs))(inputs)
         else:  # DLPack producers (a TensorFlow tensor), passed over DLPack as they are
-            result = self._thread_function()(*inputs, *self._weights)
-        return [np.asarray(tensor) for tensor in _flatten(result)]  # in place, keeping the tensor alive
+            result, kept = self._thread_function()(*inputs, *self._weights), True
+        outputs = [np.asarray(tensor) for tensor in _flatten(result)]  # in place, keeping the tensor alive
+        return _not_aliasing(outputs, inputs) if kept else outputs
 
     def _thread_array_call(self, count: int) -> ArrayCall:
         array_call = getattr(self._local, "array_call", None)
@@ -109,9 +110,10 @@ class ArrayCall:
         self._tensors: list[LentTensor | None] = [None] * count
         self._kinds: list[tuple[Any, ...] | None] = [None] * count  # (dtype, shape) of each tensor
 
-    def __call__(self, arrays: Sequence[np.ndarray]) -> Any:
+    def __call__(self, arrays: Sequence[np.ndarray]) -> tuple[Any, bool]:
         """Call with `arrays`, which this keeps alive for the call (the runtime reads them in
-        place); the result as `Function` returns it."""
+        place); the result as `Function` returns it, and whether the runtime kept a reference to
+        an input's tensor (so that an output may be, or view, an input)."""
         arrays = [_plain(array) for array in arrays]
         tensors, kinds = self._tensors, self._kinds
         for index, array in enumerate(arrays):
@@ -120,12 +122,15 @@ class ArrayCall:
                 self._new_tensor(index, kind)
             tensors[index].lend(data_address(array))  # type: ignore[union-attr]
         try:
-            return self._call()
+            result = self._call()
         finally:
+            kept = False
             for index, array in enumerate(arrays):
                 if not tensors[index].returned(array):  # type: ignore[union-attr]
                     tensors[index] = kinds[index] = None
+                    kept = True
             release_kept()
+        return result, kept
 
     def _new_tensor(self, index: int, kind: tuple[np.dtype, tuple[int, ...]]) -> None:
         """Argument `index`'s tensor for arrays of this (dtype, shape)."""
@@ -133,6 +138,16 @@ class ArrayCall:
         tensor = self._tensors[index] = LentTensor.make(self._ffi, _dlpack_dtype(dtype), shape)
         self._kinds[index] = kind
         self._call[index] = tensor
+
+
+def _not_aliasing(outputs: list[np.ndarray], inputs: Sequence[Any]) -> list[np.ndarray]:
+    """`outputs`, each that may share memory with an input copied: a function that returns its
+    input (or a view of it) must not hand the caller's own array back, which the caller may
+    overwrite after the call (a reused input buffer) and so change the earlier result."""
+    arrays = [value for value in inputs if isinstance(value, np.ndarray)]
+    arrays += [as_array(value) for value in inputs if not isinstance(value, np.ndarray)]
+    return [output.copy() if any(np.may_share_memory(output, array) for array in arrays) else output
+            for output in outputs]
 
 
 def _plain(array: np.ndarray) -> np.ndarray:
