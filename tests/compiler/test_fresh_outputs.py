@@ -109,3 +109,52 @@ def test_writing_into_outputs_leaves_the_next_call_unchanged(library: Path, wrap
     np.testing.assert_array_equal(flat, WEIGHT.reshape(-1))
     np.testing.assert_array_equal(x, 1)  # the caller's input was copied, not written
     np.testing.assert_array_equal(echoed, x)
+
+
+# A weight read as it is (the weights file's route) and a constant (the library's constant pool),
+# returned in a dict and a tuple beside an ordinary output.
+CONSTANTS = '''
+import numpy as np
+import tensorflow as tf
+import tfcheck
+
+table = tf.Variable(np.arange(4096, dtype=np.float32).reshape(64, 64))
+
+
+@tfcheck.aot(weights="inputs")
+@tf.function(input_signature=[tf.TensorSpec([64, 64], tf.float32)])
+def with_table(x):
+    return {"doubled": x * 2.0, "table": tf.identity(table) + 0.0}
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([64, 64], tf.float32)])
+def with_constant(x):
+    return x * 2.0, tf.constant(np.ones((64, 64), np.float32))
+'''
+
+
+@pytest.mark.slow
+def test_built_functions_return_constants_and_weights_in_memory_of_their_own(
+        project: Callable[..., Path], run_cli: Callable[..., Any]) -> None:
+    tf = pytest.importorskip("tensorflow")
+    import json
+
+    import tfcheck
+
+    folder = project({"constants.py": CONSTANTS})
+    report = json.loads(run_cli(folder, "build", "--cache-dir", "cache", "--format", "json", "--no-lint").stdout)
+    assert [(record["status"], record["verified"]) for record in report["functions"]] == [("built", True)] * 2
+    weights = {json.loads(path.read_text())["function"]: json.loads(path.read_text()).get("weights")
+               for path in (folder / "cache").glob("*/manifest.json")}
+    assert weights["with_table"]["count"] >= 1 and weights["with_constant"] is None  # both routes
+    library = tfcheck.load(folder / "cache")
+    x = np.ones(SHAPE, np.float32)
+    expected = {"with_table": {"doubled": 2 * x, "table": np.arange(4096, dtype=np.float32).reshape(SHAPE)},
+                "with_constant": (2 * x, np.ones(SHAPE, np.float32))}
+    for name, want in expected.items():
+        for argument in (x, tf.constant(x)):  # NumPy, and TensorFlow's tensors over DLPack
+            for output in tf.nest.flatten(library[name](argument)):
+                output[...] = -7
+            got = library[name](argument)
+            tf.nest.map_structure(np.testing.assert_array_equal, got, want)
