@@ -4,7 +4,7 @@ A Relax VM returns a tensor that `main` returns unchanged as that very object: a
 library's constant pool, or a weight the runtime passes to every call (`compiler/library_weights.py`),
 reaches the caller as the memory every later call reads, so a caller that writes into its result
 (in-place post-processing of an SSD detector's anchor boxes) changes what every later call returns.
-TVM has no pass that copies such outputs, so `copy_shared_outputs` runs at the end of the CPU
+TVM's default pipeline copies none of them, so `copy_shared_outputs` runs at the end of the CPU
 compile pipeline (`schedules.compile_cpu`), once nothing folds constants any more and views are
 explicit (`vm.builtin.reshape`): each returned value that is a constant, a parameter after
 `num_input` (a weight) or a view of one becomes a copy made by `vm.builtin.to_device` (a new tensor
