@@ -97,8 +97,8 @@ class Reporter(Protocol):
 
 
 # The compiler modules whose code decides the generated code (importer, passes, schedules, tuning).
-_CODE_GENERATORS = ("importer.py", "pipeline.py", "library_weights.py", "tuning.py", "model_timing.py", "cuda.py",
-                     "schedules/*.py")
+_CODE_GENERATORS = ("importer.py", "pipeline.py", "library_weights.py", "fresh_outputs.py", "tuning.py",
+                     "model_timing.py", "cuda.py", "schedules/*.py")
 
 
 def versions() -> dict[str, str]:

@@ -10,6 +10,8 @@ import tvm
 from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
+from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
+
 from . import blocks, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
@@ -232,7 +234,8 @@ def _no_alias_for_lone_buffers(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
 
 
 def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
-    """``tvm.compile`` with TVM's default Relax pipeline, then ``_no_alias_for_lone_buffers``.
+    """``tvm.compile`` with TVM's default Relax pipeline, then ``copy_shared_outputs_pass`` (no output
+    is a constant's or a weight's memory: `compiler/fresh_outputs.py`) and ``_no_alias_for_lone_buffers``.
 
     A module with symbolic shapes gets a `shape_func` from the Relax VM (`VMShapeLower`) that is
     not marked `tirx.noalias`; with it in the same LLVM module, TVM 0.27's code generator tags every
@@ -240,5 +243,6 @@ def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     tile's accumulators in memory. MobileNetV2's 1x1 convolutions ran 2-3x slower in the symbolic
     artifact than the same TIR compiled alone or the static artifact (docs/benchmarks.md).
     """
-    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), _no_alias_for_lone_buffers])
+    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), copy_shared_outputs_pass,
+                                         _no_alias_for_lone_buffers])
     return tvm.compile(mod, target=target, relax_pipeline=pipeline)
