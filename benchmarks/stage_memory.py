@@ -1,6 +1,6 @@
 """Peak resident memory and time per build stage of one `@tfcheck.aot` function (issue 15).
 
-    .venv/bin/python benchmarks/stage_memory.py trace MODULE.py FUNCTION WORK_DIR [--weights inputs]
+    .venv/bin/python benchmarks/stage_memory.py trace MODULE.py FUNCTION WORK_DIR [--weights inputs] [--onednn]
     .venv/bin/python benchmarks/stage_memory.py compile WORK_DIR [--constants-in-library]
 
 The two halves run the build's own stage functions by hand, each in its own process as `tfcheck
@@ -9,10 +9,11 @@ schedules -> tvm.compile -> export -> verify), with `compiler/memory.py` reading
 RSS from /proc (tracemalloc cannot see TensorFlow's, TVM's or LLVM's native memory). `trace` writes
 `model.tflite` and `io.npz` (and, with `--weights inputs`, `weights.npz`) into WORK_DIR for
 `compile`. `--weights` picks the route as `@tfcheck.aot(weights=...)` does: "constants" freezes,
-"inputs" lifts the variables into inputs (docs/build.md, "Memory"). With `weights.npz`, `compile`
-exports as the build does: the packed weights go to the artifact's weights file beside `lib.so`
-(`compiler/library_weights.py`); `--constants-in-library` exports them inside `lib.so` instead,
-as tfcheck did before. Output: one Markdown table per half. Static input shapes only (the
+"inputs" lifts the variables into inputs (docs/build.md, "Memory"). `trace` imports TensorFlow as
+the tracing child does, its oneDNN kernels off; `--onednn` keeps them on, as tfcheck did before.
+With `weights.npz`, `compile` exports as the build does: the packed weights go to the artifact's
+weights file beside `lib.so` (`compiler/library_weights.py`); `--constants-in-library` exports
+them inside `lib.so` instead, as tfcheck did before. Output: one Markdown table per half. Static input shapes only (the
 function's input_signature).
 """
 
@@ -30,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from tfcheck.compiler.memory import StagePeaks  # noqa: E402
 
 
-def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePeaks:
+def trace(module_path: Path, function: str, work: Path, weights: str, onednn: bool) -> StagePeaks:
     """Import the module, freeze the function (or lift its weights), convert it and save
     TensorFlow's and TFLite's outputs."""
     from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, lift_weights, load_function,
@@ -42,7 +43,7 @@ def trace(module_path: Path, function: str, work: Path, weights: str) -> StagePe
     peaks = StagePeaks()
     lifting = weights == "inputs"
     with peaks.stage("import TensorFlow and the module (builds the model)"):
-        import_tensorflow()
+        import_tensorflow(onednn=onednn)
         tf_function, _ = load_function(str(module_path.parent), module_path.stem, function)
     with peaks.stage("trace + lift weights" if lifting else "trace + freeze"):
         concrete = tf_function.get_concrete_function()
@@ -128,12 +129,13 @@ def main() -> None:
     trace_part.add_argument("function")
     trace_part.add_argument("work", type=Path)
     trace_part.add_argument("--weights", choices=["constants", "inputs"], default="constants")
+    trace_part.add_argument("--onednn", action="store_true", help="keep TensorFlow's oneDNN kernels on")
     compile_part = parts.add_parser("compile")
     compile_part.add_argument("work", type=Path)
     compile_part.add_argument("--constants-in-library", action="store_true",
                               help="export the packed weights inside lib.so (tfcheck before the weights file)")
     args = parser.parse_args()
-    peaks = (trace(args.module, args.function, args.work, args.weights) if args.part == "trace"
+    peaks = (trace(args.module, args.function, args.work, args.weights, args.onednn) if args.part == "trace"
              else compile_(args.work, args.constants_in_library))
     print(peaks.table())
 

@@ -13,6 +13,7 @@ import gc
 import hashlib
 import importlib
 import itertools
+import os
 import random
 import re
 import sys
@@ -29,11 +30,23 @@ from tfcheck.compiler.weights_file import WEIGHT_INPUT
 
 # Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
 SEED = 0
+# TensorFlow's switch for its oneDNN kernels (on by default on x86 Linux), read at its first import.
+ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
 
 
-def import_tensorflow() -> Any:
+def import_tensorflow(onednn: bool = True) -> Any:
     """TensorFlow, with every random generator seeded, so that randomly initialised weights (and
-    so the frozen graph and the cache key) are the same in every process."""
+    so the frozen graph and the cache key) are the same in every process.
+
+    `onednn=False` (the tracing child) turns TensorFlow's oneDNN kernels off, unless the
+    environment sets `ONEDNN_SWITCH` itself; only the first import in a process can. Their
+    allocator keeps every buffer it ever held: ConvNeXtXLarge's module, which runs the model once
+    at import, left the tracing child 1.2 GB above TensorFlow and the weights, and TFLite's
+    verification run (which copies the weights it is fed) took it to 4.6 GB; with TensorFlow's
+    own kernels, 3.7 GB (docs/build.md, "Memory"). The reference outputs are TensorFlow's either way.
+    """
+    if not onednn:
+        os.environ.setdefault(ONEDNN_SWITCH, "0")
     random.seed(SEED)
     np.random.seed(SEED)
     import keras

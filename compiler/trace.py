@@ -51,7 +51,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
         recorder.start()
     source = request.path or request.module
     events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
-    tf = import_tensorflow()
+    tf = import_tensorflow(onednn=False)
     events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
     traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
     request = dataclasses.replace(request, weights=weights_mode(traced.options, request))
