@@ -299,48 +299,6 @@ def checked(x):
     return model(x, training=False)
 '''
 
-# An eager run of 4 convolutions on 32 MB activations, in a fresh process whose TensorFlow is
-# imported as the tracing child imports it (`onednn` as given); prints the RSS it left, in MB.
-EAGER_RUN = '''
-import sys
-import numpy as np
-from tfcheck.compiler.memory import status_mb
-from tfcheck.compiler.tf_side import import_tensorflow
-
-import_tensorflow(onednn=sys.argv[1] == "on")
-import keras
-
-model = keras.Sequential([keras.Input((64, 64, 64)), *[keras.layers.Conv2D(64, 3, padding="same") for _ in range(4)]])
-x = np.ones((32, 64, 64, 64), np.float32)
-before = status_mb("VmRSS")
-model(x, training=True)
-print(status_mb("VmRSS") - before, status_mb("VmHWM") - before)
-'''
-
-
-def eager_run_growth(onednn: str) -> tuple[float, float]:
-    """`EAGER_RUN`'s RSS growth after the run and at its peak, in MB."""
-    import os
-    import subprocess
-    import sys
-
-    environment = {name: value for name, value in os.environ.items() if name != "TF_ENABLE_ONEDNN_OPTS"}
-    result = subprocess.run([sys.executable, "-c", EAGER_RUN, onednn], capture_output=True, text=True,
-                            check=True, env=environment)
-    left, peak = map(float, result.stdout.split())
-    return left, peak
-
-
-@pytest.mark.slow
-def test_the_tracing_childs_tensorflow_gives_an_eager_runs_buffers_back() -> None:
-    """oneDNN's allocator keeps what a module's eager run allocated (ConvNeXtXLarge: 1.2 GB, on top
-    of which TFLite's verification run copies the weights); TensorFlow's own kernels return it."""
-    kept, kept_peak = eager_run_growth("on")
-    left, peak = eager_run_growth("off")
-    assert kept > 0.5 * kept_peak  # the mechanism this guards against is still there with oneDNN
-    assert peak > 100 and left < 0.2 * peak
-
-
 @pytest.mark.slow
 def test_the_tracing_child_runs_tensorflow_without_onednn(
         project: Callable[..., Path], run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
