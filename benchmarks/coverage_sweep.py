@@ -12,7 +12,8 @@ the status, the TFLite operators, the build time the report gives, the maximum e
 TensorFlow, and the peak memory, which `tfcheck build` does not report: it is the largest
 `ru_maxrss` in the build's process tree, as `os.wait4` returns it for the build process (Linux
 folds each waited-for child's peak into its parent's). Each built case is then timed with `tfcheck
-bench` (tf.function, TFLite+XNNPACK and the TVM artifact, each in its own process).
+bench` (tf.function, TFLite+XNNPACK and the TVM artifact, each in its own process, timed in turns
+so that all three run under the same load: `compiler/turns.py`).
 
 Results go to a JSON file as each case finishes (`--results`; cases already in it are skipped, so
 an interrupted sweep resumes), and the Markdown table to stdout, or into docs/build.md between the

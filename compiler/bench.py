@@ -4,6 +4,9 @@ Each (function, backend) pair is measured in its own child process (`python -m
 tfcheck.compiler.bench request.json`, through `compiler/child.py`), so backends never share
 thread pools, XLA caches or allocators, and the `tfcheck` process never imports TensorFlow. The
 TVM backends load the exported `lib.so` with the TVM runtime alone, as production code would.
+The children of one function run side by side but are timed in turns (`compiler/turns.py`):
+one child runs a slice of calls while the others wait, round after round, so that the ratios
+compare backends under the same load.
 
 Backends: `eager` (the Python function, op by op), `tf.function`, `xla`
 (`tf.function(jit_compile=True)`), `tflite` (the frozen graph converted to TFLite, run by the
@@ -22,16 +25,18 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tfcheck.compiler.child import ChildOutcome, EventWriter, StepError, child_main, run_child
+from tfcheck.compiler.child import ChildOutcome, EventWriter, StepError, child_main, run_child, stop_children
 from tfcheck.compiler.messages import BenchRequest, BenchResult, Budget
 from tfcheck.compiler.tf_side import (flat_outputs, freeze, generate_inputs, import_tensorflow, load_function,
                                       tflite_runner, to_tflite)
+from tfcheck.compiler.turns import ROUNDS, Turns, timed_turns
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -101,24 +106,55 @@ def bench_function(artifacts: list[Manifest], backends: tuple[str, ...], budget:
     """Measure the TensorFlow backends and every artifact of one function, one child each."""
     first = artifacts[0]
     result = FunctionBench(first.qualname, [spec.to_json() for spec in first.inputs])
+    jobs = [(name, None) for name in backends if name in TF_BACKENDS]
+    jobs += [("tvm-tuned" if a.tuned else "tvm", a) for a in artifacts if "tvm" in backends]
     work = Path(tempfile.mkdtemp(prefix="tfcheck-bench-"))
     try:
-        jobs = [(name, None) for name in backends if name in TF_BACKENDS]
-        jobs += [("tvm-tuned" if a.tuned else "tvm", a) for a in artifacts if "tvm" in backends]
-        for name, artifact in jobs:
-            on_stage(name)
-            try:
-                request = _request(name, first, artifact, budget, work / name.replace(".", "_"))
-            except ValueError as error:  # a manifest whose module and source file do not agree
-                result.measurements.append(Measurement(name, error=str(error)))
-                continue
-            outcome = run_child("tfcheck.compiler.bench", request, BenchResult, work / name.replace(".", "_"),
-                                on_stage=lambda _stage: None, timeout=timeout)
-            result.measurements.append(_measurement(name, outcome, artifact))
+        result.measurements = _measure_in_turns(jobs, first, budget, work, on_stage, timeout)
         _compare(result, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+Job = tuple[str, Manifest | None]  # a backend's name, and its artifact for the TVM backends
+
+
+def _measure_in_turns(jobs: list[Job], manifest: Manifest, budget: Budget, work: Path,
+                      on_stage: Callable[[str], None], timeout: float) -> list[Measurement]:
+    """One child per job, started side by side and timed in turns (`compiler/turns.py`), so that
+    every backend runs under the same load; the measurements in the jobs' order."""
+    # Turns is left first: closing its pipes stops any child still waiting for a turn, which the
+    # pool then waits for.
+    with ThreadPoolExecutor(max(1, len(jobs))) as pool, Turns(len(jobs), budget) as turns:
+        started = [_start(pool, turns, index, job, manifest, budget, work, timeout) for index, job in enumerate(jobs)]
+        on_stage(f"preparing {', '.join(name for name, _ in jobs)}")
+        try:
+            turns.run(lambda number: on_stage(f"round {number} of about {ROUNDS}"))
+        except BaseException:  # Ctrl-C: the children are in sessions of their own
+            stop_children()
+            raise
+        return [item if isinstance(item, Measurement) else item.result() for item in started]
+
+
+def _start(pool: ThreadPoolExecutor, turns: Turns, index: int, job: Job, manifest: Manifest, budget: Budget,
+           work: Path, timeout: float) -> Future[Measurement] | Measurement:
+    """Start job `index`'s child on a thread of `pool`; a job whose request cannot be made is its
+    error at once, and gets no turns."""
+    name, artifact = job
+    folder = work / name.replace(".", "_")
+    try:
+        request = _request(name, manifest, artifact, budget, folder, turns.child_ends[index])
+    except ValueError as error:  # a manifest whose module and source file do not agree
+        turns.leave(index)
+        return Measurement(name, error=str(error))
+
+    def measure() -> Measurement:
+        outcome = run_child("tfcheck.compiler.bench", request, BenchResult, folder, on_stage=lambda _stage: None,
+                            timeout=timeout, pass_fds=turns.child_ends[index])
+        return _measurement(name, outcome, artifact)
+
+    return pool.submit(measure)
 
 
 def _measurement(backend: str, outcome: ChildOutcome[BenchResult], artifact: Manifest | None) -> Measurement:
@@ -130,11 +166,11 @@ def _measurement(backend: str, outcome: ChildOutcome[BenchResult], artifact: Man
 
 
 def _request(backend: str, manifest: Manifest, artifact: Manifest | None, budget: Budget,
-             work: Path) -> BenchRequest:
+             work: Path, turns: tuple[int, int]) -> BenchRequest:
     module = str(manifest.module)
     return BenchRequest(backend=backend, module=module, qualname=manifest.qualname.removeprefix(module + "."),
                         root=str(_import_root(manifest)), inputs=[spec.to_json() for spec in manifest.inputs],
-                        budget=budget, outputs_path=str(work / "outputs.npz"),
+                        budget=budget, outputs_path=str(work / "outputs.npz"), turns=list(turns),
                         artifact=str(artifact.folder) if artifact else None)
 
 
@@ -203,7 +239,9 @@ def measure_backend(request: BenchRequest, events: EventWriter) -> BenchResult:
     events.stage("measure")
     outputs = call()
     np.savez(request.outputs_path, **{f"out{i}": o for i, o in enumerate(flat_outputs(outputs))})
-    times = time_calls(call, request.budget)
+    times = timed_turns(call, request.budget, request.turns, time.perf_counter)
+    if not times:
+        raise StepError("stopped before it was timed (the bench was interrupted)")
     return BenchResult(
         median_ms=round(statistics.median(times) * 1e3, 4),
         p10_ms=round(float(np.percentile(times, 10)) * 1e3, 4),

@@ -132,13 +132,28 @@ def run_child(
     on_stage: Callable[[str], None],
     timeout: float,
     env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ChildOutcome[Result]:
     """Run `python -m module request.json` (the request dataclass as JSON) and collect its events
     until it exits; the result comes back as a `result_type`.
 
+    `pass_fds` are handed to the child under the same numbers (the request names them) and closed
+    here in any case, so that the parent's other ends of those pipes see an end of file when the
+    child exits, or at once when it never starts.
+
     Crashes (signals), non-zero exits without an error event and timeouts are turned into error
     messages that quote the end of the child's log.
     """
+    try:
+        return _run_child(module, request, result_type, work_dir, on_stage, timeout, env, pass_fds)
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+
+
+def _run_child(module: str, request: object, result_type: type[Result], work_dir: Path,
+               on_stage: Callable[[str], None], timeout: float, env: dict[str, str] | None,
+               pass_fds: tuple[int, ...]) -> ChildOutcome[Result]:
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / f"{module.rsplit('.', 1)[-1]}-request.json"
     request_path.write_text(json.dumps(to_message(request)), encoding="utf-8")
@@ -155,7 +170,7 @@ def run_child(
         process = subprocess.Popen(
             [sys.executable, "-m", module, str(request_path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), env=child_env, start_new_session=True,
+            pass_fds=(write_fd, *pass_fds), env=child_env, start_new_session=True,
         )
         _CHILDREN.running.add(process)
     os.close(write_fd)

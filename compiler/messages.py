@@ -212,6 +212,7 @@ class BenchRequest:
     inputs: list[dict[str, Any]]
     budget: Budget
     outputs_path: str
+    turns: list[int]  # the child's ends of its turn pipes, go and done (compiler/turns.py)
     artifact: str | None = None  # the artifact folder, for the tvm backends
 
 

@@ -15,7 +15,7 @@ def test_nested_messages_survive_json() -> None:
                             "ab" * 32, "cd" * 32, "ef" * 32, operators=[{"op": "ADD", "count": 1, "example": "a"}])
     result = TraceResult("f", "m.f", {"tensorflow": "2.21.0"}, "00" * 32, [variant, variant])
     request = TraceRequest("/root", "m", "f", "m.py", "/w", KeyParts({"kind": "llvm"}, {}, {"tvm": "0.27"}))
-    bench = BenchRequest("tvm", "m", "f", "/root", [], Budget(min_runs=3), "/w/out.npz", artifact="/a")
+    bench = BenchRequest("tvm", "m", "f", "/root", [], Budget(min_runs=3), "/w/out.npz", [5, 6], artifact="/a")
     for message in (result, request, bench):
         assert from_message(type(message), json.loads(json.dumps(to_message(message)))) == message
 
