@@ -6,8 +6,9 @@ was quiet: on this project's shared 2-core machine one artifact took 9 and 37 ms
 consecutive runs, and the sweep's ratios to `tf.function` moved with the load rather than the
 code. In turns, every backend sees the same machine: the parent hands a turn to one child at a
 time, round after round, until every backend has its budget, so a change of load falls on all of
-them alike. The children prepare (import TensorFlow, convert, load the artifact) concurrently;
-timing starts only once every child has finished its warm-up turn.
+them alike. A child prepares (converts, loads the artifact) in its first turn, the warm-up, so
+the children prepare one at a time, as they did when each ran alone: converting ConvNeXtXLarge to
+TFLite peaks at 19.5 GB, which beside another child's conversion the machine did not have.
 
 Protocol, two pipes per child, whose descriptors are in its request (`BenchRequest.turns`): the
 parent writes one byte to the child's `go` pipe, `w` (warm up) or `t` (a timed turn), and the
@@ -47,19 +48,22 @@ class TurnSize:
 # --- child side ----------------------------------------------------------------------------------
 
 
-def timed_turns(call: Callable[[], Any], budget: Budget, fds: Sequence[int],
+def timed_turns(prepare: Callable[[], Callable[[], Any]], budget: Budget, fds: Sequence[int],
                 clock: Callable[[], float]) -> list[float]:
     """Child: wait for each turn on `fds[0]`, run it, report on `fds[1]`; the time of every
-    timed call (by `clock`), once the parent says stop."""
+    timed call (by `clock`), once the parent says stop. The first turn, the warm-up, gets the
+    call from `prepare`."""
     size = TurnSize.of(budget)
     times: list[float] = []
     with os.fdopen(fds[0], "rb", buffering=0) as go, os.fdopen(fds[1], "w", buffering=1) as done:
-        while (command := go.read(1)) in (WARM_UP, TIMED):
-            if command == WARM_UP:
-                for _ in range(budget.warmup):
-                    call()
-            else:
-                times += _turn(call, size, clock)
+        if go.read(1) != WARM_UP:  # stopped before its first turn
+            return times
+        call = prepare()
+        for _ in range(budget.warmup):
+            call()
+        done.write("0 0.0\n")
+        while go.read(1) == TIMED:
+            times += _turn(call, size, clock)
             done.write(f"{len(times)} {sum(times)!r}\n")
     return times
 

@@ -13,22 +13,27 @@ from tfcheck.compiler.turns import ROUNDS, Turns, TurnSize
 
 BUDGET = Budget(warmup=1, min_runs=5, min_seconds=0.05, max_runs=40, max_seconds=1.0)
 
-# A child like a bench child: each call sleeps 1 ms and records when it ran; with `crash`, it dies
-# in the middle of its third timed turn.
+# A child like a bench child: preparing takes 20 ms, each call 1 ms, and each records when it ran;
+# with `crash`, it dies in the middle of its third timed turn.
 CHILD = """
 import json, sys, time
 from tfcheck.compiler.messages import Budget
 from tfcheck.compiler.turns import timed_turns
 go, done, out, crash = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "crash"
 windows = []
-def call():
+def sleep(seconds):
     start = time.monotonic()
-    time.sleep(0.001)
+    time.sleep(seconds)
     windows.append((start, time.monotonic()))
-    if crash and len(windows) > 6:
+def call():
+    sleep(0.001)
+    if crash and len(windows) > 7:
         raise SystemExit(3)
+def prepare():
+    sleep(0.02)
+    return call
 budget = Budget(**json.loads(sys.argv[5]))
-times = timed_turns(call, budget, [go, done], time.perf_counter)
+times = timed_turns(prepare, budget, [go, done], time.perf_counter)
 json.dump({"windows": windows, "timed": len(times)}, open(out, "w"))
 """
 
@@ -60,7 +65,7 @@ def test_only_one_child_runs_at_a_time_and_all_take_turns(tmp_path: Path) -> Non
     reports, turns = _run(tmp_path, ["ok", "ok", "ok"])
     calls = sorted((start, end, child) for child, report in enumerate(reports) for start, end in report["windows"])
     for (_, end, _), (start, _, _) in zip(calls, calls[1:]):
-        assert end <= start  # no two calls overlap, whichever children made them
+        assert end <= start  # no two calls (or preparations) overlap, whichever children made them
     changes = sum(a[2] != b[2] for a, b in zip(calls, calls[1:]))
     assert changes >= 3 * 5  # interleaved round after round, not one child after another
     for report, seat in zip(reports, turns.seats):
