@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -246,8 +247,11 @@ def run_measured(command: list[str], log: Path, timeout: float) -> tuple[int, fl
 
 
 def build_case(case: Case, modules: Path, work: Path, timeout: float) -> Outcome:
+    """Build the case from an empty cache of its own: a re-run measures a build, not a cache hit."""
+    cache = work / "cache" / case.name
+    shutil.rmtree(cache, ignore_errors=True)
     command = [sys.executable, "-m", "tfcheck", "build", str(modules / f"{case.name}.py"), "--cache-dir",
-               str(work / "cache"), "--out", str(work / "out" / case.name), "--format", "json",
+               str(cache), "--out", str(work / "out" / case.name), "--format", "json",
                "--timeout", str(timeout)]
     code, rss, stdout = run_measured(command, work / f"{case.name}.build.json", timeout * 2 + 60)
     try:

@@ -78,7 +78,7 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
             module = from_tflite(model, shape_dict=shapes, op_converter=_converter_class())
         if shapes is not None:
             module = with_upper_bounds(module, dims or {})
-        return _lowerable_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
+        return _lowered_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise
     except Exception as error:  # noqa: BLE001 - any importer failure is the function's, reported the same way
@@ -156,6 +156,15 @@ def _has_transposed_convolutions(model: Any) -> bool:
     wanted = {BuiltinOperator.TRANSPOSE_CONV, BuiltinOperator.CONV_3D_TRANSPOSE}
     codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
     return any(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) in wanted for code in codes)
+
+
+def _lowered_transposed_convolutions(module: Any) -> Any:
+    """Transposed convolutions as convolutions (`transposed_convolution.py`: fast, for the
+    frontend's usual forms), and the rest in the layouts TVM lowers."""
+    from tfcheck.compiler.transposed_convolution import as_convolutions, has_transposed_convolutions
+
+    module = as_convolutions(module)
+    return _lowerable_transposed_convolutions(module) if has_transposed_convolutions(module) else module
 
 
 def _lowerable_transposed_convolutions(module: Any) -> Any:

@@ -97,7 +97,7 @@ class _ChannelPadder(relax.PyExprMutator):
         `matmul(x, pad(W))[..., :N]` when `padded_channels` pads N; FoldConstant computes the
         padded weights at build time."""
         data, weight = call.args
-        shape = _static_shape(weight)
+        shape = static_shape(weight)
         if (shape is None or len(shape) != 2 or weight.ty.dtype != "float32"
                 or not self._is_constant(weight)):
             return call
@@ -128,7 +128,7 @@ def _static_width(call: relax.Call) -> int | None:
     return int(value.value) if isinstance(value, tvm.tirx.IntImm) else None
 
 
-def _static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
+def static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
     """The shape of a tensor expression, or None unless every dimension is a constant."""
     shape = getattr(expr.ty, "shape", None)
     values = getattr(shape, "values", None)
