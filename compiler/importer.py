@@ -242,9 +242,31 @@ def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
     node_text = ", ".join(f"'{node}'" for node in nodes[:3]) + (", ..." if len(nodes) > 3 else "") or "(unnamed)"
     return ImporterError(
         f"TVM cannot import TFLite operator {code} from TensorFlow node {node_text}: "
-        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)} {_WHAT_TO_DO}",
+        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)}{_data_sized_hint(code)} "
+        f"{_WHAT_TO_DO}",
         op=nodes[0] if nodes else code,
     )
+
+
+# TFLite operators whose output size the input values decide, not their shapes: what TensorFlow
+# code makes them. TVM 0.27's frontend has no conversion for them (`relax.op.nonzero` exists but
+# is not lowered for the CPU either).
+_DATA_SIZED = {
+    "WHERE": "tf.where(condition) without x and y (the indices of the true elements)",
+    "UNIQUE": "tf.unique",
+}
+
+
+def _data_sized_hint(code: str) -> str:
+    """For an operator whose output size only the data decides, why it cannot compile and what
+    to write instead."""
+    made_by = _DATA_SIZED.get(code)
+    if made_by is None:
+        return ""
+    return (f" {code} comes from {made_by}: the size of its output depends on the input values, "
+            "and a compiled function's output sizes must follow from its input shapes. Use a mask "
+            "of fixed size instead (tf.where(condition, x, y), tf.boolean_mask outside the function), "
+            "or compute it after the compiled function.")
 
 
 def _runtime_input_hint(converter: Any, op: Any, error: Exception) -> str:

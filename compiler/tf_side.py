@@ -424,14 +424,17 @@ def _already_frozen_converter(frozen: Any) -> Any:
 
     The converter freezes whatever function it is given, although ours has no variables left:
     for VGG16 that second pass took 60 s and 4 GB, for the same GraphDef (the flatbuffer is
-    byte-for-byte the same: tests/compiler/test_tf_side_memory.py).
+    byte-for-byte the same: tests/compiler/test_tf_side_memory.py). The GraphDef it converts has
+    its 3-D poolings as 2-D ones, which TFLite has builtins for (`pooling3d.py`).
     """
     import tensorflow as tf
+
+    from tfcheck.compiler.pooling3d import pools_as_2d
 
     class AlreadyFrozen(tf.lite.TFLiteConverter):
         def _freeze_concrete_function(self) -> tuple[Any, list[Any], list[Any], Any]:
             inputs = [tensor for tensor in frozen.inputs if tensor.dtype != tf.resource]
-            return frozen.graph.as_graph_def(), inputs, frozen.outputs, frozen
+            return pools_as_2d(frozen.graph.as_graph_def(), frozen.graph), inputs, frozen.outputs, frozen
 
     return AlreadyFrozen.from_concrete_functions([frozen])
 
@@ -452,7 +455,26 @@ def to_tflite(frozen: Any) -> bytes:
                 f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
                 "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
                 "compiled function or replace it with supported ops", op=", ".join(ops)) from error
-        raise StepError(f"TFLite conversion failed: {_first_lines(str(error))}") from error
+        text = str(error)
+        raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
+
+
+# TensorFlow calls whose implementation the converter cannot take, found by the node names in its
+# error, with the form of the same computation that converts (the coverage sweep builds both).
+_CONVERSION_HINTS = {
+    "non_max_suppression_padded": (
+        "tf.image.non_max_suppression_padded(..., pad_to_max_output_size=True) runs TensorFlow's "
+        "batched suppression loop, which TFLite cannot convert. For one image's boxes, "
+        "tf.raw_ops.NonMaxSuppressionV4(boxes=..., scores=..., max_output_size=..., iou_threshold=..., "
+        "score_threshold=..., pad_to_max_output_size=True) returns the same padded indices and count, "
+        "and converts (TFLite NON_MAX_SUPPRESSION_V4)"),
+}
+
+
+def _conversion_hint(message: str) -> str:
+    """What to write instead, when the failed conversion came from a call `_CONVERSION_HINTS` knows
+    (first: the converter's own text follows)."""
+    return "".join(f"{hint}.\nThe converter said: " for node, hint in _CONVERSION_HINTS.items() if node in message)
 
 
 def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
