@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,8 +143,9 @@ CONVOLUTIONS = (
     keras_case("conv3d", "convolution",
                "[keras.layers.Conv3D(16, 3, padding='same', activation='relu'),"
                " keras.layers.Conv3D(16, 3, strides=2), keras.layers.GlobalAveragePooling3D()]", 1, 8, 16, 16, 3),
-    replace(keras_case("max_pool3d", "convolution", "[keras.layers.MaxPooling3D()]", 1, 8, 16, 16, 3),
-            unsupported="MaxPool3D"),
+    keras_case("max_pool3d", "convolution", "[keras.layers.MaxPooling3D()]", 1, 8, 16, 16, 3),
+    keras_case("avg_pool3d", "convolution", "[keras.layers.AveragePooling3D(3, strides=2, padding='same')]",
+               1, 7, 15, 15, 3),
     keras_case("conv1d_transpose", "convolution", "[keras.layers.Conv1DTranspose(16, 3, strides=2)]", 1, 32, 8),
     keras_case("conv2d_transpose", "convolution",
                "[keras.layers.Conv2DTranspose(16, 3, strides=2, padding='same'),"
@@ -188,19 +189,25 @@ POSTPROCESS = (
          "tf.image.non_max_suppression_with_scores(x0, x1, 10, iou_threshold=0.5, score_threshold=0.1)"),
     Case("non_max_suppression_padded", "postprocess", (f32(50, 4), f32(50)),
          "tf.image.non_max_suppression_padded(x0, x1, 10, iou_threshold=0.5, pad_to_max_output_size=True)",
-         unsupported="non_max_suppression_padded"),
+         unsupported="NonMaxSuppressionV4"),  # the message names the form that converts: the next case
+    Case("non_max_suppression_v4_padded", "postprocess", (f32(50, 4), f32(50)),
+         "tf.raw_ops.NonMaxSuppressionV4(boxes=x0, scores=x1, max_output_size=10, iou_threshold=0.5, "
+         "score_threshold=float('-inf'), pad_to_max_output_size=True)"),
 )
 
 ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS
                          + tuple(application_case(model) for model in APPLICATIONS))
 FAMILIES = tuple(dict.fromkeys(case.family for case in ALL))
-# What tests/compiler/test_coverage_sweep.py builds in CI (14 builds of 5 to 15 s): GRU, stacked
-# LSTMs with return_sequences and a bidirectional GRU cover the recurrent forms; the post-processing
-# operators that build (non-max suppression: TOPI's hand-written kernels among the scheduled ones),
-# and one documented as unsupported; one small keras.applications model at a reduced input size.
-SAMPLE_NAMES = ("gru", "stacked_lstm", "bidirectional_gru_sequences", "gather_batch_dims", "gather_nd", "top_k",
-                "argmax", "where_select", "where_indices", "tensor_scatter_update", "resize_bilinear",
-                "non_max_suppression", "non_max_suppression_with_scores")
+# What tests/compiler/test_coverage_sweep.py builds in CI (17 builds of 5 to 15 s): GRU, stacked
+# LSTMs with return_sequences and a bidirectional GRU cover the recurrent forms; 3-D pooling (the
+# GraphDef rewrite of compiler/pooling3d.py, end to end); the post-processing operators that build
+# (non-max suppression: TOPI's hand-written kernels among the scheduled ones), and two documented
+# as unsupported, whose messages say what to write instead; one small keras.applications model at
+# a reduced input size.
+SAMPLE_NAMES = ("gru", "stacked_lstm", "bidirectional_gru_sequences", "max_pool3d", "gather_batch_dims",
+                "gather_nd", "top_k", "argmax", "where_select", "where_indices", "tensor_scatter_update",
+                "resize_bilinear", "non_max_suppression", "non_max_suppression_with_scores",
+                "non_max_suppression_padded", "non_max_suppression_v4_padded")
 SAMPLE: tuple[Case, ...] = (tuple(case for case in ALL if case.name in SAMPLE_NAMES)
                             + (application_case("MobileNetV3Small", 96),))
 

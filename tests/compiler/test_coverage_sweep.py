@@ -32,7 +32,7 @@ def test_every_case_is_one_discoverable_function(tmp_path: Path) -> None:
 
 def test_sample_names_existing_cases() -> None:
     assert len(SWEEP.SAMPLE) == len(SWEEP.SAMPLE_NAMES) + 1
-    assert {case.family for case in SWEEP.SAMPLE} == {"recurrent", "postprocess", "keras.applications"}
+    assert {case.family for case in SWEEP.SAMPLE} == {"recurrent", "convolution", "postprocess", "keras.applications"}
 
 
 def test_table_lists_failures_with_their_reason_and_the_cases_not_run() -> None:
