@@ -30,15 +30,15 @@ _INT32 = 3  # DataType DT_INT32 (tensorflow/core/framework/types.proto)
 def pools_as_2d(graph_def: Any, graph: Any) -> Any:
     """A copy of `graph_def` (the GraphDef of `graph`) with each 3-D pooling it can rewrite (see
     the module) replaced by 2-D poolings; `graph_def` itself when it has none."""
-    found = [node for node in graph_def.node if node.op in _PLANE_POOLS and _shapes(node, graph) is not None]
+    found = {index: shapes for index, node in enumerate(graph_def.node)
+             if node.op in _PLANE_POOLS and (shapes := _shapes(node, graph)) is not None}
     if not found:
         return graph_def
     rewritten = type(graph_def)()
     rewritten.CopyFrom(graph_def)
     taken = {node.name for node in graph_def.node}
-    for node in rewritten.node:
-        if node.op in _PLANE_POOLS and (shapes := _shapes(node, graph)) is not None:
-            _as_plane_pools(rewritten, node, *shapes, taken)
+    for index, shapes in found.items():  # the new nodes go after these indices
+        _as_plane_pools(rewritten, rewritten.node[index], *shapes, taken)
     return rewritten
 
 
