@@ -194,6 +194,8 @@ def _converter_class() -> type:
                 _convert_concatenation, self, super().convert_concatenation)
             self.convert_map["GATHER_ND"] = functools.partial(_convert_gather_nd, self)
             self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
+            self.convert_map["TRANSPOSE_CONV"] = functools.partial(
+                _convert_transpose_conv, self, super().convert_transpose_conv)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.shape_values.wrap(self.convert_map)
@@ -388,6 +390,19 @@ def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
     dtype = converter.get_tensor_type_str(output.tensor.Type())
     converted = upstream(op)
     return converted if dtype == "int64" else relax.op.astype(converted, dtype)
+
+
+def _convert_transpose_conv(converter: Any, upstream: Any, op: Any) -> Any:
+    """The upstream conversion with the operator's fused activation applied: TVM's TRANSPOSE_CONV
+    ignores `TransposeConvOptions.FusedActivationFunction`, which TFLite's converter sets when a
+    ReLU follows a transposed convolution (after folding a batch norm into it), so the ReLU was
+    lost (keras.io's U-Net: 54816 of 76800 outputs wrong)."""
+    from tflite.TransposeConvOptions import TransposeConvOptions
+
+    options = TransposeConvOptions()
+    table = op.BuiltinOptions()
+    options.Init(table.Bytes, table.Pos)
+    return converter.convert_fused_activation_function(upstream(op), options.FusedActivationFunction())
 
 
 def _convert_gather_nd(converter: Any, op: Any) -> Any:

@@ -26,6 +26,9 @@ GRU = keras.layers.Bidirectional(keras.layers.GRU(16, return_sequences=True))
 PARAMS = tf.random.stateless_normal([4, 3, 10, 5], seed=[1, 2])
 UPSAMPLE_2D = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same")
 UPSAMPLE_3D = keras.layers.Conv3DTranspose(4, 3, strides=2)
+# keras.io's U-Net block: TFLite folds the batch norm into the transposed convolution and fuses the ReLU
+UPSAMPLE_BN_RELU = keras.Sequential([keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same"),
+                                     keras.layers.BatchNormalization(), keras.layers.ReLU()])
 
 
 @tfcheck.aot
@@ -51,6 +54,12 @@ def gather_batch_and_middle_axes(index):
 @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.float32), tf.TensorSpec([1, 4, 6, 6, 2], tf.float32)])
 def transposed_convolutions(image, volume):
     return UPSAMPLE_2D(image), UPSAMPLE_3D(volume)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.float32)])
+def transposed_convolution_fused_relu(image):
+    return UPSAMPLE_BN_RELU(image, training=False)
 
 
 @tfcheck.aot
@@ -101,7 +110,7 @@ def test_imported_wrongly_before_now_build_and_match_tensorflow(project: Callabl
     indices = records.pop("indices_of_positives")
     assert sorted(records) == ["bidirectional_gru", "gather_batch_and_middle_axes", "gather_nd_pairs",
                                "gather_one_per_row", "int32_argmax_argmin", "scatter_with_repeats",
-                               "transposed_convolutions"]
+                               "transposed_convolution_fused_relu", "transposed_convolutions"]
     for name, record in records.items():
         assert record["status"] == "built", f"{name}: {record['message']}"
         assert record["verified"] is True and record["max_abs_error"] < 1e-4, record
