@@ -195,7 +195,85 @@ POSTPROCESS = (
          "score_threshold=float('-inf'), pad_to_max_output_size=True)"),
 )
 
-ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS
+# Architectures as keras.io's examples write them (the code copied from the example, not ours):
+# "Image segmentation with a U-Net-like architecture" (get_model, 160x160, 3 classes: separable
+# convolutions, stride-1 Conv2DTranspose, UpSampling2D, residual adds) and "3D image
+# classification from CT scans" (get_model, 128x128x64 volumes: Conv3D, MaxPool3D, BatchNorm).
+_KERAS_IO_UNET = '''from keras import layers
+
+
+def get_model(img_size, num_classes):
+    inputs = keras.Input(shape=img_size + (3,))
+    x = layers.Conv2D(32, 3, strides=2, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    previous_block_activation = x
+    for filters in [64, 128, 256]:
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+        residual = layers.Conv2D(filters, 1, strides=2, padding="same")(previous_block_activation)
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    for filters in [256, 128, 64, 32]:
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2DTranspose(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2DTranspose(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.UpSampling2D(2)(x)
+        residual = layers.UpSampling2D(2)(previous_block_activation)
+        residual = layers.Conv2D(filters, 1, padding="same")(residual)
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    outputs = layers.Conv2D(num_classes, 3, activation="softmax", padding="same")(x)
+    return keras.Model(inputs, outputs)
+
+
+model = get_model((160, 160), 3)
+calibrate_batch_norm(model, (2, 160, 160, 3))
+'''
+
+_KERAS_IO_CT_SCAN = '''from keras import layers
+
+
+def get_model(width=128, height=128, depth=64):
+    inputs = keras.Input((width, height, depth, 1))
+    x = layers.Conv3D(filters=64, kernel_size=3, activation="relu")(inputs)
+    x = layers.MaxPool3D(pool_size=2)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Conv3D(filters=64, kernel_size=3, activation="relu")(x)
+    x = layers.MaxPool3D(pool_size=2)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Conv3D(filters=128, kernel_size=3, activation="relu")(x)
+    x = layers.MaxPool3D(pool_size=2)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Conv3D(filters=256, kernel_size=3, activation="relu")(x)
+    x = layers.MaxPool3D(pool_size=2)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.GlobalAveragePooling3D()(x)
+    x = layers.Dense(units=512, activation="relu")(x)
+    x = layers.Dropout(0.3)(x)
+    outputs = layers.Dense(units=1, activation="sigmoid")(x)
+    return keras.Model(inputs, outputs, name="3dcnn")
+
+
+model = get_model(width=128, height=128, depth=64)
+calibrate_batch_norm(model, (2, 128, 128, 64, 1))
+'''
+
+EXAMPLES = (
+    Case("keras_io_unet", "keras.io", (f32(1, 160, 160, 3),), "model(x0, training=False)", _KERAS_IO_UNET),
+    Case("keras_io_ct_scan_3d", "keras.io", (f32(1, 128, 128, 64, 1),), "model(x0, training=False)",
+         _KERAS_IO_CT_SCAN),
+)
+
+ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS + EXAMPLES
                          + tuple(application_case(model) for model in APPLICATIONS))
 FAMILIES = tuple(dict.fromkeys(case.family for case in ALL))
 # What tests/compiler/test_coverage_sweep.py builds in CI (17 builds of 5 to 15 s): GRU, stacked
