@@ -92,12 +92,14 @@ class _ChannelPadder(relax.PyExprMutator):
                 or attrs.kernel_layout != kernel_layout or attrs.out_layout != data_layout):
             return call
         kernel = weight.value.numpy()
-        width = _static_width(self.builder_.normalize(call))
+        normalized = self.builder_.normalize(call)
+        width = _static_width(normalized)
         if kernel.dtype != np.float32 or width is None:
             return call
         channels = kernel.shape[-1]
         padded = padded_channels(channels, self.lanes)
-        columns = padded_rows(width, self.rows) if _width_worth_padding(call, kernel.shape) else width
+        wider = width > 1 and _width_worth_padding(normalized, kernel.shape)
+        columns = padded_rows(width, self.rows) if wider else width
         if (padded, columns) == (channels, width):
             return call
         wide = np.pad(kernel, [(0, 0)] * (kernel.ndim - 1) + [(0, padded - channels)])
@@ -145,12 +147,11 @@ def _width_worth_padding(call: relax.Call, kernel: tuple[int, ...]) -> bool:
     to a long reduction. keras.io's CT-scan Conv3D over 1 input channel (27 multiply-adds per
     output, a 256 MB output) ran 3.3x slower padded (30 -> 99 ms); its next, over 64 channels,
     2x faster (445 -> 202 ms); InceptionV3's first convolution (27 per output, 2.8 MB) 0.58 ->
-    0.46 ms."""
-    shape = static_shape(call)
-    if shape is None or shape[-2] <= 1:
-        return False
+    0.46 ms. The output's size is one example's: a symbolic batch counts as 1."""
     reduction = int(np.prod(kernel[:-1]))
-    return reduction >= MIN_PADDED_REDUCTION or int(np.prod(shape)) * 4 <= CACHED_OUTPUT_BYTES
+    values = call.ty.shape.values
+    example = np.prod([int(v.value) for v in values if isinstance(v, tvm.tirx.IntImm)], dtype=np.int64)
+    return reduction >= MIN_PADDED_REDUCTION or int(example) * 4 <= CACHED_OUTPUT_BYTES
 
 
 def _static_width(call: relax.Call) -> int | None:

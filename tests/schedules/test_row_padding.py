@@ -125,3 +125,17 @@ def test_a_short_reduction_pads_only_an_output_that_stays_in_cache(spatial: tupl
     cost more than the wider tile saves (the CT-scan classifier's first Conv3D: 30 -> 99 ms)."""
     mod = _conv3d_relu((1, *spatial, 19, 1), (3, 3, 3, 1, 64))  # output width 17
     assert _padded_width(mod) == (18 if padded else 17)
+
+
+def test_a_symbolic_batch_still_gets_the_wider_tile() -> None:
+    """The output's size is one example's: an unknown batch (`dims=`) does not turn padding off."""
+    batch = tvm.tirx.Var("batch", "int64")
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((batch, 19, 19, 8), "float32"))
+    weight = relax.const(np.ones((3, 3, 8, 32), np.float32))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            out = builder.emit_output(relax.op.nn.conv2d(x, weight, data_layout="NHWC", kernel_layout="HWIO"))
+        builder.emit_func_output(out)
+    padded = pad_output_channels(builder.get(), tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"}))
+    assert "R.Tensor((batch, 17, 18, 32)" in padded["main"].script()
