@@ -18,7 +18,8 @@ the benchmark MLP's last layer, 32 x 512 -> 10, took 3.4 us instead of 11.1 us.
 The output width is the register tile's rows, and tiles divide it too: a prime width (InceptionV3's
 17x17 and 71x71 maps) got a tile of one row, so every weight vector loaded fed one FMA. Such a
 convolution gets extra zero padding on the right of its input, enough for `tiling.padded_rows`
-output columns (18 for 17: two tiles of 9 rows), and its output sliced back the same way. The
+output columns (18 for 17: two tiles of 9 rows), and its output sliced back, by each register tile
+as it writes its output (`contraction._is_crop`) where the channels are not sliced too. The
 same holds for NDHWC 3-D convolutions (keras.io's CT-scan classifier), whose width is also the
 axis before the channels; a wider tile is only taken where it pays for the slice
 (`_width_worth_padding`).

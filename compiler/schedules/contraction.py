@@ -80,17 +80,41 @@ def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
     return None
 
 
-def _same_shape(sch: s_tir.Schedule, block: SBlockRV, main: SBlockRV) -> bool:
-    """Whether ``block`` writes a buffer of the shape ``main`` writes: an elementwise epilogue."""
-    shape = list(sch.get(main).writes[0].source.shape)
+def _written_shape(sch: s_tir.Schedule, block: SBlockRV) -> list | None:
+    """The shape of the one buffer ``block`` writes, or None when it writes several."""
     writes = sch.get(block).writes
-    return len(writes) == 1 and tvm_ffi.structural_equal(list(writes[0].source.shape), shape)
+    return list(writes[0].source.shape) if len(writes) == 1 else None
+
+
+def _is_crop(block: tirx.SBlock, shape: list) -> bool:
+    """Whether ``block`` maps the leading part of a ``shape`` tensor elementwise (a slice that drops
+    the columns a padded convolution computed extra, with what follows it): each output element
+    comes from the element at the same position, and the last axis, the tile's vectors, is whole."""
+    store = block.body
+    axes = [iv.var for iv in block.iter_vars]
+    if not isinstance(store, tirx.BufferStore) or len(axes) != len(shape) or len(store.indices) != len(shape):
+        return False
+    if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+        return False
+    if not tvm_ffi.structural_equal(store.buffer.shape[-1], shape[-1]):
+        return False
+
+    def in_place(regions: list) -> bool:
+        return all(blocks.is_var(r.min, axis) and isinstance(r.extent, tirx.IntImm) and r.extent.value == 1
+                   for r, axis in zip(regions, axes))
+
+    return all(blocks.is_var(index, axis) for index, axis in zip(store.indices, axes)) and any(
+        tvm_ffi.structural_equal(list(read.source.shape), shape) and in_place(read.region) for read in block.reads)
 
 
 def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> SBlockRV | None:
     """Inline the elementwise chain after ``main`` into its last block and return that block.
 
-    Only consumers of ``main``'s own shape join the epilogue. A consumer that broadcasts the
+    Only consumers of ``main``'s own shape join the epilogue, and one crop (`_is_crop`) with the
+    chain of its shape after it: a convolution padded to a wider output (`channel_padding.py`)
+    then writes only its real columns from each tile, instead of writing the whole padded output
+    to a buffer of its own for a second pass (28 MB for keras.io's CT-scan classifier's second
+    layer; docs/schedules.md, "Slices in the tile"). A consumer that broadcasts the
     result over a larger tensor (squeeze-and-excitation: a 1x1 convolution of the pooled
     ``[1, 1, 1, C]`` tensor, a sigmoid, then a multiply with the ``[1, H, W, C]`` feature map)
     would be computed under every register tile with all its loops unrolled: ``H x W x C / lanes``
@@ -101,8 +125,13 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     after = blocks.child_blocks(sch)
     names = [sch.get(b).name_hint for b in after]
     tail = after[names.index(sch.get(main).name_hint) + 1 :]
-    epilogue = 0
-    while epilogue < len(tail) and _same_shape(sch, tail[epilogue], main):
+    shape, cropped, epilogue = _written_shape(sch, main), False, 0
+    while epilogue < len(tail):
+        written = _written_shape(sch, tail[epilogue])
+        if written is None or not tvm_ffi.structural_equal(written, shape):
+            if written is None or cropped or not _is_crop(sch.get(tail[epilogue]), shape):
+                break
+            shape, cropped = written, True
         epilogue += 1
     for block in tail[epilogue:]:
         fallback.schedule_block(sch, block, target)
