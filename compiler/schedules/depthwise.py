@@ -10,11 +10,14 @@ things made that micro-kernel slow for them (docs/schedules.md, "Depthwise convo
 - the 14 x 2-vector register tile spilled: here a tile is one vector of channels by up to 7 output
   columns (`tiling.depthwise_tile`), with the window loops unrolled, so the inputs shared by
   neighbouring columns are loaded once;
-- it ran over both cores: here a depthwise kernel runs on one. Split over the cores, the same
-  kernel was slower at every size measured, up to 58M multiply-adds (14x MobileNetV2's largest
-  depthwise layer), first because its accumulators were a workspace allocated once per tile
-  (fixed in the shared micro-kernel), then, with that fixed, no faster in two runs on this
-  loaded two-core machine.
+- its accumulators were a workspace allocated once per tile under the parallel loop (fixed in the
+  shared micro-kernel).
+
+Split over the cores it runs as every micro-kernel does (from `contraction.PARALLEL_MIN_WORK`
+multiply-adds). It ran serially for a while: on the loaded two-core AMD EPYC it was no faster split
+in two runs; on an Intel Xeon (Emerald Rapids), each build timed twice in one process, MobileNetV2
+took 5.31-5.36 ms with serial depthwise kernels and 4.60-4.61 ms split (an AVX2 build on the same
+CPU 7.73-7.78 against 6.64-6.85 ms; docs/schedules.md, "Depthwise convolutions over both cores").
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .tiling import depthwise_tile
 
 SBlockRV = s_tir.schedule.SBlockRV
 
-DEPTHWISE = MicroKernel(depthwise_tile, inline_producers=True, unroll_reduction=True, parallel=False)
+DEPTHWISE = MicroKernel(depthwise_tile, inline_producers=True, unroll_reduction=True, parallel=True)
 
 
 def _is_depthwise(sch: s_tir.Schedule, main: SBlockRV) -> bool:

@@ -8,8 +8,6 @@ odd sizes, and channel counts that are not a multiple of the vector width.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import tvm
@@ -74,11 +72,13 @@ def test_the_padding_is_read_in_place() -> None:
     assert script.count("sblock_alloc_buffer") == 1
 
 
-@pytest.mark.parametrize("shape", [(1, 7, 7, 960), (1, 112, 112, 32), (4, 112, 112, 144)])
-def test_depthwise_kernels_run_on_one_core(shape) -> None:
-    """From MobileNetV2's smallest layer to 65M multiply-adds: on both cores the kernel measured
-    slower at every size (docs/schedules.md)."""
-    assert "T.parallel(" not in _scheduled_kernel(shape, (1, 1, 1, 1)).script()
+@pytest.mark.parametrize(("shape", "parallel"), [((1, 7, 7, 960), False), ((1, 14, 14, 384), True),
+                                                 ((1, 112, 112, 32), True), ((4, 112, 112, 144), True)])
+def test_depthwise_kernels_split_over_the_cores_as_others_do(shape, parallel: bool) -> None:
+    """MobileNetV2's 7x7x960 layer (423K multiply-adds) runs on one core, the 14x14x384 one
+    (677K) and larger on both: the threshold every micro-kernel has (`PARALLEL_MIN_WORK`)."""
+    kernel = _scheduled_kernel(shape, (1, 1, 1, 1), num_cores=2)
+    assert ("T.parallel(" in kernel.script()) is parallel
 
 
 def test_a_parallel_kernel_keeps_its_accumulators_on_the_stack() -> None:
@@ -90,7 +90,7 @@ def test_a_parallel_kernel_keeps_its_accumulators_on_the_stack() -> None:
     mod = module([(1, 56, 56, 144)], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, (1, 1), (1, 1, 1, 1)))
     target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
     [func] = [f for _, f in legalize_and_fuse(mod, target).functions_items() if isinstance(f, tirx.PrimFunc)]
-    kernel = depthwise.schedule_depthwise(func, target, replace(depthwise.DEPTHWISE, parallel=True)).mod["main"]
+    kernel = depthwise.schedule_depthwise(func, target).mod["main"]
     assert "T.parallel(" in kernel.script()
     library = tvm.compile(tvm.IRModule({"main": kernel.with_attr("global_symbol", "main")}), target=target)
     assert "__tvm_parallel_lambda" in library.mod.inspect_source("ll")
