@@ -204,3 +204,22 @@ def test_a_leading_crop_of_any_axis_joins_the_tile() -> None:
     assert output_written_per_tile(contraction_kernel(mod, target))
     actual, _rules = run(mod, x, target=target)
     check(actual, np.maximum(conv[:, :7, :8], 0))
+
+
+def test_a_symbolic_batch_slices_in_the_tile_too() -> None:
+    """`dims=` builds: the crop's predicate is on the width, the batch stays symbolic; any batch runs."""
+    batch = tvm.tirx.Var("batch", "int64")
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((batch, 19, 19, 8), "float32"))
+    weight = rand(3, 3, 8, 32)
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            out = builder.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(
+                x, relax.const(weight), data_layout="NHWC", kernel_layout="HWIO")))
+        builder.emit_func_output(out)
+    mod, target = builder.get(), tvm.target.Target(host_cpu_target())
+    assert output_written_per_tile(contraction_kernel(mod, target))
+    for size in (1, 3):
+        images = rand(size, 19, 19, 8)
+        actual, _rules = run(mod, images, target=target)
+        check(actual, np.maximum(reference.conv2d_nhwc(images, weight, (1, 1), (0, 0, 0, 0), (1, 1)), 0))
