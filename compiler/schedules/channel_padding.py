@@ -21,8 +21,7 @@ convolution gets extra zero padding on the right of its input, enough for `tilin
 output columns (18 for 17: two tiles of 9 rows), and its output sliced back, by each register tile
 as it writes its output (`contraction._is_crop`) where the channels are not sliced too. The
 same holds for NDHWC 3-D convolutions (keras.io's CT-scan classifier), whose width is also the
-axis before the channels; a wider tile is only taken where it pays for the slice
-(`_width_worth_padding`).
+axis before the channels; a wider tile is only taken where it pays (`_width_worth_padding`).
 """
 
 from __future__ import annotations
@@ -143,12 +142,13 @@ class _ChannelPadder(relax.PyExprMutator):
 
 
 def _width_worth_padding(call: relax.Call, kernel: tuple[int, ...]) -> bool:
-    """Whether a wider register tile pays for the slice that drops the extra columns: two more
-    passes over the output (a read, a write), free while the output stays in cache and small next
-    to a long reduction. keras.io's CT-scan Conv3D over 1 input channel (27 multiply-adds per
-    output, a 256 MB output) ran 3.3x slower padded (30 -> 99 ms); its next, over 64 channels,
-    2x faster (445 -> 202 ms); InceptionV3's first convolution (27 per output, 2.8 MB) 0.58 ->
-    0.46 ms. The output's size is one example's: a symbolic batch counts as 1."""
+    """Whether a wider register tile pays for what padding costs: the extra columns and a bound
+    check on each load of the padded input, small next to a long reduction or while the output
+    stays in cache. keras.io's CT-scan Conv3D over 1 input channel (27 multiply-adds per output, a
+    256 MB output) ran 3.3x slower padded when the slice was a pass of its own, still 1.10-1.15x
+    with the slice in the tile (`contraction._is_crop`); its next, over 64 channels, 2x faster
+    (445 -> 202 ms); InceptionV3's first convolution (27 per output, 2.8 MB) 0.58 -> 0.46 ms.
+    The output's size is one example's: a symbolic batch counts as 1."""
     reduction = int(np.prod(kernel[:-1]))
     values = call.ty.shape.values
     example = np.prod([int(v.value) for v in values if isinstance(v, tvm.tirx.IntImm)], dtype=np.int64)
