@@ -74,6 +74,17 @@ def is_identity_copy(block: tirx.SBlock) -> bool:
     return in_order(store.indices) and in_order(store.value.indices)
 
 
+def is_move(block: tirx.SBlock) -> bool:
+    """Whether the block stores an element of another buffer unchanged (a reshape, transpose,
+    slice or broadcast: its indices may be anything)."""
+    return isinstance(block.body, tirx.BufferStore) and isinstance(block.body.value, tvm.ir.TensorLoad)
+
+
+def is_point(region: tvm.ir.TensorRegion) -> bool:
+    """Whether a block's access ``region`` is one element."""
+    return all(isinstance(axis.extent, tirx.IntImm) and axis.extent.value == 1 for axis in region.region)
+
+
 def is_padding(block: tirx.SBlock) -> bool:
     """Whether the block pads one buffer with a constant: `out[...] = if_then_else(inside,
     in[...], constant)` (a convolution's or a pooling's `pad_temp`)."""

@@ -1,7 +1,10 @@
 """The fallback for every block no micro-kernel fits: parallel outer loops, vectorised inner loop.
 
 Elementwise and layout blocks get their outer loops fused and split over the cores and their
-innermost loop vectorised. Reductions that neither the micro-kernel nor the row rule (`rows.py`:
+innermost loop vectorised. First, the steps of a fused chain that only move elements (reshape,
+transpose, slice) or compute one element for one reader are inlined into that reader, so that a
+chain such as an attention head's reshape-transpose-reshape is one pass, not three passes through
+buffers of its own. Reductions that neither the micro-kernel nor the row rule (`rows.py`:
 softmax, layer norm, means over the last axis) takes get their spatial loops run in parallel and
 their reduction loops left serial: LLVM does not reassociate float sums. Parallel loops cost a
 thread-pool wake-up of a few microseconds, so small blocks stay serial.
@@ -65,12 +68,41 @@ def schedule_block(sch: s_tir.Schedule, block: blocks.SBlockRV, target: Target) 
         _schedule_spatial(sch, block, target)
 
 
+def inline_intermediates(sch: s_tir.Schedule) -> None:
+    """Inline each block whose result is worth recomputing where it is read (`_worth_inlining`)
+    into its readers, in program order, so that a chain of them collapses into its last block."""
+    for block in blocks.child_blocks(sch)[:-1]:
+        if _worth_inlining(sch, block):
+            try:
+                sch.compute_inline(block)
+            except s_tir.ScheduleError:  # writes an output, or not inlinable: kept as a pass
+                continue
+
+
+def _worth_inlining(sch: s_tir.Schedule, block: blocks.SBlockRV) -> bool:
+    """A block that only moves elements (a load per store costs the same wherever it is), or a
+    spatial block whose one reader is spatial and reads one element of it per iteration (so
+    that nothing is computed twice: a pooling window or a resize reads an element several times)."""
+    if blocks.is_reduction(sch, block):
+        return False
+    if blocks.is_move(sch.get(block)):
+        return True
+    readers = sch.get_consumers(block)
+    if len(readers) != 1 or blocks.is_reduction(sch, readers[0]):
+        return False
+    written = sch.get(block).writes[0].source
+    regions = [region for region in sch.get(readers[0]).reads if region.source.same_as(written)]
+    return len(regions) == 1 and blocks.is_point(regions[0])
+
+
 def schedule_fallback(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
-    """Schedule every block of ``func`` on its own (None for a function without blocks)."""
+    """Inline what is worth inlining, then schedule every block left on its own (None for a
+    function without blocks)."""
     sch = s_tir.Schedule(func)
     block_list = blocks.child_blocks(sch)
     if not block_list:
         return None
-    for block in block_list:
+    inline_intermediates(sch)
+    for block in blocks.child_blocks(sch):
         schedule_block(sch, block, target)
     return sch
