@@ -12,7 +12,7 @@ from tvm.target import Target
 
 from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
 
-from . import blocks, layer_norm, target as cpu
+from . import blocks, layer_norm, scalar_steps, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
@@ -131,12 +131,16 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     tensor already has (TFLite's fully connected layer on a 3-D input imports with one) go first:
     FuseOps does not fuse a matmul with an elementwise step across a reshape, so the encoder
     block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes").
-    TFLite's layer norms, imported op by op, become one `layer_norm` each (`layer_norm.py`).
+    TFLite's layer norms, imported op by op, become one `layer_norm` each (`layer_norm.py`), and a
+    step by a scalar after a reshape (an attention's scale) moves before it, into the epilogue of the
+    matmul the reshape follows (`scalar_steps.py`).
     """
     passes = [
         relax.transform.RemoveRedundantReshape(),
         tvm.transform.module_pass(lambda module, _context: layer_norm.fuse_layer_norms(module), opt_level=0,
                                   name="FuseLayerNorms"),
+        tvm.transform.module_pass(lambda module, _context: scalar_steps.move_scalar_steps_before_reshapes(module),
+                                  opt_level=0, name="MoveScalarStepsBeforeReshapes"),
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
                                   name="PadOutputChannels"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),

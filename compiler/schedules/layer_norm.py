@@ -23,7 +23,9 @@ from __future__ import annotations
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.dpl import is_const, is_op, rewrite_call, wildcard
+from tvm.relax.dpl import is_const, is_op, wildcard
+
+from .relax_rewrite import rewrite_functions
 
 
 def _pattern() -> tuple[relax.dpl.DFPattern, dict[str, relax.dpl.DFPattern]]:
@@ -85,8 +87,4 @@ def fuse_layer_norms(mod: tvm.IRModule) -> tvm.IRModule:
         replacement = _layer_norm(matched, parts)
         return original if replacement is None else replacement
 
-    updated = tvm.IRModule(mod.functions, attrs=mod.attrs)
-    for global_var, function in mod.functions_items():
-        if isinstance(function, relax.Function):
-            updated[global_var] = rewrite_call(pattern, rewrite, function)
-    return updated
+    return rewrite_functions(mod, pattern, rewrite)
