@@ -11,7 +11,7 @@ vectorises along the row:
   another order, as in TFLite's and XNNPACK's vectorised reductions;
 - the output's loops but its last (the rows) are fused into one loop, and every other block is
   computed under it (`compute_at`), so a row is still in cache for the next step; elementwise
-  steps that feed one other step are inlined into it;
+  steps that feed one other step are inlined into it, those read by two keep a row of their own;
 - the loop along the row of every block is vectorised, and the rows are split over the cores when
   the function has enough work.
 """
@@ -56,13 +56,15 @@ def _row_loops(sch: s_tir.Schedule, output: SBlockRV, rows: int) -> list[LoopRV]
 
 
 def _inline_elementwise(sch: s_tir.Schedule) -> None:
-    """Inline the elementwise steps that TVM can inline (into their consumer), so a row is not
-    written to memory between them."""
+    """Inline each elementwise step that feeds one other step into it, so a row is not written to
+    memory between them. A step read by two (a softmax's exps: by the sum and the normalisation)
+    stays a block computed under the row loop, its row kept in a buffer of one row: inlined, it
+    would be computed twice (a [1, 4, 64, 64] softmax: 24.1 against 20.4 us a call)."""
     for block in blocks.child_blocks(sch)[:-1]:
-        if not blocks.is_reduction(sch, block):
+        if not blocks.is_reduction(sch, block) and len(sch.get_consumers(block)) == 1:
             try:
                 sch.compute_inline(block)
-            except s_tir.ScheduleError:  # read by more than one block, or not inlinable: kept
+            except s_tir.ScheduleError:  # not inlinable: kept
                 continue
 
 
