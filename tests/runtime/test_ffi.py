@@ -13,6 +13,7 @@ import pytest
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime.bundled import open_runtime, wheel_libraries
 from tfcheck.runtime.ffi import Tensor
+from tfcheck.runtime.inputs import aligned, lendable
 from tfcheck.runtime.tvm_backend import Executable
 
 PAGE = 4096
@@ -121,11 +122,26 @@ def test_an_input_the_runtime_kept_is_neither_lent_again_nor_leaked(compiled):
     lambda: np.arange(8, dtype=np.float32).reshape(1, 8)[:, ::2],  # strided
     lambda: np.arange(0, 8, 2, dtype=np.float32).reshape(1, 4).astype(">f4"),  # big-endian
     lambda: np.asfortranarray(np.arange(0, 8, 2, dtype=np.float32).reshape(1, 4)),
-], ids=["strided", "big-endian", "fortran"])
+    lambda: aligned(np.arange(-2, 8, 2, dtype=np.float32))[1:].reshape(1, 4),  # 4 bytes past a 64-byte line
+], ids=["strided", "big-endian", "fortran", "unaligned"])
 def test_an_array_the_code_cannot_read_as_it_is_is_copied(compiled, make):
     executable = _executable(compiled, "scale", (1, 4))
     x = make()
     assert executable.run([x])[0].tolist() == [[1.0, 5.0, 9.0, 13.0]]
+
+
+def test_only_memory_the_code_may_use_as_it_is_is_lent_without_a_copy():
+    """`lendable`: an aligned, writable, C-contiguous, native array is lent itself, at its own
+    address; anything else is an aligned copy with the same values."""
+    x = aligned(np.arange(8, dtype=np.float32))
+    assert lendable(x)[0] is x and lendable(x)[1] == x.ctypes.data
+    read_only = x.copy()
+    read_only.setflags(write=False)
+    for odd in (x[1:], x[::2], x.astype(">f4"), read_only, np.zeros((0, 3), np.float32)):
+        copy, address = lendable(odd)
+        assert copy is not odd and copy.flags.writeable and copy.flags.c_contiguous and copy.dtype.isnative
+        assert address == copy.ctypes.data and (address % 64 == 0 or copy.size == 0)
+        np.testing.assert_array_equal(copy, odd)
 
 
 def test_a_read_only_array_is_not_handed_to_the_runtime(compiled):

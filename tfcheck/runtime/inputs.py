@@ -157,6 +157,23 @@ def data_address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
+def lendable(array: np.ndarray) -> tuple[np.ndarray, int]:
+    """`array` and the address of its memory when the generated code may read (and write) it in
+    place: C-contiguous, writable, native byte order, 64-byte aligned; else a copy that is, and
+    its address. One ctypes view answers the first two and gives the address (it refuses other
+    memory), where the flags and `for_tvm` cost a NumPy call each (docs/runtime.md, "Per-call
+    overhead")."""
+    if array.dtype.isnative:
+        try:
+            address = ctypes.addressof(ctypes.c_char.from_buffer(array))
+        except (TypeError, ValueError):  # read-only, not C-contiguous, or empty
+            address = -1
+        if address % ALIGNMENT == 0:
+            return array, address
+    copy = aligned(array.astype(array.dtype.newbyteorder("="), copy=False))
+    return copy, data_address(copy)
+
+
 def aligned(array: np.ndarray) -> np.ndarray:
     """A writable, C-contiguous, 64-byte aligned copy of `array`."""
     buffer = np.empty(array.nbytes + ALIGNMENT, dtype=np.uint8)

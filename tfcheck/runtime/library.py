@@ -18,7 +18,7 @@ import numpy as np
 
 from tfcheck.runtime.bundled import locate
 from tfcheck.runtime.errors import ArtifactError, InputError
-from tfcheck.runtime.inputs import as_array, check_array, flat_inputs, for_tvm, shape_problem
+from tfcheck.runtime.inputs import as_array, check_array, flat_inputs, shape_problem
 from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
 from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.structure import StructureError, pack
@@ -98,7 +98,7 @@ class CompiledFunction:
         signature = None if kwargs else self._signature(args)
         artifact = self._checked.get(signature) if signature is not None else None
         if artifact is not None:  # these dtypes and shapes passed the checks before
-            return artifact.run([for_tvm(array, array) for array in args])
+            return artifact.run(list(args))  # the memory checks: `inputs.lendable`, per call
         artifact, arrays = self.select(args, kwargs)
         if signature is not None:
             if len(self._checked) >= MAX_SIGNATURES:
@@ -110,8 +110,9 @@ class CompiledFunction:
         """The (dtype, shape) of each argument when all are NumPy arrays passed by position to a
         function of plain tensor arguments, else None. The checks `select` makes depend on these
         alone (which artifact, shapes, dtypes), so a signature that passed them once needs only
-        the per-call memory checks of `for_tvm` again: a call of a small model paid about 3 us
-        for the checks, a tenth of the MLP's kernel time (docs/runtime.md, "Per-call overhead")."""
+        the per-call memory checks again, which the binding makes as it lends each array
+        (`inputs.lendable`): a call of a small model paid about 3 us for the checks, a tenth of
+        the MLP's kernel time (docs/runtime.md, "Per-call overhead")."""
         if len(args) != self._plain_arity:
             return None
         for array in args:

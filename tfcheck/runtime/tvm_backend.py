@@ -34,7 +34,7 @@ import numpy as np
 from tfcheck.runtime.bundled import open_runtime
 from tfcheck.runtime.errors import ArtifactError
 from tfcheck.runtime.ffi import FFI, Call, DLDevice, Function, LentTensor, Tensor, release_kept
-from tfcheck.runtime.inputs import as_array, data_address
+from tfcheck.runtime.inputs import as_array, lendable
 from tfcheck.runtime.threads import use_all_cores
 
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2}
@@ -114,18 +114,19 @@ class ArrayCall:
         """Call with `arrays`, which this keeps alive for the call (the runtime reads them in
         place); the result as `Function` returns it, and whether the runtime kept a reference to
         an input's tensor (so that an output may be, or view, an input)."""
-        arrays = [_plain(array) for array in arrays]
-        tensors, kinds = self._tensors, self._kinds
-        for index, array in enumerate(arrays):
+        tensors, kinds, lent = self._tensors, self._kinds, []
+        for index, given in enumerate(arrays):
+            array, address = lendable(given)
+            lent.append(array)
             kind = (array.dtype, array.shape)
             if kinds[index] != kind:
                 self._new_tensor(index, kind)
-            tensors[index].lend(data_address(array))  # type: ignore[union-attr]
+            tensors[index].lend(address)  # type: ignore[union-attr]
         try:
             result = self._call()
         finally:
             kept = False
-            for index, array in enumerate(arrays):
+            for index, array in enumerate(lent):
                 if not tensors[index].returned(array):  # type: ignore[union-attr]
                     tensors[index] = kinds[index] = None
                     kept = True
@@ -148,14 +149,6 @@ def _not_aliasing(outputs: list[np.ndarray], inputs: Sequence[Any]) -> list[np.n
     arrays += [as_array(value) for value in inputs if not isinstance(value, np.ndarray)]
     return [output.copy() if any(np.may_share_memory(output, array) for array in arrays) else output
             for output in outputs]
-
-
-def _plain(array: np.ndarray) -> np.ndarray:
-    """`array` itself when its memory is C-contiguous, writable and in native byte order (what
-    the generated code reads, and may write), else a copy that is."""
-    if array.flags.carray and array.dtype.isnative:
-        return array
-    return np.array(array, dtype=array.dtype.newbyteorder("="), order="C")
 
 
 def _dlpack_dtype(dtype: np.dtype) -> tuple[int, int, int]:
