@@ -12,7 +12,7 @@ from tvm.target import Target
 
 from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
 
-from . import blocks, layer_norm, scalar_steps, target as cpu
+from . import blocks, layer_norm, parallel_matmuls, scalar_steps, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
@@ -133,7 +133,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes").
     TFLite's layer norms, imported op by op, become one `layer_norm` each (`layer_norm.py`), and a
     step by a scalar after a reshape (an attention's scale) moves before it, into the epilogue of the
-    matmul the reshape follows (`scalar_steps.py`).
+    matmul the reshape follows (`scalar_steps.py`); matmuls of one input by constant weights (an
+    attention's projections) become one (`parallel_matmuls.py`).
     """
     passes = [
         relax.transform.RemoveRedundantReshape(),
@@ -141,6 +142,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
                                   name="FuseLayerNorms"),
         tvm.transform.module_pass(lambda module, _context: scalar_steps.move_scalar_steps_before_reshapes(module),
                                   opt_level=0, name="MoveScalarStepsBeforeReshapes"),
+        tvm.transform.module_pass(lambda module, _context: parallel_matmuls.combine_parallel_matmuls(module),
+                                  opt_level=0, name="CombineParallelMatmuls"),
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
                                   name="PadOutputChannels"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),

@@ -1,0 +1,70 @@
+"""compiler/schedules/parallel_matmuls.py: matmuls of one input by constant weights as one.
+
+The case is an attention's projections as the importer writes Keras' MultiHeadAttention (the
+encoder block of benchmarks/compiled/small_models.py): the same tokens times three transposed
+constant weights. Combined, they are one matmul kernel, and each result is a slice that the step
+reading it takes in (no `split` kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import relax, tirx
+
+from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules.parallel_matmuls import _split_results_as_slices
+
+from .test_operators import TARGET, check, module, rand, run
+
+X = rand(1, 16, 32)
+WEIGHTS = [rand(24, 32) for _ in range(3)]  # [out, in], as TFLite stores a fully connected layer's
+
+
+def kernels(mod) -> list[str]:
+    scheduled = apply_default_schedules(mod, TARGET)
+    return sorted(gv.name_hint for gv, func in scheduled.functions_items() if isinstance(func, tirx.PrimFunc))
+
+
+def projections(bb: relax.BlockBuilder, x: relax.Expr, *weights: relax.Expr) -> relax.Expr:
+    """q, k, v = x @ w.T for each weight; tanh(q) + k * v, so that each result has a reader."""
+    q, k, v = (bb.emit(relax.op.matmul(x, bb.emit(relax.op.permute_dims(w, [1, 0])))) for w in weights)
+    return relax.op.add(bb.emit(relax.op.tanh(q)), bb.emit(relax.op.multiply(k, v)))
+
+
+def expected(x: np.ndarray, weights: list[np.ndarray]) -> np.ndarray:
+    q, k, v = (x @ w.T for w in weights)
+    return np.tanh(q) + k * v
+
+
+def test_projections_by_constant_weights_are_one_matmul() -> None:
+    mod = module([X.shape], lambda bb, x: projections(bb, x, *(relax.const(w) for w in WEIGHTS)))
+    names = kernels(mod)
+    assert sum("matmul" in name for name in names) == 1 and not any("split" in name for name in names), names
+    actual, _ = run(mod, X)
+    check(actual, expected(X, WEIGHTS))
+
+
+def test_weights_computed_at_run_time_are_not_combined() -> None:
+    """Concatenating tensors of the call would copy them on every call: each matmul stays."""
+    mod = module([X.shape] + [w.shape for w in WEIGHTS], projections)
+    assert sum("matmul" in name for name in kernels(mod)) == 3
+    actual, _ = run(mod, X, *WEIGHTS)
+    check(actual, expected(X, WEIGHTS))
+
+
+@pytest.mark.parametrize("sections", [3, [8, 20]], ids=["equal sections", "indices"])
+def test_each_result_of_a_split_is_a_slice(sections) -> None:
+    x = rand(4, 24, 5)
+
+    def emit(bb: relax.BlockBuilder, value: relax.Expr) -> relax.Expr:
+        parts = bb.emit(relax.op.split(value, sections, axis=1))
+        return relax.op.concat([bb.emit(relax.TupleGetItem(parts, index)) * relax.const(np.float32(index + 1))
+                                for index in range(3)], axis=1)
+
+    rewritten = _split_results_as_slices(module([x.shape], emit))
+    script = rewritten["main"].script()
+    assert "R.split" not in script and script.count("R.strided_slice") == 3
+    actual, _ = run(rewritten, x)
+    parts = np.split(x, sections, axis=1)
+    check(actual, np.concatenate([part * (index + 1) for index, part in enumerate(parts)], axis=1))
