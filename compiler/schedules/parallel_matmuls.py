@@ -16,11 +16,15 @@ combined: concatenating tensors computed at run time would be a copy per call.
 
 from __future__ import annotations
 
+import logging
+
 import tvm
 from tvm import relax
 from tvm.relax.dpl import is_op, is_tuple_get_item, wildcard
 
 from .relax_rewrite import rewrite_functions
+
+logger = logging.getLogger(__name__)
 
 
 def _constant(expr: relax.Expr, bindings: dict[relax.Var, relax.Expr]) -> bool:
@@ -73,6 +77,13 @@ def _split_results_as_slices(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def combine_parallel_matmuls(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with the matmuls of one input by constant weights combined, each result a slice."""
-    combined = relax.transform.CombineParallelMatmul(check=_constant_weights)(mod)
+    """``mod`` with the matmuls of one input by constant weights combined, each result a slice;
+    ``mod`` as it is where TVM's pass cannot filter the groups: it hands the filter its input as
+    a variable and fails on a constant one (an unrolled GRU's first step multiplies its zero
+    initial state, a constant, by the recurrent weights)."""
+    try:
+        combined = relax.transform.CombineParallelMatmul(check=_constant_weights)(mod)
+    except TypeError as error:  # "Cannot treat type `ir.GenericConst` as type `ir.Var`"
+        logger.info("matmuls left apart: %s", error)
+        return mod
     return _split_results_as_slices(combined)

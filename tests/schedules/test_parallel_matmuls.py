@@ -13,7 +13,7 @@ import pytest
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules
-from tfcheck.compiler.schedules.parallel_matmuls import _split_results_as_slices
+from tfcheck.compiler.schedules.parallel_matmuls import _split_results_as_slices, combine_parallel_matmuls
 
 from .test_operators import TARGET, check, module, rand, run
 
@@ -51,6 +51,21 @@ def test_weights_computed_at_run_time_are_not_combined() -> None:
     assert sum("matmul" in name for name in kernels(mod)) == 3
     actual, _ = run(mod, X, *WEIGHTS)
     check(actual, expected(X, WEIGHTS))
+
+
+def test_a_constant_input_leaves_the_module_as_it_is() -> None:
+    """TVM's pass fails on a group whose input is a constant (an unrolled GRU's zero initial state
+    times its weights, from the coverage sweep): the module is built uncombined, and right."""
+    state = rand(1, 32)
+
+    def emit(bb: relax.BlockBuilder, x: relax.Expr) -> relax.Expr:
+        first = projections(bb, relax.const(state), *(relax.const(w) for w in WEIGHTS))
+        return relax.op.add(bb.emit(first), projections(bb, x, *(relax.const(w) for w in WEIGHTS)))
+
+    mod = module([X.shape], emit)
+    assert combine_parallel_matmuls(mod).same_as(mod)
+    actual, _ = run(mod, X)
+    check(actual, expected(state, WEIGHTS) + expected(X, WEIGHTS))
 
 
 @pytest.mark.parametrize("sections", [3, [8, 20]], ids=["equal sections", "indices"])
