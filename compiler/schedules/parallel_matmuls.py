@@ -11,7 +11,10 @@ tuple-producing pass FuseOps fuses with nothing), so each of its results becomes
 head split, one pass with the fallback's inlining: `fallback.inline_intermediates`). The encoder
 block: three matmuls and three head splits become one matmul and three head splits
 (docs/schedules.md, "Attention in fewer passes"). Only matmuls whose weights are constants are
-combined: concatenating tensors computed at run time would be a copy per call.
+combined: concatenating tensors computed at run time would be a copy per call. Every static
+`split` becomes slices, TFLite's SPLIT of a recurrent cell's gates too: the coverage sweep's LSTM
+took 236.8 / 230.7 us a call against 295.1 / 275.5 with its split a kernel, its GRU the same
+either way (one process, each variant built twice).
 """
 
 from __future__ import annotations
