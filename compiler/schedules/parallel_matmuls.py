@@ -43,7 +43,8 @@ def _constant(expr: relax.Expr, bindings: dict[relax.Var, relax.Expr]) -> bool:
 def _constant_weights(_lhs: relax.Var, rhs: list[relax.Var], _bias: list[relax.Var],
                       bindings: dict[relax.Var, relax.Expr]) -> bool:
     """`CombineParallelMatmul`'s filter: combine a group only when every weight is a constant."""
-    return all(_constant(weight, dict(bindings)) for weight in rhs)
+    known = dict(bindings)  # TVM's map, converted once for the group
+    return all(_constant(weight, known) for weight in rhs)
 
 
 def _bounds(split: relax.Call, index: int) -> tuple[int, int, int] | None:
