@@ -2,8 +2,9 @@
 
 ``apply_default_schedules(mod, target)`` legalises and fuses a Relax module, schedules each fused
 TIR function with the first rule that recognises it (register-tiled micro-kernels for matmul,
-convolution, depthwise convolution and pooling; parallel, vectorised loops for everything else)
-and packs constant weights for the micro-kernels at build time. See docs/schedules.md.
+convolution, depthwise convolution and pooling, a depthwise convolution and the 1x1 expansion
+before it as one kernel where that pays; parallel, vectorised loops for everything else) and packs
+constant weights for the micro-kernels at build time. See docs/schedules.md.
 """
 
 from .apply import (

@@ -12,7 +12,7 @@ from tvm.target import Target
 
 from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
 
-from . import blocks, layer_norm, parallel_matmuls, scalar_steps, target as cpu
+from . import blocks, expansion_depthwise, layer_norm, parallel_matmuls, scalar_steps, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
@@ -33,7 +33,8 @@ RULE_ATTR = "tfcheck.schedule_rule"
 OVER_BUDGET_ATTR = "tfcheck.over_budget"
 
 # First rule that recognises a function wins; unrecognised functions stay as legalised (correct, slow).
-RULES: tuple[Rule, ...] = (schedule_depthwise, schedule_contraction, schedule_rows, schedule_fallback)
+RULES: tuple[Rule, ...] = (expansion_depthwise.schedule_expansion_depthwise, schedule_depthwise, schedule_contraction,
+                          schedule_rows, schedule_fallback)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,9 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     TFLite's layer norms, imported op by op, become one `layer_norm` each (`layer_norm.py`), and a
     step by a scalar after a reshape (an attention's scale) moves before it, into the epilogue of the
     matmul the reshape follows (`scalar_steps.py`); matmuls of one input by constant weights (an
-    attention's projections) become one (`parallel_matmuls.py`).
+    attention's projections) become one (`parallel_matmuls.py`). After fusion, a 1x1 expansion and
+    the depthwise convolution that reads it become one kernel where that pays
+    (`expansion_depthwise.py`).
     """
     passes = [
         relax.transform.RemoveRedundantReshape(),
@@ -151,6 +154,9 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
+        tvm.transform.module_pass(
+            lambda module, _context: expansion_depthwise.fuse_expansions_into_depthwise(module, target), opt_level=0,
+            name="FuseExpansionsIntoDepthwise"),
         relax.transform.DeadCodeElimination(),
         relax.transform.AttachAttrLayoutFreeBuffers(),
     ]

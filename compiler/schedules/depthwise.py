@@ -34,7 +34,7 @@ SBlockRV = s_tir.schedule.SBlockRV
 DEPTHWISE = MicroKernel(depthwise_tile, inline_producers=True, unroll_reduction=True, parallel=True)
 
 
-def _is_depthwise(sch: s_tir.Schedule, main: SBlockRV) -> bool:
+def is_depthwise(sch: s_tir.Schedule, main: SBlockRV) -> bool:
     """Whether ``main`` multiplies two inputs that are both indexed by the output channel
     (``out[n, y, x, c] += pad[n, y + ry, x + rx, c] * w[ry, rx, c, 0]``), over an NHWC output.
 
@@ -52,6 +52,6 @@ def schedule_depthwise(func: tirx.PrimFunc, target: Target, kernel: MicroKernel 
     (``kernel`` is for benchmarks that compare other choices)."""
     sch = s_tir.Schedule(func)
     main = main_block(sch)
-    if main is None or not _is_depthwise(sch, main):
+    if main is None or not is_depthwise(sch, main):
         return None
     return schedule_micro_kernel(sch, main, func, target, kernel)

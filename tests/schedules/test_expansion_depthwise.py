@@ -1,0 +1,123 @@
+"""An expansion (1x1 convolution + bias + ReLU6) and the depthwise convolution that reads it, merged
+into one kernel computed band by band (`expansion_depthwise.py`), against NumPy on the host's
+target and on AVX2; which pairs are merged, and which are left as two kernels.
+
+Shapes are MobileNetV2's blocks scaled down (its stride-2 blocks after ``ZeroPadding2D((0, 1),
+(0, 1))``, its stride-1 blocks with 'same' padding), plus 'same' padding at stride 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, tirx
+
+from tfcheck.compiler.schedules import apply_default_schedules, expansion_depthwise as fusion
+from tfcheck.compiler.schedules.apply import RULE_ATTR
+from tfcheck.compiler.targets import host_cpu_target
+
+from . import reference
+from .test_operators import check, module, rand, run
+
+TARGETS = {"host": {}, "avx2": {"mcpu": "znver3"}}
+FUSED = ["schedule_expansion_depthwise"]
+APART = ["schedule_contraction", "schedule_depthwise"]
+
+
+def block(size: int, channels: int, expanded: int, stride: int, pads: tuple[int, int, int, int],
+          also_return_expansion: bool = False, batch: int | tirx.Var = 1) -> tuple[tvm.IRModule, np.ndarray, Any]:
+    """Expansion + bias + ReLU6, then depthwise 3x3 + bias + ReLU6 as the importer writes them;
+    the module, its input and NumPy's output (the expansion's output too, when returned). A
+    symbolic ``batch`` gets an input of 2."""
+    rows = batch if isinstance(batch, int) else 2
+    x, w1, b1 = rand(rows, size, size, channels), rand(1, 1, channels, expanded), rand(expanded)
+    wd, bd = rand(3, 3, expanded), rand(expanded)
+
+    def emit(bb, x_var):
+        y = bb.emit(relax.op.nn.conv2d(x_var, relax.const(w1), data_layout="NHWC", kernel_layout="HWIO"))
+        y = bb.emit(relax.op.clip(relax.op.add(y, relax.const(b1)), 0.0, 6.0))
+        d = bb.emit(relax.op.nn.conv2d(y, relax.const(wd.reshape(3, 3, expanded, 1)), (stride, stride), pads, 1,
+                                       groups=expanded, data_layout="NHWC", kernel_layout="HWOI"))
+        d = relax.op.clip(relax.op.add(d, relax.const(bd)), 0.0, 6.0)
+        return relax.Tuple([d, y]) if also_return_expansion else d
+
+    e = (x.reshape(-1, channels) @ w1.reshape(channels, expanded) + b1).reshape(rows, size, size, expanded)
+    e = np.clip(e, 0, 6)
+    d = np.clip(reference.depthwise_nhwc(e, wd[..., None], (stride, stride), pads, (1, 1)) + bd, 0, 6)
+    return module([(batch, size, size, channels)], emit), x, (d, e) if also_return_expansion else d
+
+
+def target_for(name: str) -> tvm.target.Target:
+    return tvm.target.Target({**host_cpu_target(), **TARGETS[name], "num-cores": 2})
+
+
+@pytest.mark.parametrize("target_name", sorted(TARGETS))
+@pytest.mark.parametrize(("size", "channels", "expanded", "stride", "pads"), [
+    (32, 8, 32, 2, (0, 0, 1, 1)),  # MobileNetV2's stride-2 block: bands of 4 rows read 9
+    (56, 24, 144, 1, (1, 1, 1, 1)),  # its 56x56 stride-1 block: 1.5x recompute, 1.8 MB expanded
+    (24, 8, 24, 2, (1, 1, 1, 1)),  # 'same' at stride 2: a band reads the row above it; 24 = 8-wide vectors
+    (28, 16, 48, 2, (0, 0, 1, 1)),  # 14 output rows: bands of 2
+])
+def test_fused_block_matches_numpy(size, channels, expanded, stride, pads, target_name: str) -> None:
+    mod, x, expected = block(size, channels, expanded, stride, pads)
+    actual, rules = run(mod, x, target=target_for(target_name))
+    check(actual, expected)
+    assert rules == FUSED
+
+
+@pytest.mark.parametrize(("size", "channels", "expanded", "stride", "pads"), [
+    (28, 32, 192, 1, (1, 1, 1, 1)),  # 1.5x recompute of a 600 KB tensor: slower fused
+    (14, 16, 96, 2, (0, 0, 1, 1)),  # 7 output rows: bands of 1 row, 1.5x recompute
+    (30, 5, 13, 2, (0, 0, 1, 1)),  # 13 channels padded to 16 and cropped: not a shape the rule knows
+])
+def test_pairs_not_worth_fusing_stay_two_kernels(size, channels, expanded, stride, pads) -> None:
+    mod, x, expected = block(size, channels, expanded, stride, pads)
+    actual, rules = run(mod, x, target=target_for("host"))
+    check(actual, expected)
+    assert rules == APART
+
+
+def test_an_expansion_read_elsewhere_too_stays_a_kernel() -> None:
+    mod, x, (expected, expansion) = block(32, 8, 32, 2, (0, 0, 1, 1), also_return_expansion=True)
+    actual, actual_expansion = run_apart(mod, x)
+    check(actual.numpy(), expected)
+    check(actual_expansion.numpy(), expansion)
+
+
+def test_a_batch_of_any_size_stays_two_kernels() -> None:
+    mod, x, expected = block(32, 8, 32, 2, (0, 0, 1, 1), batch=tirx.Var("batch", "int64"))
+    check(run_apart(mod, x).numpy(), expected)
+
+
+def run_apart(mod: tvm.IRModule, x: np.ndarray) -> Any:
+    """Schedule, compile and run ``mod``, checking it kept the expansion a kernel of its own."""
+    target = target_for("host")
+    scheduled = apply_default_schedules(mod, target)
+    rules = sorted(str(f.attrs[RULE_ATTR]) for _, f in scheduled.functions_items()
+                   if isinstance(f, tirx.PrimFunc) and f.attrs and RULE_ATTR in f.attrs)
+    assert rules == APART
+    return relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())["main"](tvm.runtime.tensor(x))
+
+
+@pytest.mark.parametrize(("out_rows", "stride", "rows", "recompute"), [
+    (56, 2, 4, 9 / 8),  # MobileNetV2's 112x112x96 and 56x56x144 stride-2 blocks
+    (56, 1, 4, 6 / 4),  # its 56x56x144 stride-1 block
+    (14, 2, 2, 5 / 4),  # its 28x28x192 stride-2 block
+    (14, 1, 2, 4 / 2),
+    (7, 1, 1, 3.0),  # 7x7x960: one row a band
+])
+def test_bands_and_their_recompute(out_rows: int, stride: int, rows: int, recompute: float) -> None:
+    bands = fusion.plan_bands(out_rows, 3, stride, cores=2)
+    assert (bands.rows, bands.recompute) == (rows, pytest.approx(recompute))
+
+
+def test_which_bands_are_worth_fusing() -> None:
+    small, large = 600 * 1024, 1800 * 1024
+    assert fusion.worth_fusing(fusion.Bands(4, 1.125), small)
+    assert fusion.worth_fusing(fusion.Bands(2, 1.25), small)
+    assert not fusion.worth_fusing(fusion.Bands(4, 1.5), small)
+    assert fusion.worth_fusing(fusion.Bands(4, 1.5), large)
+    assert not fusion.worth_fusing(fusion.Bands(2, 2.0), large)
