@@ -28,25 +28,34 @@ APART = ["schedule_contraction", "schedule_depthwise"]
 
 
 def block(size: int, channels: int, expanded: int, stride: int, pads: tuple[int, int, int, int],
-          also_return_expansion: bool = False, batch: int | tirx.Var = 1) -> tuple[tvm.IRModule, np.ndarray, Any]:
-    """Expansion + bias + ReLU6, then depthwise 3x3 + bias + ReLU6 as the importer writes them;
-    the module, its input and NumPy's output (the expansion's output too, when returned). A
-    symbolic ``batch`` gets an input of 2."""
+          also_return_expansion: bool = False, batch: int | tirx.Var = 1, window: int = 3,
+          swish: bool = False) -> tuple[tvm.IRModule, np.ndarray, Any]:
+    """Expansion + bias + ReLU6, then depthwise ``window`` x ``window`` + bias + ReLU6 as the
+    importer writes them (with ``swish``, EfficientNet's ``x * sigmoid(x)`` for each ReLU6); the
+    module, its input and NumPy's output (the expansion's output too, when returned). A symbolic
+    ``batch`` gets an input of 2."""
     rows = batch if isinstance(batch, int) else 2
     x, w1, b1 = rand(rows, size, size, channels), rand(1, 1, channels, expanded), rand(expanded)
-    wd, bd = rand(3, 3, expanded), rand(expanded)
+    wd, bd = rand(window, window, expanded), rand(expanded)
+
+    def activation(y: relax.Expr) -> relax.Expr:
+        return relax.op.multiply(y, relax.op.sigmoid(y)) if swish else relax.op.clip(y, 0.0, 6.0)
 
     def emit(bb, x_var):
         y = bb.emit(relax.op.nn.conv2d(x_var, relax.const(w1), data_layout="NHWC", kernel_layout="HWIO"))
-        y = bb.emit(relax.op.clip(relax.op.add(y, relax.const(b1)), 0.0, 6.0))
-        d = bb.emit(relax.op.nn.conv2d(y, relax.const(wd.reshape(3, 3, expanded, 1)), (stride, stride), pads, 1,
-                                       groups=expanded, data_layout="NHWC", kernel_layout="HWOI"))
-        d = relax.op.clip(relax.op.add(d, relax.const(bd)), 0.0, 6.0)
+        y = bb.emit(relax.op.add(y, relax.const(b1)))
+        y = bb.emit(activation(y))
+        d = bb.emit(relax.op.nn.conv2d(y, relax.const(wd.reshape(window, window, expanded, 1)), (stride, stride),
+                                       pads, 1, groups=expanded, data_layout="NHWC", kernel_layout="HWOI"))
+        d = activation(bb.emit(relax.op.add(d, relax.const(bd))))
         return relax.Tuple([d, y]) if also_return_expansion else d
 
-    e = (x.reshape(-1, channels) @ w1.reshape(channels, expanded) + b1).reshape(rows, size, size, expanded)
-    e = np.clip(e, 0, 6)
-    d = np.clip(reference.depthwise_nhwc(e, wd[..., None], (stride, stride), pads, (1, 1)) + bd, 0, 6)
+    def numpy_activation(y: np.ndarray) -> np.ndarray:
+        return y / (1 + np.exp(-y)) if swish else np.clip(y, 0, 6)
+
+    e = numpy_activation((x.reshape(-1, channels) @ w1.reshape(channels, expanded) + b1)
+                         .reshape(rows, size, size, expanded))
+    d = numpy_activation(reference.depthwise_nhwc(e, wd[..., None], (stride, stride), pads, (1, 1)) + bd)
     return module([(batch, size, size, channels)], emit), x, (d, e) if also_return_expansion else d
 
 
@@ -64,6 +73,15 @@ def target_for(name: str) -> tvm.target.Target:
 def test_fused_block_matches_numpy(size, channels, expanded, stride, pads, target_name: str) -> None:
     mod, x, expected = block(size, channels, expanded, stride, pads)
     actual, rules = run(mod, x, target=target_for(target_name))
+    check(actual, expected)
+    assert rules == FUSED
+
+
+def test_efficientnet_block_with_swish_and_a_5x5_window() -> None:
+    """EfficientNet's MBConv: swish after both convolutions, a 5x5 stride-2 window ('same'): bands
+    of 4 rows read 11 (1.375x), fused since the expanded tensor is 1 MiB."""
+    mod, x, expected = block(64, 16, 64, 2, (1, 1, 2, 2), window=5, swish=True)
+    actual, rules = run(mod, x, target=target_for("host"))
     check(actual, expected)
     assert rules == FUSED
 
