@@ -448,3 +448,31 @@ def test_kernels_of_a_symbolic_module_keep_their_buffers_apart() -> None:
     x = rand(3, 14, 14, 64)
     out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     check(out, np.maximum(x @ w, 0))
+
+
+def _parallel_loop_names(scheduled: tvm.IRModule) -> list[str]:
+    """The variable of each parallel loop of the scheduled kernels (a fused loop is named after
+    the loops it fused, outermost first)."""
+    return [line.split()[1] for _, func in scheduled.functions_items() if isinstance(func, tirx.PrimFunc)
+            for line in func.script().splitlines() if "T.parallel(" in line]
+
+
+@pytest.mark.parametrize(("size", "kernel", "channels", "filters", "rows_first"), [
+    (14, 3, 32, 64, True),  # 72 KiB of weights, 49 KiB of output: small weights
+    (32, 1, 512, 512, True),  # 1 MiB of weights, 2 MiB of output
+    (14, 3, 512, 512, False),  # ResNet50's last stage: 9 MiB of weights, 392 KiB of output
+])
+def test_parallel_tiles_take_the_rows_outside_unless_the_weights_outweigh_the_output(
+        size: int, kernel: int, channels: int, filters: int, rows_first: bool) -> None:
+    """Each core computes whole rows of the output, so the next kernel finds its input in its own
+    core's cache, unless the weights are larger than the output and than SMALL_WEIGHTS: then each
+    core reads only its share of them (`contraction._rows_first`)."""
+    x, w = rand(1, size, size, channels), rand(kernel, kernel, channels, filters)
+    pad = kernel // 2
+    mod = module([x.shape], lambda bb, x_var: relax.op.nn.conv2d(
+        x_var, relax.const(w), padding=(pad, pad, pad, pad), data_layout="NHWC", kernel_layout="HWIO"))
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    (loop,) = _parallel_loop_names(scheduled)
+    assert loop.startswith("nn_yy_") == rows_first and loop.startswith("ff_") != rows_first
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TWO_CORES), tvm.cpu())
+    check(vm["main"](tvm.runtime.tensor(x)).numpy(), reference.conv2d_nhwc(x, w, (1, 1), (pad,) * 4, (1, 1)))
