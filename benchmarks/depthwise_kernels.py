@@ -29,6 +29,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -98,18 +99,23 @@ class Layer:
         return f"{pad}{self.height}x{self.width}x{self.channels} s{self.stride}"
 
 
+def distinct_layers(layer_type: Callable[..., Any], keys: Iterable[tuple]) -> list[Any]:
+    """One ``layer_type(*key, count)`` per distinct key, in the order first seen, ``count`` the
+    times it came (the layers of a model that a benchmark times once each)."""
+    return [layer_type(*key, count) for key, count in Counter(keys).items()]
+
+
 def mobilenet_layers(keras: Any) -> list[Layer]:
     """The distinct depthwise layers of Keras' MobileNetV2 (the Keras model only, nothing compiled)."""
     model = keras.applications.MobileNetV2(weights=None)
-    found: dict[tuple[int, int, int, int, bool], int] = {}
-    for index, layer in enumerate(model.layers):
-        if isinstance(layer, keras.layers.DepthwiseConv2D):
-            padded = isinstance(model.layers[index - 1], keras.layers.ZeroPadding2D)
-            source = model.layers[index - 1].input if padded else layer.input
-            _, height, width, channels = source.shape
-            key = (height, width, channels, layer.strides[0], padded)
-            found[key] = found.get(key, 0) + 1
-    return [Layer(*key, count) for key, count in found.items()]
+
+    def key(index: int, layer: Any) -> tuple[int, int, int, int, bool]:
+        padded = isinstance(model.layers[index - 1], keras.layers.ZeroPadding2D)
+        _, height, width, channels = (model.layers[index - 1].input if padded else layer.input).shape
+        return height, width, channels, layer.strides[0], padded
+
+    return distinct_layers(Layer, (key(index, layer) for index, layer in enumerate(model.layers)
+                                   if isinstance(layer, keras.layers.DepthwiseConv2D)))
 
 
 def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
@@ -237,12 +243,16 @@ def arguments(description: str, variants: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
-    args = arguments(__doc__, "default,contraction,parallel").parse_args()
+def run_layers(description: str, default_variants: str, all_variants: dict[str, Schedule],
+               layers_of: Callable[[Any], list[Any]], function_of: Callable[[Any, Any, Any], Any]) -> None:
+    """The command line of the per-layer benchmarks (this one and ``expansion_kernels.py``): each
+    layer ``layers_of(keras)`` finds, traced by ``function_of(tf, keras, layer)``, or the whole
+    model, timed with the chosen variants and targets."""
+    args = arguments(description, default_variants).parse_args()
     tf = import_tensorflow()
     import keras
 
-    variants = {name: VARIANTS[name] for name in args.variants.split(",")}
+    variants = {name: all_variants[name] for name in args.variants.split(",")}
     targets = args.targets.split(",")
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {THREADS}, TFLite threads: {THREADS}")
     columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
@@ -250,11 +260,15 @@ def main() -> None:
     def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
         return bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
 
-    layers = [] if args.whole_model else mobilenet_layers(keras)
+    layers = [] if args.whole_model else layers_of(keras)
     if args.layers:
         layers = [layers[int(i)] for i in args.layers.split(",")]
     print_table(columns, bench_one, whole_model(tf, keras) if args.whole_model else None,
-                ((layer, layer_function(tf, keras, layer)) for layer in layers))
+                ((layer, function_of(tf, keras, layer)) for layer in layers))
+
+
+def main() -> None:
+    run_layers(__doc__, "default,contraction,serial", VARIANTS, mobilenet_layers, layer_function)
 
 
 def print_table(columns: list[str], bench_one: Callable[[Any], tuple[dict[str, float], float]], whole: Any | None,

@@ -18,7 +18,6 @@ times all of MobileNetV2 instead (its softmax output, as ``depthwise_kernels.py`
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,6 @@ import depthwise_kernels as bench  # noqa: E402 - sets the thread count before T
 import tvm  # noqa: E402
 
 from tfcheck.compiler.schedules import apply as schedules, expansion_depthwise as fusion  # noqa: E402
-from tfcheck.compiler.tf_side import import_tensorflow  # noqa: E402
 
 
 def schedule_apart(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -66,16 +64,15 @@ def mobilenet_layers(keras: Any) -> list[Layer]:
     """The distinct expansion + depthwise pairs of Keras' MobileNetV2 (the Keras model only): each
     ``block_N_depthwise`` and its ``block_N_expand`` (the first block has no expansion)."""
     model = keras.applications.MobileNetV2(weights=None)
-    names = {layer.name for layer in model.layers}
-    found: dict[tuple[int, int, int, int], int] = {}
-    for layer in model.layers:
-        expand_name = layer.name.replace("_depthwise", "_expand")
-        if isinstance(layer, keras.layers.DepthwiseConv2D) and expand_name != layer.name and expand_name in names:
-            expand = model.get_layer(expand_name)
-            _, size, _, channels = expand.input.shape
-            key = (size, channels, expand.filters, layer.strides[0])
-            found[key] = found.get(key, 0) + 1
-    return [Layer(*key, count) for key, count in found.items()]
+    expansions = {layer.name: layer for layer in model.layers if layer.name.endswith("_expand")}
+
+    def key(layer: Any, expand: Any) -> tuple[int, int, int, int]:
+        _, size, _, channels = expand.input.shape
+        return size, channels, expand.filters, layer.strides[0]
+
+    return bench.distinct_layers(Layer, (key(layer, expansions[layer.name.replace("_depthwise", "_expand")])
+                                         for layer in model.layers if isinstance(layer, keras.layers.DepthwiseConv2D)
+                                         and layer.name.replace("_depthwise", "_expand") in expansions))
 
 
 def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
@@ -99,23 +96,7 @@ def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
 
 
 def main() -> None:
-    args = bench.arguments(__doc__, "fused,apart").parse_args()
-    tf = import_tensorflow()
-    import keras
-
-    variants = {name: VARIANTS[name] for name in args.variants.split(",")}
-    targets = args.targets.split(",")
-    print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {bench.THREADS}, TFLite threads: {bench.THREADS}")
-    columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
-
-    def bench_one(concrete: Any) -> tuple[dict[str, float], float]:
-        return bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
-
-    layers = [] if args.whole_model else mobilenet_layers(keras)
-    if args.layers:
-        layers = [layers[int(i)] for i in args.layers.split(",")]
-    bench.print_table(columns, bench_one, bench.whole_model(tf, keras) if args.whole_model else None,
-                      ((layer, layer_function(tf, keras, layer)) for layer in layers))
+    bench.run_layers(__doc__, "fused,apart", VARIANTS, mobilenet_layers, layer_function)
 
 
 if __name__ == "__main__":

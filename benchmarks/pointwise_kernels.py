@@ -89,14 +89,14 @@ def _epilogue(keras: Any, model: Any, index: int) -> str:
 def mobilenet_layers(keras: Any) -> list[Layer]:
     """The distinct 1x1 convolutions of Keras' MobileNetV2 (the Keras model only, nothing compiled)."""
     model = keras.applications.MobileNetV2(weights=None)
-    found: dict[tuple[int, int, int, str], int] = {}
-    for index, layer in enumerate(model.layers):
-        if isinstance(layer, keras.layers.Conv2D) and tuple(layer.kernel_size) == (1, 1) \
-                and not isinstance(layer, keras.layers.DepthwiseConv2D):
-            _, size, _, channels = layer.input.shape
-            key = (size, channels, layer.filters, _epilogue(keras, model, index))
-            found[key] = found.get(key, 0) + 1
-    return [Layer(*key, count) for key, count in found.items()]
+
+    def key(index: int, layer: Any) -> tuple[int, int, int, str]:
+        _, size, _, channels = layer.input.shape
+        return size, channels, layer.filters, _epilogue(keras, model, index)
+
+    return bench.distinct_layers(Layer, (key(index, layer) for index, layer in enumerate(model.layers)
+                                         if isinstance(layer, keras.layers.Conv2D) and tuple(layer.kernel_size) == (1, 1)
+                                         and not isinstance(layer, keras.layers.DepthwiseConv2D)))
 
 
 def layer_function(tf: Any, keras: Any, layer: Layer) -> Any:
