@@ -141,12 +141,14 @@ def _written_bytes(sch: s_tir.Schedule, block: SBlockRV) -> int:
 def _pair_bands(expansion: tirx.PrimFunc, depthwise: tirx.PrimFunc, target: Target) -> Bands | None:
     """The bands of the fused kernel of two separate kernels, when they are an expansion and a
     depthwise convolution worth fusing; None otherwise."""
-    first, second = s_tir.Schedule(expansion), s_tir.Schedule(depthwise)
-    conv, dw = _main_reduction(first), _main_reduction(second)
-    if conv is None or dw is None or not _is_pointwise(first, conv) or not is_depthwise(second, dw):
-        return None
-    geometry = depthwise_geometry(second, dw)
+    second = s_tir.Schedule(depthwise)  # most kernels are not depthwise: asked first
+    dw = _main_reduction(second)
+    geometry = depthwise_geometry(second, dw) if dw is not None and is_depthwise(second, dw) else None
     if geometry is None:
+        return None
+    first = s_tir.Schedule(expansion)
+    conv = _main_reduction(first)
+    if conv is None or not _is_pointwise(first, conv):
         return None
     bands = plan_bands(geometry.out_rows, geometry.window, geometry.stride, cpu.num_cores(target))
     return bands if worth_fusing(bands, _written_bytes(first, conv)) else None
@@ -210,11 +212,11 @@ def _merge(mod: tvm.IRModule, target: Target, excluded: frozenset[str]) -> tuple
     builder = relax.BlockBuilder(mod)
     names: list[str] = []
     call_tir = tvm.ir.Op.get("relax.call_tir")
+    kernels = {gvar: func for gvar, func in mod.functions_items() if isinstance(func, tirx.PrimFunc)}
 
     def kernel(expr: relax.Expr | None) -> tirx.PrimFunc | None:
         if isinstance(expr, relax.Call) and expr.op.same_as(call_tir) and isinstance(expr.args[1], relax.Tuple):
-            found = mod[expr.args[0]] if expr.args[0] in mod.get_global_vars() else None
-            return found if isinstance(found, tirx.PrimFunc) else None
+            return kernels.get(expr.args[0])
         return None
 
     for global_var, function in mod.functions_items():
