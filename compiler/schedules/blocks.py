@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import tvm
 from tvm import s_tir, tirx
 from tvm.sym.pattern import detect_linear_equation
@@ -99,6 +101,17 @@ def is_padding(block: tirx.SBlock) -> bool:
 def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:
     """Bit width of the element type the block writes (sets the vector lanes)."""
     return tvm.DataType(sch.get(block).writes[0].source.dtype).bits if sch.get(block).writes else 32
+
+
+def static_shape(buffer: tirx.Buffer) -> list[int] | None:
+    """The buffer's shape, or None when an extent is symbolic (a batch of any size)."""
+    return [int(d) for d in buffer.shape] if all(isinstance(d, tirx.IntImm) for d in buffer.shape) else None
+
+
+def static_bytes(buffer: tirx.Buffer) -> int | None:
+    """How many bytes the buffer holds, or None when an extent is symbolic."""
+    shape = static_shape(buffer)
+    return None if shape is None else math.prod(shape) * tvm.DataType(buffer.dtype).bits // 8
 
 
 def extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int | None:

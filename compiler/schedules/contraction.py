@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.target import Target
@@ -175,14 +174,6 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
     return sch.fuse(*outer), rows_inner, cols_inner, tiles
 
 
-def _bytes(buffer: tirx.Buffer) -> int | None:
-    """How many bytes ``buffer`` holds; None when an extent is symbolic."""
-    shape = buffer.shape
-    if not all(isinstance(d, tirx.IntImm) for d in shape):
-        return None
-    return math.prod(int(d) for d in shape) * tvm.DataType(buffer.dtype).bits // 8
-
-
 def _rows_first(block: tirx.SBlock) -> bool:
     """Whether the parallel loop over the tiles takes the rows (pixels) outside the column tiles,
     so each core computes whole rows of the output instead of a share of its columns (channels).
@@ -203,7 +194,7 @@ def _rows_first(block: tirx.SBlock) -> bool:
     output = block.writes[0].source
     weights = [read.source for read in block.reads if not read.source.same_as(output)
                and not any(blocks.indexes_by(axis.min, var) for axis in read.region for var in spatial[:-1])]
-    sizes = [_bytes(buffer) for buffer in [output, *weights]]
+    sizes = [blocks.static_bytes(buffer) for buffer in [output, *weights]]
     if any(size is None for size in sizes):
         return False
     return max(sizes[1:], default=0) <= max(sizes[0], SMALL_WEIGHTS)

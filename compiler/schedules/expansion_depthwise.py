@@ -19,7 +19,6 @@ merged (``worth_fusing``).
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import tvm
@@ -106,11 +105,6 @@ def depthwise_geometry(sch: s_tir.Schedule, block: SBlockRV) -> Geometry | None:
     return None
 
 
-def _static_shape(buffer: tirx.Buffer) -> list[int] | None:
-    """The buffer's shape, or None when an extent is symbolic (a batch of any size: not fused)."""
-    return [int(d) for d in buffer.shape] if all(isinstance(d, tirx.IntImm) for d in buffer.shape) else None
-
-
 def _is_pointwise(sch: s_tir.Schedule, block: SBlockRV) -> bool:
     """Whether ``block`` is a 1x1 stride-1 NHWC convolution of static shape: ``out[n, y, x, f] +=
     in[n, y + ry, x + rx, c] * w[ry, rx, c, f]`` with a window of one row and one column, its data
@@ -121,7 +115,7 @@ def _is_pointwise(sch: s_tir.Schedule, block: SBlockRV) -> bool:
     extents = [iv.dom.extent for iv in node.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
     if not all(isinstance(e, tirx.IntImm) for e in extents) or sum(int(e) > 1 for e in extents) != 1:
         return False
-    out_shape, in_shape = _static_shape(node.writes[0].source), _static_shape(node.reads[0].source)
+    out_shape, in_shape = blocks.static_shape(node.writes[0].source), blocks.static_shape(node.reads[0].source)
     return (out_shape is not None and in_shape is not None and len(out_shape) == len(in_shape) == 4
             and in_shape[:3] == out_shape[:3] and blocks.innermost_index(node.reads[0]) is not None)
 
@@ -130,12 +124,6 @@ def _main_reduction(sch: s_tir.Schedule) -> SBlockRV | None:
     """The one reduction block of a kernel, or None."""
     found = [b for b in blocks.child_blocks(sch) if blocks.is_reduction(sch, b)]
     return found[0] if len(found) == 1 else None
-
-
-def _written_bytes(sch: s_tir.Schedule, block: SBlockRV) -> int:
-    """Bytes of the buffer a block of static shape writes."""
-    buffer = sch.get(block).writes[0].source
-    return math.prod(_shape(sch, block) or [0]) * tvm.DataType(buffer.dtype).bits // 8
 
 
 def _pair_bands(expansion: tirx.PrimFunc, depthwise: tirx.PrimFunc, target: Target) -> Bands | None:
@@ -151,7 +139,7 @@ def _pair_bands(expansion: tirx.PrimFunc, depthwise: tirx.PrimFunc, target: Targ
     if conv is None or not _is_pointwise(first, conv):
         return None
     bands = plan_bands(geometry.out_rows, geometry.window, geometry.stride, cpu.num_cores(target))
-    return bands if worth_fusing(bands, _written_bytes(first, conv)) else None
+    return bands if worth_fusing(bands, blocks.static_bytes(first.get(conv).writes[0].source) or 0) else None
 
 
 def _uses(function: relax.Function) -> dict[relax.Var, int]:
@@ -270,7 +258,7 @@ def _stage_blocks(sch: s_tir.Schedule) -> tuple[SBlockRV, SBlockRV, SBlockRV, li
 
 
 def _shape(sch: s_tir.Schedule, block: SBlockRV) -> list[int] | None:
-    return _static_shape(sch.get(block).writes[0].source)
+    return blocks.static_shape(sch.get(block).writes[0].source)
 
 
 def schedule_expansion_depthwise(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
