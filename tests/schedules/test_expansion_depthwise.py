@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tvm
 from tvm import relax, tirx
+from tvm.script import ir as I, relax as R, tirx as T
 
 from tfcheck.compiler.schedules import apply_default_schedules, expansion_depthwise as fusion
 from tfcheck.compiler.schedules.apply import RULE_ATTR
@@ -118,6 +119,33 @@ def run_apart(mod: tvm.IRModule, x: np.ndarray) -> Any:
                    if isinstance(f, tirx.PrimFunc) and f.attrs and RULE_ATTR in f.attrs)
     assert rules == APART
     return relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())["main"](tvm.runtime.tensor(x))
+
+
+@I.ir_module
+class HandWritten:
+    """Two calls of a kernel whose outer block is not TVM's "root", as TOPI's hand-written kernels
+    are (non-max suppression's ``get_valid_counts``: the coverage sweep's CI sample)."""
+
+    @T.prim_func(private=True, s_tir=True)
+    def copy(a: T.Buffer((T.int64(4),), "float32"), b: T.Buffer((T.int64(4),), "float32")):
+        with T.sblock("hand_written"):
+            T.reads()
+            T.writes()
+            for i in range(T.int64(4)):
+                b[i] = a[i]
+
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        cls = HandWritten
+        with R.dataflow():
+            y = R.call_tir(cls.copy, (x,), out_ty=R.Tensor((4,), "float32"))
+            z = R.call_tir(cls.copy, (y,), out_ty=R.Tensor((4,), "float32"))
+            R.output(z)
+        return z
+
+
+def test_kernels_the_analysis_cannot_read_are_left_alone() -> None:
+    assert fusion.fuse_expansions_into_depthwise(HandWritten, target_for("host")).same_as(HandWritten)
 
 
 @pytest.mark.parametrize(("out_rows", "stride", "rows", "recompute"), [
