@@ -11,6 +11,14 @@ under a fingerprint of what LLVM's answer depends on: the CPU as the kernel desc
 family, model, stepping, name, feature flags) and the TVM installation (versions, location, the
 library's size and time). Another machine, CPU, or TVM build has another fingerprint and asks TVM
 again; a record that is unreadable or malformed is ignored.
+
+LLVM names the host CPU from its family and model, and the name implies an instruction set. A
+virtual machine may hide part of it (cloud CPU models without AVX-512; this project's Xeon hides
+AMX): code compiled for the name alone would then use instructions the guest cannot run, and the
+runtime would refuse the artifact built on the very machine that loads it. So the vector
+extensions the name implies but the kernel's /proc/cpuinfo does not list are turned off in
+`mattr` (`_hidden_vector_features`), and the schedules see the CPU as it is (8-float vectors
+where AVX-512 is hidden).
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ _CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "fl
                "CPU architecture", "CPU variant", "CPU part", "Features")
 # What a recorded triple or CPU name may look like (`x86_64-linux-gnu`, `znver5`, `skylake-avx512`).
 _LLVM_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+# A recorded feature turned off (`-avx512f`).
+_OFF_FEATURE = re.compile(r"-[a-z0-9.-]{1,32}")
+# x86 vector extensions LLVM's code generation may use on its own, by their LLVM names: where the
+# CPU name implies one that the machine does not list, it is turned off.
+_VECTOR_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
+                    "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg",
+                    "avx512vpopcntdq", "avx512bf16", "avx512fp16")
 
 
 class TargetError(ValueError):
@@ -60,11 +75,28 @@ def host_cpu_target(record_dir: Path | None = None) -> dict[str, Any]:
 
 
 @functools.cache
-def _llvm_host() -> dict[str, str]:
-    """The host's triple and CPU name as TVM's LLVM detects them (imports TVM)."""
-    from tvm.target.codegen import llvm_get_system_cpu, llvm_get_system_triple
+def _llvm_host() -> dict[str, Any]:
+    """The host's triple and CPU name as TVM's LLVM detects them, with `mattr` turning off the
+    vector extensions the name implies and this machine hides (imports TVM)."""
+    from tvm.target import Target
+    from tvm.target.codegen import llvm_get_cpu_features, llvm_get_system_cpu, llvm_get_system_triple
 
-    return {"mtriple": llvm_get_system_triple().replace("-conda-", "-"), "mcpu": llvm_get_system_cpu()}
+    from tfcheck.runtime.target import host_cpu_features
+
+    llvm: dict[str, Any] = {"mtriple": llvm_get_system_triple().replace("-conda-", "-"), "mcpu": llvm_get_system_cpu()}
+    implied = {str(name) for name in llvm_get_cpu_features(Target({"kind": "llvm", **llvm}))}
+    hidden = _hidden_vector_features(llvm["mtriple"], implied, host_cpu_features())
+    return {**llvm, "mattr": [f"-{name}" for name in hidden]} if hidden else llvm
+
+
+def _hidden_vector_features(triple: str, implied: set[str], listed: frozenset[str]) -> list[str]:
+    """The x86 vector extensions (LLVM names) that the CPU name implies and /proc/cpuinfo's
+    `listed` flags (normalized by `feature_key`) lack; none where the flags cannot be read."""
+    from tfcheck.runtime.target import feature_key
+
+    if not triple.startswith(("x86_64", "i686", "i386")) or not listed:
+        return []
+    return [name for name in _VECTOR_FEATURES if name in implied and feature_key(name) not in listed]
 
 
 def host_fingerprint() -> str | None:
@@ -109,15 +141,19 @@ def _cpu_description() -> dict[str, str] | None:
     return described or None
 
 
-def _read_host_record(path: Path) -> dict[str, str] | None:
-    """The recorded triple and CPU name; None when the file is absent, unreadable or malformed."""
+def _read_host_record(path: Path) -> dict[str, Any] | None:
+    """The recorded triple, CPU name and features turned off; None when the file is absent,
+    unreadable or malformed."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or set(record) != {"mtriple", "mcpu"}:
+    if not isinstance(record, dict) or set(record) - {"mattr"} != {"mtriple", "mcpu"}:
         return None
-    if not all(isinstance(value, str) and _LLVM_NAME.fullmatch(value) for value in record.values()):
+    if not all(isinstance(record[key], str) and _LLVM_NAME.fullmatch(record[key]) for key in ("mtriple", "mcpu")):
+        return None
+    mattr = record.get("mattr", [])
+    if not isinstance(mattr, list) or not all(isinstance(item, str) and _OFF_FEATURE.fullmatch(item) for item in mattr):
         return None
     return record
 

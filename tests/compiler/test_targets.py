@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -120,16 +121,63 @@ def test_a_record_counts_only_for_the_same_cpu_and_tvm(tmp_path: Path, monkeypat
 
 @pytest.mark.parametrize("content", ["not json", "[]", '{"mtriple": "x86_64-linux-gnu"}',
                                      '{"mtriple": "x86_64-linux-gnu", "mcpu": "../../etc"}',
-                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": 5}'])
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": 5}',
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": "x", "mattr": "-avx512f"}',
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": "x", "mattr": ["+avx512f"]}',
+                                     '{"mtriple": "x86_64-linux-gnu", "mcpu": "x", "other": 1}'])
 def test_a_malformed_record_is_replaced_by_what_tvm_says(tmp_path: Path, content: str) -> None:
     real = resolve_target("cpu", None)
     record = _recorded(tmp_path)
     record.write_text(content)
     assert resolve_target("cpu", None, tmp_path) == real
-    assert json.loads(record.read_text()) == {"mtriple": real["mtriple"], "mcpu": real["mcpu"]}
+    assert json.loads(record.read_text()) == {key: real[key] for key in real if key not in ("kind", "num-cores")}
 
 
 def test_without_proc_cpuinfo_nothing_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(targets, "_cpu_description", lambda: None)
     assert resolve_target("cpu", None, tmp_path) == resolve_target("cpu", None)
     assert _records(tmp_path) == []
+
+
+# --- vector extensions that a virtual machine hides from its guest -------------------------------
+
+
+@pytest.fixture
+def without_avx512(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This machine as a virtual machine that hides AVX-512 would show it: /proc/cpuinfo's flags
+    without any avx512 one (LLVM still names the CPU by its model)."""
+    from tfcheck.runtime import target as runtime_target
+
+    listed = runtime_target.host_cpu_features()
+    if "avx512f" not in listed:
+        pytest.skip("needs a CPU with AVX-512 to hide it")
+    monkeypatch.setattr(runtime_target, "host_cpu_features", lambda: frozenset(f for f in listed if "avx512" not in f))
+    targets._llvm_host.cache_clear()
+    yield
+    targets._llvm_host.cache_clear()
+
+
+def test_vector_extensions_the_machine_hides_are_turned_off(without_avx512: None, tmp_path: Path) -> None:
+    import tvm
+    from tvm.target.codegen import llvm_cpu_has_features
+
+    from tfcheck.compiler.pipeline import compiled_cpu_features
+    from tfcheck.compiler.schedules.target import vector_bits
+
+    host = resolve_target("cpu", None, tmp_path)
+    assert "-avx512f" in host["mattr"] and "-avx2" not in host["mattr"]
+    target = tvm.target.Target(host)
+    assert not llvm_cpu_has_features(["avx512f"], target) and llvm_cpu_has_features(["avx2"], target)
+    assert vector_bits(target) == 256  # the schedules' tiles for 8-float vectors and 16 registers
+    assert not [name for name in compiled_cpu_features(target) if "avx512" in name]
+    assert json.loads(_recorded(tmp_path).read_text())["mattr"] == host["mattr"]  # the record keeps them
+    assert resolve_target("cpu", None, tmp_path) == host
+
+
+def test_nothing_is_turned_off_where_the_flags_list_what_the_name_implies() -> None:
+    implied = {"avx", "avx2", "fma", "avx512f", "prefer-256-bit", "amx-tile"}
+    listed = frozenset({"avx", "avx2", "fma", "avx512f"})
+    assert targets._hidden_vector_features("x86_64-linux-gnu", implied, listed) == []
+    assert targets._hidden_vector_features("x86_64-linux-gnu", implied, listed - {"avx512f"}) == ["avx512f"]
+    assert targets._hidden_vector_features("aarch64-linux-gnu", implied, frozenset({"neon"})) == []
+    assert targets._hidden_vector_features("x86_64-linux-gnu", implied, frozenset()) == []  # flags unread
