@@ -59,8 +59,8 @@ def tile(size: int, channels: int, filters: int, target: tvm.target.Target) -> t
     ("shape", "avx512", "avx2"),
     [
         # 7 rows: 7 x 4 AVX-512 vectors needed 33 registers with the weights and spilled (2.3x
-        # slower); AVX2 keeps one row of 8 vectors (7 x 1 ran 6% slower in the whole model)
-        ((7, 320, 1280), (7, 32, 16), (1, 64, 8)),
+        # slower); AVX2 takes 7 rows of one vector (docs/schedules.md, "AVX2: no single-row tiles")
+        ((7, 320, 1280), (7, 32, 16), (7, 8, 8)),
         # 144 channels are 9 vectors: 3 per row beat 1 (the old 14-row tile)
         ((56, 24, 144), (4, 48, 16), (4, 24, 8)),
         # 14 x 2 AVX-512 vectors were 1792 bytes: a workspace per tile in the parallel loop
