@@ -155,7 +155,7 @@ def _read_host_record(path: Path) -> dict[str, Any] | None:
     mattr = record.get("mattr", [])
     if not isinstance(mattr, list) or not all(isinstance(item, str) and _OFF_FEATURE.fullmatch(item) for item in mattr):
         return None
-    return record
+    return record if mattr else {"mtriple": record["mtriple"], "mcpu": record["mcpu"]}  # as `_llvm_host` has it
 
 
 def resolve_target(spec: str, arch: str | None, record_dir: Path | None = None) -> dict[str, Any]:

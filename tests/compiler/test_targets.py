@@ -117,6 +117,8 @@ def test_a_record_counts_only_for_the_same_cpu_and_tvm(tmp_path: Path, monkeypat
     monkeypatch.setattr(targets, "_version", version)
     assert resolve_target("cpu", None, tmp_path)["mcpu"] == "recorded"
     assert resolve_target("cuda", "sm_90", tmp_path)["host"]["mcpu"] == "recorded"
+    record.write_text(json.dumps({"mtriple": real["mtriple"], "mcpu": "recorded", "mattr": []}))
+    assert "mattr" not in resolve_target("cpu", None, tmp_path)  # an empty list is no list: the same key
 
 
 @pytest.mark.parametrize("content", ["not json", "[]", '{"mtriple": "x86_64-linux-gnu"}',
