@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.atomic import write_atomic
+from tfcheck.runtime import target as runtime_target
 from tfcheck.runtime.manifest import FAST_KEYS
 
 DEVICES = {"llvm": "cpu", "cuda": "cuda"}
@@ -81,22 +82,18 @@ def _llvm_host() -> dict[str, Any]:
     from tvm.target import Target
     from tvm.target.codegen import llvm_get_cpu_features, llvm_get_system_cpu, llvm_get_system_triple
 
-    from tfcheck.runtime.target import host_cpu_features
-
     llvm: dict[str, Any] = {"mtriple": llvm_get_system_triple().replace("-conda-", "-"), "mcpu": llvm_get_system_cpu()}
     implied = {str(name) for name in llvm_get_cpu_features(Target({"kind": "llvm", **llvm}))}
-    hidden = _hidden_vector_features(llvm["mtriple"], implied, host_cpu_features())
+    hidden = _hidden_vector_features(llvm["mtriple"], implied, runtime_target.host_cpu_features())
     return {**llvm, "mattr": [f"-{name}" for name in hidden]} if hidden else llvm
 
 
 def _hidden_vector_features(triple: str, implied: set[str], listed: frozenset[str]) -> list[str]:
     """The x86 vector extensions (LLVM names) that the CPU name implies and /proc/cpuinfo's
     `listed` flags (normalized by `feature_key`) lack; none where the flags cannot be read."""
-    from tfcheck.runtime.target import feature_key
-
     if not triple.startswith(("x86_64", "i686", "i386")) or not listed:
         return []
-    return [name for name in _VECTOR_FEATURES if name in implied and feature_key(name) not in listed]
+    return [name for name in _VECTOR_FEATURES if name in implied and runtime_target.feature_key(name) not in listed]
 
 
 def host_fingerprint() -> str | None:

@@ -29,7 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tfcheck.runtime.target import feature_key, host_cpu_features
+
 SHIM_SOURCE = Path(__file__).with_name("cpuid_mask.c")
+CPUID_FAULTING = feature_key("cpuid_fault")  # the /proc/cpuinfo flag, as the runtime normalizes flags
 GLIBC_OFF = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512DQ", "AVX512CD", "AVX512ER", "AVX512PF")
 CHECK = ("from numpy._core._multiarray_umath import __cpu_features__ as f; "
          "import sys; sys.exit(0 if f['AVX2'] and not f['AVX512F'] else 1)")
@@ -61,7 +64,7 @@ def main() -> int:
     command = command[1:] if command[:1] == ["--"] else command
     if not command:
         parser.error("no command given")
-    if "cpuid_fault" not in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"):
+    if CPUID_FAULTING not in host_cpu_features():
         raise SystemExit("avx2_only: this CPU or hypervisor offers no CPUID faulting (no cpuid_fault flag)")
     with tempfile.TemporaryDirectory(prefix="avx2-only-") as folder:
         environment = masked_environment(compile_shim(Path(folder)), dict(os.environ))

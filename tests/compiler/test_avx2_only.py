@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tfcheck.runtime.target import feature_key, host_cpu_features
+
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "avx2_only" / "run.py"
 FEATURES = ("from numpy._core._multiarray_umath import __cpu_features__ as f; "
             "print(f['AVX2'], f['FMA3'], f['AVX512F'], f['AVX512BW'])")
 
 pytestmark = pytest.mark.skipif(
-    "cpuid_fault" not in Path("/proc/cpuinfo").read_text(errors="replace") or shutil.which("cc") is None,
+    feature_key("cpuid_fault") not in host_cpu_features() or shutil.which("cc") is None,
     reason="needs Linux CPUID faulting (the cpuid_fault flag) and a C compiler")
 
 
