@@ -114,6 +114,20 @@ def static_bytes(buffer: tirx.Buffer) -> int | None:
     return None if shape is None else math.prod(shape) * tvm.DataType(buffer.dtype).bits // 8
 
 
+def smallest_bytes(buffer: tirx.Buffer) -> int:
+    """How many bytes the buffer holds at its smallest size (a symbolic extent as 1)."""
+    elements = math.prod(int(d) if isinstance(d, tirx.IntImm) else 1 for d in buffer.shape)
+    return elements * tvm.DataType(buffer.dtype).bits // 8
+
+
+def bytes_read(block: tirx.SBlock) -> int:
+    """Bytes of the buffers ``block`` reads (each once, a symbolic extent as 1), not counting the
+    buffer it writes (a reduction reads its own accumulator)."""
+    written = {write.source for write in block.writes}
+    sources = {read.source for read in block.reads if read.source not in written}
+    return sum(smallest_bytes(buffer) for buffer in sources)
+
+
 def extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int | None:
     """The constant extent of a loop, or None when it is symbolic."""
     value = sch.get(loop).extent

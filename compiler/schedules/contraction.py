@@ -37,6 +37,13 @@ LoopRV = s_tir.schedule.LoopRV
 # slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
 PARALLEL_MIN_WORK = 1 << 19
 
+# Bytes read (a symbolic extent as 1) from which a kernel runs over the cores whatever its
+# multiply-adds: a pooling or a mean does a load per iteration and nothing else. The benchmark
+# CNN's max pooling (1 MB, 262k iterations) and mean (512 KB) ran serially, reading half of their
+# input from the other core's cache; split, the CNN took 9-12% less. Means of 245-392 KB
+# (MobileNetV2's, ResNet50's) lost 0.5-1.5 us split (docs/schedules.md, "Pooling and means over the cores").
+PARALLEL_MIN_BYTES = 512 << 10
+
 # Weights up to this many bytes never keep the column tiles outside the rows (`_rows_first`): both
 # cores reading all of them costs little.
 SMALL_WEIGHTS = 256 << 10
@@ -288,6 +295,7 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
     else:
         _schedule_producers(sch, main, target)
     work = math.prod(blocks.extent(sch, loop) or 1 for loop in sch.get_loops(main))
+    enough = work >= PARALLEL_MIN_WORK or blocks.bytes_read(sch.get(main)) >= PARALLEL_MIN_BYTES
     fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
     reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
     _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
@@ -301,7 +309,7 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
     # build decides at that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its
     # rows, ran 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us
     # of work) than serially (docs/benchmarks.md), so such a kernel stays serial at every size.
-    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1 and work >= PARALLEL_MIN_WORK:
+    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1 and enough:
         sch.parallel(fused)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])

@@ -419,6 +419,24 @@ def test_contraction_splits_over_the_cores_only_when_its_work_pays_for_it(batch:
     assert set(_parallel_kernels(scheduled).values()) == {parallel}
 
 
+@pytest.mark.parametrize(("shape", "parallel"), [((8, 32, 32, 32), True), ((4, 16, 16, 32), False)])
+def test_pooling_splits_over_the_cores_by_the_bytes_it_reads(shape: tuple[int, ...], parallel: bool) -> None:
+    """The benchmark CNN's 2x2 max pooling reads 1 MB in 262k iterations, under `PARALLEL_MIN_WORK`:
+    it ran serially, 59 us alone against 39 split over the cores, and in the model it read half of
+    its input from the other core's cache. From 512 KiB read a kernel runs over the cores whatever
+    its multiply-adds (docs/schedules.md, "Pooling and means over the cores"); 128 KB stays serial."""
+    pool = module([shape], lambda bb, v: relax.op.nn.max_pool2d(v, (2, 2), (2, 2), layout="NHWC"))
+    assert set(_parallel_kernels(apply_default_schedules(pool, TWO_CORES)).values()) == {parallel}
+
+
+@pytest.mark.parametrize(("shape", "parallel"), [((8, 16, 16, 64), True), ((1, 7, 7, 1280), False)])
+def test_a_mean_splits_over_the_cores_by_the_bytes_it_reads(shape: tuple[int, ...], parallel: bool) -> None:
+    """The benchmark CNN's global average pooling (512 KB, 131k iterations) runs over the cores;
+    MobileNetV2's (245 KB), which lost 0.5-1.5 us split, stays serial."""
+    mean = module([shape], lambda bb, v: relax.op.mean(v, axis=[1, 2]))
+    assert set(_parallel_kernels(apply_default_schedules(mean, TWO_CORES)).values()) == {parallel}
+
+
 def test_elementwise_of_a_symbolic_batch_runs_in_parallel_as_at_batch_1() -> None:
     """A clip over [batch, 56, 56, 32] (MobileNetV2's activations) has 100k elements at batch 1,
     where the static build splits it over the cores: the symbolic one must too (it ran serially,
