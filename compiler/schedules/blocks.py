@@ -110,8 +110,7 @@ def static_shape(buffer: tirx.Buffer) -> list[int] | None:
 
 def static_bytes(buffer: tirx.Buffer) -> int | None:
     """How many bytes the buffer holds, or None when an extent is symbolic."""
-    shape = static_shape(buffer)
-    return None if shape is None else math.prod(shape) * tvm.DataType(buffer.dtype).bits // 8
+    return None if static_shape(buffer) is None else smallest_bytes(buffer)
 
 
 def smallest_bytes(buffer: tirx.Buffer) -> int:
