@@ -12,6 +12,12 @@ from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
 _T = "import tensorflow as tf\n"
+# retinanet-tensorflow2.x 0df3de0 retinanet/model/backbone/efficientnet.py:783-854 (TensorFlow's reference
+# EfficientNet): `call` empties `self.endpoints`, fills it and returns what it stored, every trace.
+_ENDPOINTS = ("class Backbone(tf.keras.Model):\n    def call(self, inputs):\n        self.endpoints = {}\n"
+              "        outputs = self._stem(inputs)\n        self.endpoints['stem'] = outputs\n"
+              "        for idx, block in enumerate(self._blocks):\n            outputs = block(outputs)\n"
+              "            self.endpoints['block_%s' % idx] = outputs\n")
 # tf-models-official 2.20.0 official/nlp/modeling/layers/transformer_scaffold_test.py:51-68, cut down:
 # a test layer records its calls in a list the constructor gets.
 _RECORDER = ("class Recorder(tf.keras.layers.Layer):\n    def __init__(self, call_list, activation, **kwargs):\n"
@@ -32,7 +38,9 @@ class OuterMutationRule(Rule):
     and code under `with tf.init_scope():` are not flagged, nor is set-up work (`__init__`, `build`,
     also a `build` that `call` runs again for a new shape). A list, dict or set is known from the
     file: a display, or a constructor parameter that every instantiation the file shows passes one
-    (`Recorder(call_list=[])`, a `get_config` entry, a default). Storing a tensor is reported as
+    (`Recorder(call_list=[])`, a `get_config` entry, a default). An attribute of `self` that the
+    function empties at its top (`self.endpoints = {}`) and reads back after filling it is a
+    scratch pad each trace fills and uses itself: not flagged. Storing a tensor is reported as
     TFC009 tensor-leak instead.
 
     ## Why is this bad
@@ -102,6 +110,8 @@ class OuterMutationRule(Rule):
         "        self.probability_fn = _mask_probability_fn\n        return memory\n",
         _T + _RECORDER + "layer = Recorder([], 'relu')\n",
         _T + _RECORDER + "layer = Recorder(call_list=[], activation='relu')\n",
+        # Emptied at the top of the call but never read back in it: kept for someone else.
+        _T + _ENDPOINTS.replace("self.endpoints = {}", "self.endpoints = dict()") + "        return outputs\n",
         _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]") + "layer = Recorder('relu')\n",
     )
     must_not_flag = (
@@ -170,6 +180,8 @@ class OuterMutationRule(Rule):
         "        self._num_bits = input_shape[-1]\n        self._built_for = tuple(input_shape)\n"
         "    def call(self, x):\n        if x.shape[-1] != self._num_bits:\n            self.build(x.shape)\n"
         "        return x\n",
+        # A scratch pad each trace empties, fills and reads back itself (`state.scratch_attributes`).
+        _T + _ENDPOINTS + "        return [outputs, self.endpoints.get('stem')]\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

@@ -30,7 +30,9 @@ class TensorLeak(Rule):
     attribute of `self` or of an outer object. A `tf.TensorArray` counts as a tensor here: it holds
     the trace's tensors, and so does what a function of the file returns when its `return`s are
     tensors (tuple elements followed through `a, b = self._helper(x)`). A `build` that graph code
-    runs again (`if x.shape[-1] != self._n: self.build(x.shape)`) stores in that trace.
+    runs again (`if x.shape[-1] != self._n: self.build(x.shape)`) stores in that trace. A
+    dict or list on `self` that the function empties at its top and reads back after filling it
+    (TensorFlow's reference EfficientNet's `self.endpoints`) is that trace's scratch pad: not flagged.
 
     ## Why is this bad
     A tensor made while tracing is a symbolic tensor of that trace's graph. Outside the function it
@@ -92,6 +94,9 @@ class TensorLeak(Rule):
         # stores the tensors a method returns (a tuple, unpacked) on the layer.
         _T + _INTERLEAVER + "    def call(self, inputs):\n        if inputs.shape[-1] != self._perm_seq.shape[0]:\n"
         "            self.build(inputs.shape)\n        return tf.gather(inputs, self._perm_seq, axis=-1)\n",
+        # Emptied at the top of the call, filled with the trace's tensors, never read back in it.
+        _T + "class Head(tf.keras.layers.Layer):\n    def call(self, x):\n        self.endpoints = {}\n"
+        "        self.endpoints['pooled'] = tf.reduce_mean(x, [1, 2])\n        return x\n",
     )
     must_not_flag = (
         _T + "@tf.function\ndef f(a):\n    x = a + 1\n    return a + 2, x\n",
@@ -118,6 +123,11 @@ class TensorLeak(Rule):
         _T + "class L(tf.keras.layers.Layer):\n    def _a(self, n):\n        return self._b(n)\n"
         "    def _b(self, n):\n        if n:\n            return self._a(n - 1)\n        return n, n\n"
         "    def call(self, x):\n        p, q = self._b(3)\n        self.p = p\n        return x\n",
+        # A scratch pad each trace empties, fills and reads back itself (retinanet-tensorflow2.x 0df3de0
+        # retinanet/model/backbone/efficientnet.py:783-854, TensorFlow's reference EfficientNet).
+        _T + "class Backbone(tf.keras.Model):\n    def call(self, x):\n        self.endpoints = {}\n"
+        "        self.endpoints['pooled'] = tf.reduce_mean(x, [1, 2])\n"
+        "        return [x, self.endpoints.get('pooled')]\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:

@@ -90,6 +90,9 @@ class OuterState:
                 found.extend(self._mutations_of(node, info))
             elif rebuilt.setdefault(info, self._rebuilt_in_graph(info)):
                 found.extend(replace(mutation, rebuilt=True) for mutation in self._mutations_of(node, info))
+        scratch: dict[FunctionInfo, frozenset[str]] = {}
+        found = [m for m in found if not (m.owner == "self" and m.target in scratch.setdefault(
+            m.function, scratch_attributes(self.index, m.function)))]
         found.sort(key=lambda m: (m.node.lineno, m.node.col_offset))
         return found
 
@@ -220,6 +223,50 @@ class OuterState:
         if isinstance(receiver, ast.Name):
             return self.outer_name_owner(receiver, info)
         return None
+
+
+def scratch_attributes(index: FileIndex, info: FunctionInfo) -> frozenset[str]:
+    """The attributes of `self` (their source text, `self.endpoints`) that the function empties at
+    the top of its body and reads back after: a scratch pad each call fills and consumes itself.
+
+    TensorFlow's reference EfficientNet (tensorflow/tpu, copied into many projects: retinanet-tensorflow2.x's
+    backbone/efficientnet.py) starts `call` with `self.endpoints = {}`, stores each stage's output in
+    it and builds its return value from `self.endpoints.get(...)`. Every trace starts from an empty
+    dict and uses what it stored within that trace, so the writes are neither trace-time side effects
+    a later call misses (TFC002) nor tensors read out of their graph (TFC009). Without the reset
+    (a counter) or without a read in the call (a result kept for someone else), they are.
+    """
+    body = info.node.body if isinstance(info.node.body, list) else []
+    found: set[str] = set()
+    for position, stmt in enumerate(body):
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if isinstance(target, ast.Attribute) and _is_self(index, target.value, info) and _is_empty_container(stmt.value):
+            text = index.text(target)
+            if any(_reads_contents(index, node, text) for later in body[position + 1:] for node in ast.walk(later)):
+                found.add(text)
+    return frozenset(found)
+
+
+def _is_empty_container(value: ast.expr) -> bool:
+    """`{}`, `[]`, `dict()`, `list()`, `set()`, `OrderedDict()`: a new, empty container."""
+    if isinstance(value, (ast.Dict, ast.List)):
+        return not (value.keys if isinstance(value, ast.Dict) else value.elts)
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name in ("dict", "list", "set", "OrderedDict") and not value.args and not value.keywords
+
+
+def _reads_contents(index: FileIndex, node: ast.AST, text: str) -> bool:
+    """Whether `node` reads the container `text` (`self.endpoints`): an item, a method that does not
+    change it (`.get`), or the container itself as a value; not a write into it."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and index.text(node) == text):
+        return False
+    parent = index.parent(node)
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        return isinstance(parent.ctx, ast.Load)
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return parent.attr not in MUTATING_METHODS
+    return True
 
 
 def _is_own_scope(scope: Scope, info: FunctionInfo) -> bool:
