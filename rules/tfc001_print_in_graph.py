@@ -9,6 +9,10 @@ from tfcheck.engine.facts import FileFacts
 from tfcheck.findings import Edit, Finding, Fix, Severity
 from tfcheck.rule import Rule
 
+# A debugging flag off at module level, read in a Keras call.
+_DEBUG_FLAG = ("import tensorflow as tf\nDEBUG = False\nclass Actor(tf.keras.Model):\n    def call(self, state):\n"
+               "        mean = self.dense(state)\n        if DEBUG:\n            print(mean)\n        return mean\n")
+
 
 class PrintInGraph(Rule):
     """Python `print()` inside graph code runs only while the function is traced.
@@ -54,6 +58,10 @@ class PrintInGraph(Rule):
         # A subclass of a built-in layer (tensorflow/tensorflow#27519): `fit` traces its `call`.
         "import tensorflow as tf\nclass MyDense(tf.keras.layers.Dense):\n    def call(self, inputs):\n"
         "        print('not available.')\n        return super().call(inputs)\n",
+        # A debugging flag that is on, or one the file sets elsewhere: the prints run (while tracing).
+        _DEBUG_FLAG.replace("False", "True"),
+        _DEBUG_FLAG + "def main():\n    global DEBUG\n    DEBUG = True\n",
+        _DEBUG_FLAG.replace("if DEBUG:", "if not DEBUG:"),
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    tf.print(x)\n",
@@ -66,6 +74,10 @@ class PrintInGraph(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n        print(x)\n    return x\n",
         "import tensorflow as tf\nclass MyDense(tf.keras.layers.Dense):\n    def call(self, inputs):\n"
         "        if hasattr(inputs, 'numpy'):\n            print(inputs.numpy())\n        return super().call(inputs)\n",
+        # A debugging flag the module sets off once and never changes: the branch never runs
+        # (SAC-HER-Tensorflow2 3326bed Debug/models.py:24-94, cut down).
+        _DEBUG_FLAG,
+        _DEBUG_FLAG.replace("if DEBUG:", "if not DEBUG:\n            pass\n        else:"),
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
