@@ -83,7 +83,7 @@ class GraphCode:
     origins: dict[FunctionInfo, set[str]] = field(default_factory=dict)
     eager: set[FunctionInfo] = field(default_factory=set)
     external_calls: list[ExternalCall] = field(default_factory=list)
-    _init_scope_cache: dict[FunctionInfo, frozenset[ast.AST]] = field(default_factory=dict, repr=False)
+    _excluded_cache: dict[FunctionInfo, frozenset[ast.AST]] = field(default_factory=dict, repr=False)
 
     def is_graph_function(self, info: FunctionInfo | None) -> bool:
         return info is not None and info in self.reasons
@@ -113,7 +113,7 @@ class GraphCode:
         """Nodes of a function that are not traced even in graph code: the bodies of `with
         tf.init_scope():` (they run eagerly), and the branches a constant flag of the module never
         takes (`DEBUG = False` ... `if DEBUG: print(...)`: they do not run at all)."""
-        cached = self._init_scope_cache.get(info)
+        cached = self._excluded_cache.get(info)
         if cached is None:
             excluded: set[ast.AST] = set()
             for node in info.nodes:
@@ -121,7 +121,7 @@ class GraphCode:
                     excluded.update(*(ast.walk(stmt) for stmt in node.body))
                 elif isinstance(node, ast.If):
                     excluded.update(*(ast.walk(stmt) for stmt in self._branch_never_taken(node)))
-            cached = self._init_scope_cache[info] = frozenset(excluded)
+            cached = self._excluded_cache[info] = frozenset(excluded)
         return cached
 
     def _branch_never_taken(self, node: ast.If) -> list[ast.stmt]:
