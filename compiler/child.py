@@ -48,12 +48,16 @@ _CHILDREN = _Children()
 
 
 class StepError(Exception):
-    """A build step failed for a reason the user can act on; `op` names a TensorFlow op if any."""
+    """A build step failed for a reason the user can act on; `op` names a TensorFlow op if any;
+    `symbolic`, when the symbolic route failed to convert (an operator TensorFlow's converter
+    takes only at known sizes), holds the variant's `dims`, its `inputs` and whether shape entries
+    exist (`has_shape_entries`): what the parent needs to fall back to them or to say how."""
 
-    def __init__(self, message: str, op: str | None = None) -> None:
+    def __init__(self, message: str, op: str | None = None, symbolic: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.op = op
+        self.symbolic = symbolic
 
 
 @dataclass
@@ -63,6 +67,7 @@ class ChildOutcome(Generic[Result]):
     result: Result | None
     error: str | None
     op: str | None = None
+    symbolic: dict[str, Any] | None = None  # `StepError.symbolic`
 
 
 # --- child side ----------------------------------------------------------------------------------
@@ -103,7 +108,7 @@ def child_main(step: Callable[[Request, EventWriter], object], request_type: typ
         request = from_message(request_type, json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")))
         result = to_message(step(request, events))
     except StepError as error:
-        events.emit("error", message=error.message, op=error.op)
+        events.emit("error", message=error.message, op=error.op, symbolic=error.symbolic)
         sys.exit(1)
     except SystemExit as exit_request:
         call = "sys.exit()" if exit_request.code is None else f"sys.exit({exit_request.code!r})"
@@ -250,7 +255,7 @@ def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out:
             except ContractError as error:
                 return ChildOutcome(result=None, error=f"the build process answered badly: {error}")
         if event["event"] == "error":
-            return ChildOutcome(result=None, error=event["message"], op=event.get("op"))
+            return ChildOutcome(result=None, error=event["message"], op=event.get("op"), symbolic=event.get("symbolic"))
     stages = [event for event in events if event["event"] == "stage"]
     last = stages[-1] if stages else {}
     advice = ""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tfcheck import __version__
 from tfcheck.config import Config
 from tfcheck.compiler.artifact import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
-from tfcheck.compiler.child import allow_children, run_child, stop_children
+from tfcheck.compiler.child import ChildOutcome, allow_children, run_child, stop_children
 from tfcheck.compiler.discover import AnnotatedFunction
 from tfcheck.compiler.fastkey import recall, remember, remember_lifted_failure
 from tfcheck.compiler.importer import unimportable
@@ -286,8 +286,7 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
                             on_stage=on_stage, timeout=options.timeout)
         traced = outcome.result
         if traced is None:
-            failed.message, failed.op = f"{function.label}: {outcome.error}", outcome.op
-            return [failed]
+            return [_trace_failure(function, failed, outcome)]
         if not options.dry_run:
             remember(options.cache_dir, request, traced)
     try:
@@ -318,6 +317,16 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
         for record, variant in lifted:  # the next build of these keys goes straight to the frozen route
             remember_lifted_failure(options.cache_dir, variant.key, record.message or "")
     return records
+
+
+def _trace_failure(function: AnnotatedFunction, failed: BuildRecord, outcome: ChildOutcome[TraceResult]) -> BuildRecord:
+    """The failed record of a trace that failed; when the symbolic route failed to convert, with
+    its dims and inputs, so that `_build_one` falls back to the shape entries or says how."""
+    record = replace(failed, message=f"{function.label}: {outcome.error}", op=outcome.op)
+    if outcome.symbolic:
+        record.dims, record.inputs = outcome.symbolic["dims"], outcome.symbolic["inputs"]
+        record.fallback = outcome.symbolic["has_shape_entries"]
+    return record
 
 
 def _say_frozen(function: AnnotatedFunction, record: BuildRecord, lifted_failure: str) -> None:

@@ -193,6 +193,7 @@ def _converter_class() -> type:
             self.convert_map["CONCATENATION"] = functools.partial(
                 _convert_concatenation, self, super().convert_concatenation)
             self.convert_map["GATHER_ND"] = functools.partial(_convert_gather_nd, self)
+            self.convert_map["EXPAND_DIMS"] = functools.partial(_convert_expand_dims, self)
             self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
             self.convert_map["TRANSPOSE_CONV"] = functools.partial(
                 _convert_transpose_conv, self, super().convert_transpose_conv)
@@ -403,6 +404,21 @@ def _convert_transpose_conv(converter: Any, upstream: Any, op: Any) -> Any:
     table = op.BuiltinOptions()
     options.Init(table.Bytes, table.Pos)
     return converter.convert_fused_activation_function(upstream(op), options.FusedActivationFunction())
+
+
+def _convert_expand_dims(converter: Any, op: Any) -> Any:
+    """EXPAND_DIMS as Relax's `expand_dims`, whose axis range ([-rank - 1, rank]) is TensorFlow's.
+    TVM's converter passes Relax a third argument it does not take (``TypeError: expand_dims()
+    takes 2 positional arguments but 3 were given``). TensorFlow's converter folds EXPAND_DIMS into
+    a RESHAPE where the shapes are static, so only models with an unknown dimension met it: a
+    Keras `UpSampling2D` (`tf.repeat`) or any `tf.expand_dims` under an unknown batch size."""
+    from tvm import relax
+
+    data, axis = converter.get_input_tensors(op)
+    value = constant_value(converter, axis)
+    if value is None or value.size != 1:
+        raise ValueError("EXPAND_DIMS needs its axis as one constant")
+    return relax.op.expand_dims(converter.get_tensor_expr(data), int(value.reshape(-1)[0]))
 
 
 def _convert_gather_nd(converter: Any, op: Any) -> Any:

@@ -101,7 +101,9 @@ def _concatenation(converter: Any, op: Any, *parts: np.ndarray) -> np.ndarray:
 def _pack(converter: Any, op: Any, *parts: np.ndarray) -> np.ndarray:
     if any(part.ndim != 0 for part in parts):
         raise _NotShapeArithmetic
-    return np.array(list(parts), dtype=object)
+    packed = np.empty(len(parts), dtype=object)  # the elements themselves, not 0-d arrays of them
+    packed[:] = [part[()] for part in parts]
+    return packed
 
 
 def _segment_product(converter: Any, op: Any, data: np.ndarray, ids: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -122,7 +124,18 @@ def _strided_slice(converter: Any, op: Any, data: np.ndarray, begin: np.ndarray,
     start = None if options.BeginMask() & 1 else int(begin[0])
     stop = None if options.EndMask() & 1 else int(end[0])
     sliced = data[slice(start, stop, int(strides[0]))]
-    return sliced[0] if options.ShrinkAxisMask() & 1 else sliced
+    if not options.ShrinkAxisMask() & 1:
+        return sliced
+    scalar = np.empty((), dtype=object)  # a 0-d array: indexing an object array gives the bare element
+    scalar[()] = sliced[0]
+    return scalar
+
+
+def _slice(converter: Any, op: Any, data: np.ndarray, begin: np.ndarray, size: np.ndarray) -> np.ndarray:
+    if data.ndim != 1:
+        raise _NotShapeArithmetic
+    start, count = int(begin[0]), int(size[0])
+    return data[start:] if count == -1 else data[start:start + count]
 
 
 def _elementwise(combine: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
@@ -148,12 +161,34 @@ EVALUATORS: dict[str, Callable[..., np.ndarray]] = {
     "PACK": _pack,
     "UNSORTED_SEGMENT_PROD": _segment_product,
     "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
     "MUL": _elementwise(lambda a, b: a * b),
     "ADD": _elementwise(lambda a, b: a + b),
     "SUB": _elementwise(lambda a, b: a - b),
     "FLOOR_DIV": _elementwise(_floor_div),
     "CAST": _cast,
 }
+
+
+# An end beyond any axis, clipped to the axis by `strided_slice` (negated: before its first element).
+_PAST_THE_END = 1 << 62
+
+
+def _axis_bounds(dim: Any, start: int, stop: int | None, step: int, masked: tuple[int, int]) -> tuple[Any, Any]:
+    """One axis of a strided slice as (start, stop) for Relax's `strided_slice`: with a
+    positive step, clipped to `[0, dim]` as TensorFlow clips (`dim` may be symbolic), so that
+    Relax knows the extent; with a negative one, `_PAST_THE_END` for a masked bound, which Relax
+    clips itself (`assume_inbound=False`)."""
+    from tvm import tirx
+
+    def clip(index: int) -> Any:
+        if isinstance(dim, int):
+            return min(max(index + dim if index < 0 else index, 0), dim)
+        return tirx.max(dim + index, 0) if index < 0 else (0 if index == 0 else tirx.min(index, dim))
+
+    if step < 0:
+        return (_PAST_THE_END if masked[0] else start), (-_PAST_THE_END if masked[1] or stop is None else stop)
+    return (0 if masked[0] else clip(start)), (dim if masked[1] or stop is None else clip(stop))
 
 
 class _NotShapeArithmetic(Exception):
@@ -173,6 +208,11 @@ class ShapeValues:
         convert_map["SHAPE"] = functools.partial(self._shape, convert_map["SHAPE"])
         convert_map["RESHAPE"] = functools.partial(self._reshape, convert_map["RESHAPE"])
         convert_map["BATCH_MATMUL"] = functools.partial(self._batch_matmul, convert_map["BATCH_MATMUL"])
+        convert_map["FILL"] = functools.partial(self._fill, convert_map["FILL"])
+        convert_map["TILE"] = functools.partial(self._tile, convert_map["TILE"])
+        convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
+        for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
+            convert_map[name] = functools.partial(self._resize, convert_map[name])
         for name, evaluate in EVALUATORS.items():
             if name in convert_map:
                 convert_map[name] = functools.partial(self._arithmetic, evaluate, convert_map[name])
@@ -254,6 +294,84 @@ class ShapeValues:
                 rank = len(shapes[index])
                 operands[index] = relax.op.permute_dims(operands[index], [*range(rank - 2), rank - 1, rank - 2])
         return relax.op.matmul(*operands)
+
+    def _fill(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """FILL to a shape computed from shapes (`tf.zeros([batch, units])`: an RNN's first
+        state): a tensor of the evaluated (symbolic) shape. TVM's converter reads the shape as a
+        constant."""
+        from tvm import relax
+
+        dims, value = self._converter.get_input_tensors(op)
+        if dims.tensor_idx not in self._values:
+            return upstream(op=op)
+        shape = relax.ShapeExpr(list(self._values[dims.tensor_idx].reshape(-1)))
+        return relax.op.full(shape, self._converter.get_tensor_expr(value))
+
+    def _tile(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """TILE with multiples known here (constants, or shape arithmetic that came out static) of
+        any tensor. TVM's converter reads the data from the expression table, where a constant
+        (YOLOv3's grid, `tf.meshgrid` of `tf.range`s, in a model with an unknown batch) is not:
+        ``KeyError``. Multiples that depend on an unknown size are left to it, and fail there."""
+        from tvm import relax
+
+        data, multiples = self._converter.get_input_tensors(op)
+        value = self._value(multiples)
+        if value is None or not all(isinstance(item, int) for item in value.reshape(-1)):
+            return upstream(op=op)
+        return relax.op.tile(self._converter.get_tensor_expr(data), [int(item) for item in value.reshape(-1)])
+
+    def _sliced(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """STRIDED_SLICE of a tensor with a symbolic dimension (`mask[:, :3]`, `images[..., ::-1]`
+        under an unknown batch), with constant begin, end and strides: Relax's `strided_slice` on
+        the axes it changes, with bounds clipped to each axis as TensorFlow clips them, so that the
+        result's shape is known (symbolically). TVM's converter calls `int()` on the input's shape.
+        Ellipsis and new-axis masks are left to it."""
+        from tflite.StridedSliceOptions import StridedSliceOptions
+        from tvm import relax
+
+        converter = self._converter
+        data, *bounds = converter.get_input_tensors(op)
+        begin, end, strides = (constant_value(converter, tensor) for tensor in bounds)
+        options = StridedSliceOptions()
+        options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+        shape = self.tensor_shape(data)
+        if (shape is None or begin is None or end is None or strides is None
+                or options.EllipsisMask() or options.NewAxisMask()):
+            return upstream(op=op)
+        axes, starts, stops, steps, shrunk = [], [], [], [], []
+        for axis, (start, stop, step) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
+            masked = (options.BeginMask() >> axis & 1, options.EndMask() >> axis & 1)
+            if options.ShrinkAxisMask() >> axis & 1:
+                shrunk.append(axis)
+                start, stop, step, masked = start, (start + 1) or None, 1, (0, start == -1)
+            whole = step == 1 and (masked[0] or start == 0) and (
+                masked[1] or stop is None or (isinstance(shape[axis], int) and stop >= shape[axis]))
+            if not whole:
+                first, last = _axis_bounds(shape[axis], start, stop, step, masked)
+                axes.append(axis)
+                starts.append(first)
+                stops.append(last)
+                steps.append(step)
+        expr = converter.get_tensor_expr(data)
+        if axes:
+            expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=steps == [1] * len(steps))
+        return relax.op.squeeze(expr, shrunk) if shrunk else expr
+
+    def _resize(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """RESIZE_* to a size computed from a symbolic shape (Keras `UpSampling2D` on an image of
+        unknown height and width: AdaIN's decoder): TVM's own conversion, handed the evaluated
+        (symbolic) size where it reads the size tensor's buffer."""
+        converter = self._converter
+        _, size = converter.get_input_tensors(op)
+        if size.tensor_idx not in self._values:
+            return upstream(op=op)
+        value = list(self._values[size.tensor_idx].reshape(-1))
+        read = converter.get_tensor_value
+        converter.get_tensor_value = lambda tensor, *args: value if tensor.tensor_idx == size.tensor_idx else read(tensor, *args)
+        try:
+            return upstream(op=op)
+        finally:
+            del converter.get_tensor_value  # the class's method again
 
     def _reshape(self, upstream: Callable[..., Any], op: Any) -> Any:
         """RESHAPE to a target computed from shapes: the evaluated (symbolic) target."""

@@ -439,6 +439,14 @@ def _already_frozen_converter(frozen: Any) -> Any:
     return AlreadyFrozen.from_concrete_functions([frozen])
 
 
+# The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.
+_UNSIZED_TENSOR_LIST = "requires element_shape to be static"
+_UNSIZED_TENSOR_LIST_MESSAGE = (
+    "loops over a tf.TensorArray (every Keras RNN layer: LSTM, GRU, SimpleRNN) whose elements have a "
+    "dimension of unknown size, such as the batch: TensorFlow's converter turns TensorList ops into TFLite "
+    "builtins only for elements of known shape; give that dimension a size in the input_signature")
+
+
 def to_tflite(frozen: Any) -> bytes:
     """Convert a frozen function with builtin ops only (TVM cannot import Flex ops); a TF op
     without a builtin is named in the error."""
@@ -449,13 +457,15 @@ def to_tflite(frozen: Any) -> bytes:
     try:
         return converter.convert()
     except Exception as error:  # noqa: BLE001 - ConverterError and friends, with MLIR text
-        ops = sorted(set(re.findall(r"'tf\.(\w+)' op", str(error))))
+        text = str(error)
+        ops = sorted(set(re.findall(r"'tf\.(\w+)' op", text)))
+        if _UNSIZED_TENSOR_LIST in text:
+            raise StepError(_UNSIZED_TENSOR_LIST_MESSAGE, op=", ".join(ops) or None) from error
         if ops:
             raise StepError(
                 f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
                 "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
                 "compiled function or replace it with supported ops", op=", ".join(ops)) from error
-        text = str(error)
         raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
 
 

@@ -64,7 +64,7 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     flat = tf.nest.flatten(signature)
     if request.symbolic and _is_symbolic(flat, entries, dims):
         variants = [_trace_symbolic(tf, traced.tf_function, signature, arguments, dims or {},
-                                    work_dir / "variant-0", events, request)]
+                                    work_dir / "variant-0", events, request, bool(entries))]
     else:
         shapes = _shape_entries(flat, _leaf_names(arguments), entries)
         variants = [
@@ -204,10 +204,12 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
 
 def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
                     dims: dict[str, Any], variant_dir: Path, events: EventWriter,
-                    request: TraceRequest) -> TracedVariant:
+                    request: TraceRequest, has_shape_entries: bool) -> TracedVariant:
     """The signature as it is, unknown dimensions kept: one frozen graph, one TFLite flatbuffer
     (its tensors' `shape_signature` keeps -1), and reference inputs and outputs at each size of
-    `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`)."""
+    `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`). An operator that the
+    converter takes only at known sizes fails with what the parent needs to fall back to the
+    shape entries, or to say how to write some (`StepError.symbolic`)."""
     from tfcheck.fingerprint import captures_fingerprint
 
     events.stage("trace", doing=f"tracing {request.label} with symbolic dimensions")
@@ -228,7 +230,13 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
                               frozen_because=frozen_because,
                               dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
                                     for name, (low, high) in bounds.items()})
-    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
+    try:
+        flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
+    except StepError as error:
+        if error.op is None:
+            raise
+        raise StepError(error.message, error.op, {"dims": described.dims, "inputs": inputs,
+                                                  "has_shape_entries": has_shape_entries}) from error
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)

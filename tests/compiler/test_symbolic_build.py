@@ -20,15 +20,65 @@ from tests.compiler.test_build import build, by_function
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "aot" / "symbolic.py"
 
-FILL = '''
+FALLBACKS = '''
+import keras
 import tensorflow as tf
 import tfcheck
+
+keras.utils.set_random_seed(0)
+gru = keras.layers.GRU(8, return_sequences=True)
 
 
 @tfcheck.aot(dims={"batch": (1, 8)}, shapes=[(2, 4), (3, 4)])
 @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
-def filled(x):
-    return x + tf.fill(tf.shape(x), 2.0)
+def tiled(x):
+    return tf.tile(x, [tf.shape(x)[0], 1])  # TVM's TILE takes its multiples as a constant only
+
+
+@tfcheck.aot(dims={"batch": (1, 8)}, shapes=[(2, 5, 3)])
+@tf.function(input_signature=[tf.TensorSpec([None, 5, 3], tf.float32, name="x")])
+def recurrent(x):
+    return gru(x)  # TensorFlow's converter refuses a TensorList of [batch, 8] items
+
+'''
+
+# Forms from users' models that failed the symbolic import before (benchmarks/users_models/):
+# Keras `UpSampling2D` on an unknown batch (YOLOv3_TensorFlow2's feature pyramid: `tf.repeat`, an
+# EXPAND_DIMS), `tf.expand_dims` at a negative axis (Transformer-With-TensorFlow2's attention mask),
+# zeros sized from the batch (`tf.zeros([tf.shape(x)[0], n])`: a STRIDED_SLICE to a scalar, a PACK
+# and a FILL, as an RNN's first state is made), a slice of a tensor with an unknown dimension
+# (`mask[:, :3]`), YOLOv3's anchors tiled to 8112 rows (a TILE of a constant, too big for the
+# converter to fold), and AdaIN's decoder on an image of unknown height and width (reflection
+# padding, a resize to twice the input's size, the channels reversed).
+USERS_FORMS = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+upsample = keras.Sequential([keras.layers.Conv2D(4, 1), keras.layers.UpSampling2D(2)])
+ANCHORS = tf.constant([[116.0, 90.0], [156.0, 198.0], [373.0, 326.0]]) / 416.0
+
+
+@tfcheck.aot(dims={"batch": (1, 9)})
+@tf.function(input_signature=[tf.TensorSpec([None, 6, 6, 3], tf.float32, name="image"),
+                              tf.TensorSpec([None, 7], tf.float32, name="mask")])
+def users_forms(image, mask):
+    state = tf.zeros([tf.shape(mask)[0], 3]) + tf.fill(tf.shape(mask[:, :3]), 0.5)
+    return upsample(image, training=False), tf.expand_dims(mask, axis=-2) * 2.0, state
+
+
+@tfcheck.aot(dims={"batch": (1, 3)})
+@tf.function(input_signature=[tf.TensorSpec([None, 8112, 2], tf.float32, name="sizes")])
+def scaled_anchors(sizes):
+    return tf.exp(sizes) * tf.tile(ANCHORS, [52 * 52, 1])
+
+
+@tfcheck.aot(dims={"image_1": (5, 12), "image_2": (5, 12)})
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="image")])
+def stretched(image):
+    padded = tf.pad(image[..., ::-1], [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    return tf.image.resize(padded, tf.shape(padded)[1:3] * 2, method="nearest")
 
 '''
 
@@ -91,14 +141,43 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
 @pytest.mark.slow
 def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
-    folder = project({"fills.py": FILL})
+    """Whether the importer (TILE) or TensorFlow's converter (a GRU's TensorList) refuses the
+    unknown batch, the shape entries are built instead, and the message says why."""
+    folder = project({"fallbacks.py": FALLBACKS})
     code, report = build(run_cli, folder)
     assert code == 0, report
-    fell_back = [record for record in report["functions"] if record["function"] == "fills.filled"]
-    assert [record["status"] for record in fell_back] == ["built", "built"]
-    assert [record["inputs"][0]["shape"] for record in fell_back] == [[2, 4], [3, 4]]
-    assert all("no symbolic artifact" in record["message"] and "TFLite operator FILL" in record["message"]
-               and "built one artifact per shape entry instead" in record["message"] for record in fell_back)
+    tiled = [record for record in report["functions"] if record["function"] == "fallbacks.tiled"]
+    assert [record["status"] for record in tiled] == ["built", "built"]
+    assert [record["inputs"][0]["shape"] for record in tiled] == [[2, 4], [3, 4]]
+    assert all("no symbolic artifact" in record["message"] and "TFLite operator TILE" in record["message"]
+               and "built one artifact per shape entry instead" in record["message"] for record in tiled)
+    [recurrent] = [record for record in report["functions"] if record["function"] == "fallbacks.recurrent"]
+    assert recurrent["status"] == "built" and recurrent["verified"] and recurrent["inputs"][0]["shape"] == [2, 5, 3]
+    assert "no symbolic artifact" in recurrent["message"] and "loops over a tf.TensorArray" in recurrent["message"]
+    assert "Keras RNN layer" in recurrent["message"] and "built one artifact per shape entry instead" in recurrent["message"]
+
+
+@pytest.mark.slow
+def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    (tmp_path / "forms.py").write_text(USERS_FORMS)
+    code, report = build(run_cli, tmp_path, "--out", str(tmp_path / "out"))
+    assert code == 0, report
+    records = by_function(report)
+    assert records["users_forms"]["dims"] == {"batch": {"min": 1, "max": 9, "verified": [1, 5, 9]}}
+    assert records["stretched"]["dims"]["image_2"] == {"min": 5, "max": 12, "verified": [5, 9, 12]}
+    assert all(record["verified"] for record in records.values())
+    reference, library = _module(tmp_path / "forms.py"), tfcheck.load(tmp_path / "out")
+    rng = np.random.default_rng(2)
+    image, mask = rng.standard_normal((4, 6, 6, 3)).astype(np.float32), rng.standard_normal((4, 7)).astype(np.float32)
+    sizes, picture = rng.standard_normal((2, 8112, 2)).astype(np.float32), rng.random((1, 7, 10, 3)).astype(np.float32)
+    calls = [("users_forms", (image, mask), [(4, 12, 12, 4), (4, 1, 7), (4, 3)]),
+             ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3)])]
+    for name, arguments, shapes in calls:
+        got, expected = getattr(library, name)(*arguments), getattr(reference, name)(*arguments)
+        got, expected = (got, expected) if isinstance(expected, tuple) else ((got,), (expected,))
+        assert [g.shape for g in got] == shapes, name
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.slow
