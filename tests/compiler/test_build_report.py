@@ -77,3 +77,19 @@ def test_the_unknown_dimension_hint_shows_both_spellings_that_work(shapes: list)
     from_decorator = normalize_shapes(ast.literal_eval(decorated))
     assert [[list(shape) for shape in entry] for entry in from_decorator] == from_config
     assert len(from_config) == 2 and all(None not in shape for entry in from_config for shape in entry)
+
+
+def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ() -> None:
+    """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False): the
+    artifact's order (sorted) is not TensorFlow's, which the mismatch message has to explain."""
+    from tfcheck.compiler.driver import _top_k_order_hint
+    from tfcheck.compiler.messages import TracedVariant
+
+    def variant(*ops: str) -> TracedVariant:
+        return TracedVariant("dir", [], "sha", "captures", "key",
+                             operators=[{"op": op, "count": 1, "example": f"model/filter/{op.lower()};other"} for op in ops])
+
+    assert _top_k_order_hint(variant("CONV_2D", "ADD")) == ""
+    hint = _top_k_order_hint(variant("CONV_2D", "TOPK_V2"))
+    assert "from TensorFlow node 'model/filter/topk_v2'" in hint and "pass sorted=True" in hint
+    assert "within rounding of each other may still trade places" in hint
