@@ -374,11 +374,18 @@ class ShapeValues:
             del converter.get_tensor_value  # the class's method again
 
     def _reshape(self, upstream: Callable[..., Any], op: Any) -> Any:
-        """RESHAPE to a target computed from shapes: the evaluated (symbolic) target."""
+        """RESHAPE to a target computed from shapes: the evaluated (symbolic) target. A shape
+        value reshaped (a scalar made a 1-vector before a CONCATENATION: Keras 3's `tf.repeat`
+        in `UpSampling2D`) stays a shape value."""
         from tvm import relax
 
         tensors = self._converter.get_input_tensors(op)
-        if len(tensors) < 2 or tensors[1].tensor_idx not in self._values:
+        if len(tensors) < 2:
+            return upstream(op=op)
+        data, target_value = self._values.get(tensors[0].tensor_idx), self._value(tensors[1])
+        if data is not None and target_value is not None and tensors[1].tensor_idx not in self._values:
+            return self._record(op, data.reshape([int(dim) for dim in target_value.reshape(-1)]))
+        if tensors[1].tensor_idx not in self._values:
             return upstream(op=op)
         target = list(self._values[tensors[1].tensor_idx].reshape(-1))
         return relax.op.reshape(self._converter.get_tensor_expr(tensors[0]), relax.ShapeExpr(target))

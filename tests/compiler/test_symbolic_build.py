@@ -49,7 +49,7 @@ def recurrent(x):
 # and a FILL, as an RNN's first state is made), a slice of a tensor with an unknown dimension
 # (`mask[:, :3]`), YOLOv3's anchors tiled to 8112 rows (a TILE of a constant, too big for the
 # converter to fold), and AdaIN's decoder on an image of unknown height and width (reflection
-# padding, a resize to twice the input's size, the channels reversed).
+# padding, a resize to twice the input's size, the channels reversed; Keras 3's `UpSampling2D`).
 USERS_FORMS = '''
 import keras
 import tensorflow as tf
@@ -58,6 +58,7 @@ import tfcheck
 keras.utils.set_random_seed(0)
 upsample = keras.Sequential([keras.layers.Conv2D(4, 1), keras.layers.UpSampling2D(2)])
 ANCHORS = tf.constant([[116.0, 90.0], [156.0, 198.0], [373.0, 326.0]]) / 416.0
+repeat_twice = keras.layers.UpSampling2D(2)
 
 
 @tfcheck.aot(dims={"batch": (1, 9)})
@@ -78,7 +79,7 @@ def scaled_anchors(sizes):
 @tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="image")])
 def stretched(image):
     padded = tf.pad(image[..., ::-1], [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
-    return tf.image.resize(padded, tf.shape(padded)[1:3] * 2, method="nearest")
+    return tf.image.resize(padded, tf.shape(padded)[1:3] * 2, method="nearest"), repeat_twice(padded)
 
 '''
 
@@ -171,7 +172,7 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
     image, mask = rng.standard_normal((4, 6, 6, 3)).astype(np.float32), rng.standard_normal((4, 7)).astype(np.float32)
     sizes, picture = rng.standard_normal((2, 8112, 2)).astype(np.float32), rng.random((1, 7, 10, 3)).astype(np.float32)
     calls = [("users_forms", (image, mask), [(4, 12, 12, 4), (4, 1, 7), (4, 3)]),
-             ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3)])]
+             ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3), (1, 18, 24, 3)])]
     for name, arguments, shapes in calls:
         got, expected = getattr(library, name)(*arguments), getattr(reference, name)(*arguments)
         got, expected = (got, expected) if isinstance(expected, tuple) else ((got,), (expected,))
