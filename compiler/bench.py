@@ -105,7 +105,7 @@ def bench_function(artifacts: list[Manifest], backends: tuple[str, ...], budget:
                    on_stage: Callable[[str], None], timeout: float = 1800.0) -> FunctionBench:
     """Measure the TensorFlow backends and every artifact of one function, one child each."""
     first = artifacts[0]
-    result = FunctionBench(first.qualname, [spec.to_json() for spec in first.inputs])
+    result = FunctionBench(first.qualname, timed_inputs(first))
     jobs = [(name, None) for name in backends if name in TF_BACKENDS]
     jobs += [("tvm-tuned" if a.tuned else "tvm", a) for a in artifacts if "tvm" in backends]
     work = Path(tempfile.mkdtemp(prefix="tfcheck-bench-"))
@@ -169,9 +169,20 @@ def _request(backend: str, manifest: Manifest, artifact: Manifest | None, budget
              work: Path, turns: tuple[int, int]) -> BenchRequest:
     module = str(manifest.module)
     return BenchRequest(backend=backend, module=module, qualname=manifest.qualname.removeprefix(module + "."),
-                        root=str(_import_root(manifest)), inputs=[spec.to_json() for spec in manifest.inputs],
+                        root=str(_import_root(manifest)), inputs=timed_inputs(manifest),
                         budget=budget, outputs_path=str(work / "outputs.npz"), turns=list(turns),
                         artifact=str(artifact.folder) if artifact else None)
+
+
+def timed_inputs(manifest: Manifest) -> list[dict[str, Any]]:
+    """The inputs every backend is timed on: an artifact's unknown dimensions at their smallest
+    size (the first the build verified against TensorFlow; batch 1, say). Without it the inputs
+    of a symbolic artifact (YOLOv3 for any batch) could not be made: "'str' object cannot be
+    interpreted as an integer"."""
+    sizes = {name: dim.min for name, dim in (manifest.dims or {}).items()}
+    specs = [spec.to_json() for spec in manifest.inputs]
+    return [{**spec, "shape": [sizes.get(dim, dim) if isinstance(dim, str) else dim for dim in spec["shape"]]}
+            for spec in specs]
 
 
 def _import_root(manifest: Manifest) -> Path:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.bench import _import_root, find_artifacts, time_calls, group_by_function
+from tfcheck.compiler.bench import _import_root, find_artifacts, time_calls, timed_inputs, group_by_function
 from tfcheck.compiler.messages import Budget
-from tfcheck.runtime.manifest import Manifest, TensorSpec
+from tfcheck.runtime.manifest import Manifest, SymbolicDim, TensorSpec
 
 
 def _manifest(folder: Path, qualname: str, *, tuned: bool = False, device: str = "cpu",
@@ -89,6 +89,25 @@ def test_nothing_to_bench_is_an_error(run_cli: Callable[..., Result], tmp_path: 
     result = run_cli(tmp_path, "bench", "empty")
     assert result.exit_code == 2  # an error, not findings or a failed build
     assert "no CPU artifacts" in result.output + (result.stderr if result.stderr_bytes is not None else "")
+
+
+def test_a_source_that_builds_nothing_is_an_error_not_a_crash(run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "bench", "no_such_folder")
+    assert result.exit_code == 2
+    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert "no CPU artifacts found or built from no_such_folder" in output and "internal error" not in output
+
+
+def test_a_symbolic_artifact_is_timed_at_the_smallest_size_of_each_unknown_dimension(tmp_path: Path) -> None:
+    """YOLOv3 built for any batch (benchmarks/users_models/yolov3.py): its inputs are made at batch 1."""
+    folder = tmp_path / "detect"
+    folder.mkdir()
+    Manifest(created="2026-11-29T10:00:00Z", module="yolov3", qualname="yolov3.detect", function="detect",
+             source_file="yolov3.py", inputs=(TensorSpec("images", ("batch", 416, 416, "images_3"), "float32"),),
+             outputs=(), output_structure={"kind": "tuple"}, device="cpu", library="lib.so", library_sha256="0" * 64,
+             dims={"batch": SymbolicDim(1, 8, (1, 5, 8)), "images_3": SymbolicDim(3, 4, (3, 4))}).write(folder)
+    [manifest] = find_artifacts(folder)
+    assert timed_inputs(manifest) == [{"name": "images", "shape": [1, 416, 416, 3], "dtype": "float32"}]
 
 
 @pytest.mark.slow

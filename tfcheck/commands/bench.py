@@ -101,7 +101,8 @@ def _collect(sources: tuple[str, ...], built: Path, tune: bool, trials: int, tun
         variants = [("default", [])] + ([("tuned", _tune_args(trials, tuning_db))] if tune else [])
         for name, extra in variants:
             _build(to_build, built / name, extra, console)
-            manifests += find_artifacts(built / name)
+            if (built / name).is_dir():  # nothing built (every source failed): no folder to read
+                manifests += find_artifacts(built / name)
     return manifests
 
 
