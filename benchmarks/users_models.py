@@ -41,6 +41,8 @@ REPOSITORIES = {
                             "6f68f9ae9d9eb6f7f9e0992a5dde75c697fc0655"),
     "MusicTransformer-tensorflow2.0": ("https://github.com/jason9693/MusicTransformer-tensorflow2.0",
                                        "f7c06c0cb2e9cdddcbf6db779cb39cd650282778"),
+    "mask2former_tensorflow2": ("https://github.com/syrax90/mask2former_tensorflow2",
+                                "8c176f06fe7731b8c6c401f9270360f6fbfe7a5a"),
 }
 # What the repositories' model code imports besides TensorFlow: tf_keras for the tf.keras 2 code,
 # easydict for retinanet's config.
@@ -52,6 +54,7 @@ CASES = {
     "adain_stylize": True,
     "timegan_embedder": False,
     "music_transformer": False,
+    "mask2former_segment": True,
 }
 
 

@@ -442,9 +442,11 @@ def _already_frozen_converter(frozen: Any) -> Any:
 # The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.
 _UNSIZED_TENSOR_LIST = "requires element_shape to be static"
 _UNSIZED_TENSOR_LIST_MESSAGE = (
-    "loops over a tf.TensorArray (every Keras RNN layer: LSTM, GRU, SimpleRNN) whose elements have a "
-    "dimension of unknown size, such as the batch: TensorFlow's converter turns TensorList ops into TFLite "
-    "builtins only for elements of known shape; give that dimension a size in the input_signature")
+    "loops over a tf.TensorArray (a Keras RNN layer: LSTM, GRU, SimpleRNN; or one written in a "
+    "tf.while_loop) whose elements have a dimension of unknown size: an unknown batch of the "
+    "input_signature, or elements whose size changes from one write to the next. TensorFlow's converter "
+    "turns TensorList ops into TFLite builtins only for elements of one known shape; give the "
+    "input_signature's dimensions sizes, or compute that loop outside the compiled function")
 
 
 def to_tflite(frozen: Any) -> bytes:
