@@ -3,7 +3,7 @@
 TensorFlow's converter keeps an unknown dimension as -1 in each tensor's `shape_signature` (its
 `shape` holds 1 there). TVM's TFLite frontend takes the input shapes from `shape_dict`, so giving
 it `tir.Var`s there is most of the work: Relax infers every shape after that from the inputs'.
-Three things in the frontend assume static shapes, and are handled here, for the import only:
+Four things in the frontend assume static shapes, and are handled here, for the import only:
 
 - `to_int_list`, which its converters call on inferred shapes, calls `int()` on every dimension:
   during the import it keeps symbolic dimensions as they are (`symbolic_int_lists`);
@@ -13,7 +13,11 @@ Three things in the frontend assume static shapes, and are handled here, for the
   `GATHER`, `CONCATENATION`, `UNSORTED_SEGMENT_PROD`, ... on the shape vector; MultiHeadAttention's
   einsums do). TVM's RESHAPE needs the target as a constant. `ShapeValues` evaluates such shape
   arithmetic on symbolic values (NumPy object arrays of `tir` expressions) while converting, and
-  RESHAPE (and the shape ops themselves) then get the symbolic target.
+  RESHAPE (and the shape ops themselves) then get the symbolic target;
+- converters that read a size or a bound as a constant, or call `int()` on a shape, where users'
+  models give them symbolic ones (docs/importer-fixes.md, "Unknown dimensions in users' models"):
+  FILL and RESIZE_* to a computed size, STRIDED_SLICE of a tensor with a symbolic dimension, and
+  TILE (whose data TVM reads from the expression table, which holds no constants).
 
 Any other operator that cannot take a symbolic size fails the import, naming the operator and its
 TensorFlow node (`importer._named_error`), and the build falls back or says so (docs/build.md).
@@ -310,7 +314,7 @@ class ShapeValues:
     def _tile(self, upstream: Callable[..., Any], op: Any) -> Any:
         """TILE with multiples known here (constants, or shape arithmetic that came out static) of
         any tensor. TVM's converter reads the data from the expression table, where a constant
-        (YOLOv3's grid, `tf.meshgrid` of `tf.range`s, in a model with an unknown batch) is not:
+        (YOLOv3's anchors tiled to 8112 rows, too big for TensorFlow's converter to fold) is not:
         ``KeyError``. Multiples that depend on an unknown size are left to it, and fail there."""
         from tvm import relax
 
@@ -341,9 +345,9 @@ class ShapeValues:
         axes, starts, stops, steps, shrunk = [], [], [], [], []
         for axis, (start, stop, step) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
             masked = (options.BeginMask() >> axis & 1, options.EndMask() >> axis & 1)
-            if options.ShrinkAxisMask() >> axis & 1:
+            if options.ShrinkAxisMask() >> axis & 1:  # one element, at `start` (-1: the last)
                 shrunk.append(axis)
-                start, stop, step, masked = start, (start + 1) or None, 1, (0, start == -1)
+                stop, step, masked = (start + 1) or None, 1, (0, 0)
             whole = step == 1 and (masked[0] or start == 0) and (
                 masked[1] or stop is None or (isinstance(shape[axis], int) and stop >= shape[axis]))
             if not whole:
