@@ -358,7 +358,8 @@ class ShapeValues:
                 steps.append(step)
         expr = converter.get_tensor_expr(data)
         if axes:
-            expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=steps == [1] * len(steps))
+            # Bounds for positive steps are clipped above; Relax clips those of negative ones.
+            expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=min(steps) > 0)
         return relax.op.squeeze(expr, shrunk) if shrunk else expr
 
     def _resize(self, upstream: Callable[..., Any], op: Any) -> Any:
@@ -371,7 +372,8 @@ class ShapeValues:
             return upstream(op=op)
         value = list(self._values[size.tensor_idx].reshape(-1))
         read = converter.get_tensor_value
-        converter.get_tensor_value = lambda tensor, *args: value if tensor.tensor_idx == size.tensor_idx else read(tensor, *args)
+        converter.get_tensor_value = lambda tensor, *args, **kwargs: (
+            value if tensor.tensor_idx == size.tensor_idx else read(tensor, *args, **kwargs))
         try:
             return upstream(op=op)
         finally:

@@ -201,3 +201,39 @@ def test_a_symbolic_mlp_is_exact_at_every_batch_around_its_register_tile(
         out = library.any_batch_mlp(x[:batch])
         np.testing.assert_allclose(out, reference.model(x[:batch], training=False).numpy(), atol=1e-6, rtol=1e-5)
         np.testing.assert_array_equal(out, alone[:batch])
+
+
+SLICES = {
+    "columns": lambda x: x[:, :3],
+    "channels_reversed": lambda x: x[..., ::-1],
+    "one_column": lambda x: x[:, 2] + x[:, -1],
+    "every_other_column": lambda x: x[:, 1::2] - x[:, -3:],
+    "neighbours": lambda x: x[:, :-1] * x[:, 1:],
+    "backwards_by_two": lambda x: x[:, 5:1:-2],
+    "rows_from_the_second": lambda x: x[1:, 2:5],
+    "every_other_row": lambda x: x[::2, 1:],
+    "rows_reversed": lambda x: x[::-1, 2],
+    "first_three_rows": lambda x: x[:3],
+    "last_two_rows": lambda x: x[-2:, :2],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLICES))
+def test_a_slice_of_a_tensor_with_an_unknown_batch_is_tensorflows(tmp_path: Path, name: str) -> None:
+    """STRIDED_SLICE of a tensor whose batch is symbolic (compiler/symbolic_import.py, `_sliced`):
+    exact against TensorFlow at batches 1, 4 and 5, where `x[:3]` and `x[-2:]` are clipped."""
+    import tensorflow as tf
+    import tvm
+    from tvm import relax
+
+    from tfcheck.compiler.importer import import_tflite
+    from tfcheck.compiler.tf_side import freeze, to_tflite
+
+    function = tf.function(SLICES[name], input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
+    (tmp_path / "model.tflite").write_bytes(to_tflite(freeze(function.get_concrete_function())))
+    module = import_tflite(tmp_path / "model.tflite", [{"name": "x", "shape": ["batch", 7], "dtype": "float32"}])
+    machine = relax.VirtualMachine(relax.build(module, "llvm"), tvm.cpu())
+    for batch in (1, 4, 5):
+        x = np.random.default_rng(batch).standard_normal((batch, 7)).astype(np.float32)
+        np.testing.assert_array_equal(machine["main"](tvm.runtime.tensor(x)).numpy(), function(x).numpy())
