@@ -47,6 +47,11 @@ PARALLEL_MIN_BYTES = 512 << 10
 # Weights up to this many bytes never keep the column tiles outside the rows (`_rows_first`): both
 # cores reading all of them costs little.
 SMALL_WEIGHTS = 256 << 10
+# Weights over this many bytes keep the column tiles outside the rows even where the output is
+# larger (`_rows_first`): more than a core's L2 holds, they would pass through it again every few
+# pixels. A 3x3 convolution of 256 to 256 channels at 64x64 (2.3 MiB of weights, AdaIN's; RetinaNet's
+# at 80x80): 29-34 ms with the rows outside, 17-19 ms with the columns (docs/build.md, "Users' models").
+CACHED_WEIGHTS = 1 << 20
 
 # The size a symbolic rows axis (a batch of any size) is tiled for, as a static axis of that size
 # would be: 8 rows per tile with AVX-512, 4 with AVX2. Tiles of 4 rows were as fast at batch 8
@@ -195,7 +200,8 @@ def _rows_first(block: tirx.SBlock) -> bool:
     outside (rows outside everywhere made ResNet50 take 42.7-54.2 ms against 32.8-41.9). With this
     rule, in one process: MobileNetV2 3.91 / 3.94 ms against 4.40 / 4.40, ResNet50 30.8 / 29.7
     against 33.1 / 34.9, the encoder block 0.197 / 0.201 against 0.206 / 0.209, the others level
-    (docs/schedules.md, "Rows outside"). A symbolic extent keeps the columns outside, as before.
+    (docs/schedules.md, "Rows outside"). Weights over ``CACHED_WEIGHTS`` keep the columns outside
+    too, whatever the output. A symbolic extent keeps the columns outside, as before.
     """
     spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
     output = block.writes[0].source
@@ -204,7 +210,8 @@ def _rows_first(block: tirx.SBlock) -> bool:
     sizes = [blocks.static_bytes(buffer) for buffer in [output, *weights]]
     if any(size is None for size in sizes):
         return False
-    return max(sizes[1:], default=0) <= max(sizes[0], SMALL_WEIGHTS)
+    weights = max(sizes[1:], default=0)
+    return weights <= max(sizes[0], SMALL_WEIGHTS) and weights <= max(CACHED_WEIGHTS, SMALL_WEIGHTS)
 
 
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:

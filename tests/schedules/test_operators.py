@@ -488,12 +488,13 @@ def _parallel_loop_names(scheduled: tvm.IRModule) -> list[str]:
     (14, 3, 32, 64, True),  # 72 KiB of weights, 49 KiB of output: small weights
     (32, 1, 512, 512, True),  # 1 MiB of weights, 2 MiB of output
     (14, 3, 512, 512, False),  # ResNet50's last stage: 9 MiB of weights, 392 KiB of output
+    (64, 3, 256, 256, False),  # AdaIN's VGG19: 2.3 MiB of weights, more than CACHED_WEIGHTS; 4 MiB of output
 ])
 def test_parallel_tiles_take_the_rows_outside_unless_the_weights_outweigh_the_output(
         size: int, kernel: int, channels: int, filters: int, rows_first: bool) -> None:
     """Each core computes whole rows of the output, so the next kernel finds its input in its own
-    core's cache, unless the weights are larger than the output and than SMALL_WEIGHTS: then each
-    core reads only its share of them (`contraction._rows_first`)."""
+    core's cache, unless the weights are larger than the output and than SMALL_WEIGHTS, or than
+    CACHED_WEIGHTS: then each core reads only its share of them (`contraction._rows_first`)."""
     x, w = rand(1, size, size, channels), rand(kernel, kernel, channels, filters)
     pad = kernel // 2
     mod = module([x.shape], lambda bb, x_var: relax.op.nn.conv2d(
