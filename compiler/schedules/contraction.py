@@ -211,7 +211,7 @@ def _rows_first(block: tirx.SBlock) -> bool:
     if any(size is None for size in sizes):
         return False
     weights = max(sizes[1:], default=0)
-    return weights <= max(sizes[0], SMALL_WEIGHTS) and weights <= max(CACHED_WEIGHTS, SMALL_WEIGHTS)
+    return weights <= max(sizes[0], SMALL_WEIGHTS) and weights <= CACHED_WEIGHTS
 
 
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
