@@ -69,7 +69,7 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
 
-    from tfcheck.compiler.symbolic_import import input_shapes, symbolic_int_lists, with_upper_bounds
+    from tfcheck.compiler.symbolic_import import input_shapes, symbolic_int_lists, with_bounds
 
     try:
         model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
@@ -77,7 +77,7 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
         with symbolic_int_lists(shapes is not None):
             module = from_tflite(model, shape_dict=shapes, op_converter=_converter_class())
         if shapes is not None:
-            module = with_upper_bounds(module, dims or {})
+            module = with_bounds(module, dims or {})
         return _lowered_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise

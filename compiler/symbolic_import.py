@@ -52,11 +52,14 @@ def input_shapes(model: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[An
     return shapes
 
 
-def with_upper_bounds(module: Any, dims: dict[str, Any]) -> Any:
-    """`main` with `tir_var_upper_bound` for the bounded dimensions (Relax plans memory with it)."""
-    bounds = {name: int(dim["max"]) for name, dim in dims.items() if dim.get("max") is not None}
-    if bounds:
-        module["main"] = module["main"].with_attr("tir_var_upper_bound", bounds)
+def with_bounds(module: Any, dims: dict[str, Any]) -> Any:
+    """`main` with `tir_var_upper_bound` for the bounded dimensions (Relax plans memory with it) and
+    `tir_var_lower_bound` for those with a minimum (the schedules estimate a kernel's work at it:
+    `schedules.blocks.smallest_extent`)."""
+    for attr, key in (("tir_var_upper_bound", "max"), ("tir_var_lower_bound", "min")):
+        bounds = {name: int(dim[key]) for name, dim in dims.items() if dim.get(key) is not None}
+        if bounds:
+            module["main"] = module["main"].with_attr(attr, bounds)
     return module
 
 

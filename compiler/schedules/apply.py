@@ -20,6 +20,7 @@ from .depthwise import schedule_depthwise
 from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
+from .known_sizes import bind_sizes_pass
 from .unswitch import unswitch_partial_tiles
 
 logger = logging.getLogger(__name__)
@@ -169,15 +170,28 @@ def schedule_module(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     Returns a new module; ``mod`` itself is left as it was.
     """
     mod = mod.clone()
+    smallest = _smallest_sizes(mod)
     updated = {}
     for gvar, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc) and not func.attrs.get("tirx.is_scheduled", False):
-            scheduled = _schedule_function(gvar.name_hint, func, target)
+            sizes = {var.name: smallest[var.name] for var in blocks.shape_vars(func) if var.name in smallest}
+            scheduled = _schedule_function(gvar.name_hint, func.with_attr(blocks.SMALLEST_SIZES_ATTR, sizes)
+                                           if sizes else func, target)
             if scheduled is not None:
                 updated[gvar] = scheduled
     for gvar, func in updated.items():
         mod[gvar] = func
     return mod
+
+
+def _smallest_sizes(mod: tvm.IRModule) -> dict[str, int]:
+    """The smallest value of each symbolic size, by name, from the Relax functions'
+    `tir_var_lower_bound` (the build's `dims=`: `symbolic_import.with_bounds`)."""
+    smallest: dict[str, int] = {}
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function) and func.attrs and "tir_var_lower_bound" in func.attrs:
+            smallest.update({str(name): int(value) for name, value in func.attrs["tir_var_lower_bound"].items()})
+    return smallest
 
 
 def _has_packing_block(func: tirx.PrimFunc) -> bool:
@@ -251,7 +265,8 @@ def _no_alias_for_lone_buffers(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
 
 def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     """``tvm.compile`` with TVM's default Relax pipeline, then ``copy_shared_outputs_pass`` (no output
-    is a constant's or a weight's memory: `compiler/fresh_outputs.py`) and ``_no_alias_for_lone_buffers``.
+    is a constant's or a weight's memory: `compiler/fresh_outputs.py`), ``_no_alias_for_lone_buffers``
+    and ``bind_sizes_pass`` (symbolic sizes known not to be negative: `known_sizes.py`).
 
     A module with symbolic shapes gets a `shape_func` from the Relax VM (`VMShapeLower`) that is
     not marked `tirx.noalias`; with it in the same LLVM module, TVM 0.27's code generator tags every
@@ -260,5 +275,5 @@ def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     artifact than the same TIR compiled alone or the static artifact (docs/benchmarks.md).
     """
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), copy_shared_outputs_pass,
-                                         _no_alias_for_lone_buffers])
+                                         _no_alias_for_lone_buffers, bind_sizes_pass])
     return tvm.compile(mod, target=target, relax_pipeline=pipeline)

@@ -30,7 +30,7 @@ from .tiling import TileSize, register_tile, vector_width
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
 
-# Multiply-adds (iterations of the reduction block, a symbolic extent as 1) below which a kernel
+# Multiply-adds (iterations of the reduction block at the smallest sizes, `blocks.iterations`) below which a kernel
 # runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round trip on a quiet
 # machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
 # against 1.5 us serially), and on a loaded machine a parallel region can wait a scheduler time
@@ -159,7 +159,7 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
 def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
           tile_size: TileSize) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
     """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
-    the last item is the number of outer tiles at the smallest size (a symbolic extent as 1)."""
+    the last item is the number of outer tiles at the smallest sizes (`blocks.smallest_extent`)."""
     kinds = blocks.iter_kinds(sch, main)
     loops = sch.get_loops(main)
     spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
@@ -182,7 +182,7 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
     outer = [*others, cols_outer] if _rows_first(sch.get(main)) else [cols_outer, *others]
     inner = [rows_inner] if rows_inner is not None else []
     sch.reorder(*outer, *reduction, *inner, cols_inner)
-    tiles = math.prod(blocks.extent(sch, loop) or 1 for loop in outer)
+    tiles = math.prod(blocks.smallest_extent(sch, loop) for loop in outer)
     return sch.fuse(*outer), rows_inner, cols_inner, tiles
 
 
@@ -201,17 +201,23 @@ def _rows_first(block: tirx.SBlock) -> bool:
     rule, in one process: MobileNetV2 3.91 / 3.94 ms against 4.40 / 4.40, ResNet50 30.8 / 29.7
     against 33.1 / 34.9, the encoder block 0.197 / 0.201 against 0.206 / 0.209, the others level
     (docs/schedules.md, "Rows outside"). Weights over ``CACHED_WEIGHTS`` keep the columns outside
-    too, whatever the output. A symbolic extent keeps the columns outside, as before.
+    too, whatever the output. An output of symbolic size (an image or a batch of any size) takes
+    the rows outside where the weights are small, whatever its size would be: AdaIN's 3x3
+    convolutions of 64 channels at 256x256 took twice as long with the columns outside in its
+    artifact for images of any size as in the 256x256 one (docs/build.md, "Users' models").
     """
     spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
     output = block.writes[0].source
     weights = [read.source for read in block.reads if not read.source.same_as(output)
                and not any(blocks.indexes_by(axis.min, var) for axis in read.region for var in spatial[:-1])]
-    sizes = [blocks.static_bytes(buffer) for buffer in [output, *weights]]
+    sizes = [blocks.static_bytes(buffer) for buffer in weights]
     if any(size is None for size in sizes):
         return False
-    weights = max(sizes[1:], default=0)
-    return weights <= max(sizes[0], SMALL_WEIGHTS) and weights <= CACHED_WEIGHTS
+    largest = max(sizes, default=0)
+    written = blocks.static_bytes(output)
+    if written is None:
+        return largest <= SMALL_WEIGHTS
+    return largest <= max(written, SMALL_WEIGHTS) and largest <= CACHED_WEIGHTS
 
 
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
@@ -301,7 +307,7 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
             sch.compute_inline(block)
     else:
         _schedule_producers(sch, main, target)
-    work = math.prod(blocks.extent(sch, loop) or 1 for loop in sch.get_loops(main))
+    work = blocks.iterations(sch, sch.get_loops(main))
     enough = work >= PARALLEL_MIN_WORK or blocks.bytes_read(sch.get(main)) >= PARALLEL_MIN_BYTES
     fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
     reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]

@@ -49,7 +49,7 @@ def _row_loops(sch: s_tir.Schedule, output: SBlockRV, rows: int) -> list[LoopRV]
     loops = sch.get_loops(output)
     count = 1
     for number, loop in enumerate(loops, start=1):
-        count *= blocks.extent(sch, loop) or 1  # as `blocks.iterations` counts
+        count *= blocks.smallest_extent(sch, loop)  # as `blocks.iterations` counts
         if count == rows:
             return loops[:number]
     return None

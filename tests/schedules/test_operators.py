@@ -504,3 +504,25 @@ def test_parallel_tiles_take_the_rows_outside_unless_the_weights_outweigh_the_ou
     assert loop.startswith("nn_yy_") == rows_first and loop.startswith("ff_") != rows_first
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=TWO_CORES), tvm.cpu())
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), reference.conv2d_nhwc(x, w, (1, 1), (pad,) * 4, (1, 1)))
+
+
+@pytest.mark.parametrize(("smallest", "parallel"), [(None, False), (32, True)])
+def test_a_convolution_over_images_of_any_size_is_split_as_at_its_smallest_size(
+        smallest: int | None, parallel: bool) -> None:
+    """A 3x3 convolution of 64 channels over images of symbolic height and width: its work is
+    estimated at the smallest size the build's `dims=` allow (`tir_var_lower_bound`), 32x32 here,
+    where it is split over the cores with each core on whole rows (small weights); with no minimum
+    the sizes count as 1 and it stays on one core (AdaIN's ran so at 256x256: 31 ms against 16)."""
+    height, width = tirx.Var("h", "int64"), tirx.Var("w", "int64")
+    w = rand(3, 3, 64, 64)
+    mod = module([(1, height, width, 64)], lambda bb, x_var: relax.op.nn.conv2d(
+        x_var, relax.const(w), padding=(1, 1, 1, 1), data_layout="NHWC", kernel_layout="HWIO"))
+    if smallest is not None:
+        mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"h": smallest, "w": smallest})
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    assert set(_parallel_kernels(scheduled).values()) == {parallel}
+    assert all(loop.startswith("nn_yy_") for loop in _parallel_loop_names(scheduled))
+    vm = relax.VirtualMachine(compile_cpu(scheduled, TWO_CORES), tvm.cpu())
+    for size in [(33, 29), (8, 45)]:
+        x = rand(1, *size, 64)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), reference.conv2d_nhwc(x, w, (1, 1), (1,) * 4, (1, 1)))

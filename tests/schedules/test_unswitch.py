@@ -18,6 +18,7 @@ from tfcheck.compiler.schedules.tiling import register_tile
 from tfcheck.compiler.schedules.unswitch import unswitch_partial_tiles
 from tfcheck.compiler.targets import host_cpu_target
 
+from .test_known_sizes import symbolic_kernel
 from .test_operators import check, rand
 
 TARGET = tvm.target.Target(host_cpu_target())
@@ -99,6 +100,15 @@ def test_full_tiles_of_a_symbolic_batch_carry_no_row_check() -> None:
     assert not any(checked(realize) for realize in partial)
     # Each branch defines its own variables (the schedule state verifies the function).
     s_tir.Schedule(func)
+
+
+def test_full_tiles_over_halved_image_sizes_carry_no_check() -> None:
+    """A convolution after a pooling (AdaIN's, `test_known_sizes.py`): the epilogue's checks also
+    bound the channels and the tile's row, which TVM could not prove over ``h // 2`` and ``w // 2``;
+    simplified where they are evaluated, the tile still unswitches on the width alone."""
+    branch = tiles_loop(symbolic_kernel()).body
+    assert isinstance(branch, tirx.IfThenElse)
+    assert not any(checked(realize) for realize in blocks(branch.then_case))
 
 
 def test_static_kernels_are_left_alone() -> None:
