@@ -120,6 +120,19 @@ def _segment_product(converter: Any, op: Any, data: np.ndarray, ids: np.ndarray,
                     dtype=object)
 
 
+def _reduce_product(converter: Any, op: Any, data: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """The product of a shape vector's elements (`tf.tensordot`'s row count, `Dense` on a rank-3 input)."""
+    from tflite.ReducerOptions import ReducerOptions
+
+    options = ReducerOptions()
+    options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    if data.ndim != 1 or [int(axis) for axis in np.ravel(axes)] not in ([0], [-1]):
+        raise _NotShapeArithmetic
+    product = np.empty(1 if options.KeepDims() else (), dtype=object)  # bare elements, as `_pack` keeps them
+    product.flat[0] = functools.reduce(lambda a, b: a * b, data, 1)
+    return product
+
+
 def _strided_slice(converter: Any, op: Any, data: np.ndarray, begin: np.ndarray, end: np.ndarray,
                    strides: np.ndarray) -> np.ndarray:
     from tflite.StridedSliceOptions import StridedSliceOptions
@@ -167,6 +180,7 @@ EVALUATORS: dict[str, Callable[..., np.ndarray]] = {
     "CONCATENATION": _concatenation,
     "PACK": _pack,
     "UNSORTED_SEGMENT_PROD": _segment_product,
+    "REDUCE_PROD": _reduce_product,
     "STRIDED_SLICE": _strided_slice,
     "SLICE": _slice,
     "MUL": _elementwise(lambda a, b: a * b),

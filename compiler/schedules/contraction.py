@@ -71,9 +71,10 @@ def main_block(sch: s_tir.Schedule) -> SBlockRV | None:
     if len(loops) != len(kinds) or "RS" in kinds or not kinds.startswith("S"):
         return None
     # Symbolic extents (a batch of any size) are allowed on the outer spatial loops, where a tile
-    # split leaves a bound check per row; the columns and the reduction must be static.
+    # split leaves a bound check per row, and on the reduction, which the tile runs whole; the
+    # columns, cut into whole vectors, must be static.
     spatial = kinds.count("S")
-    if any(blocks.extent(sch, loop) is None for loop in loops[spatial - 1:]):
+    if blocks.extent(sch, loops[spatial - 1]) is None:
         return None
     return main if _cols_axis_is_contiguous(sch.get(main)) else None
 

@@ -55,7 +55,9 @@ def recurrent_without_entries(x):
 # and a FILL, as an RNN's first state is made), a slice of a tensor with an unknown dimension
 # (`mask[:, :3]`), YOLOv3's anchors tiled to 8112 rows (a TILE of a constant, too big for the
 # converter to fold), and AdaIN's decoder on an image of unknown height and width (reflection
-# padding, a resize to twice the input's size, the channels reversed; Keras 3's `UpSampling2D`).
+# padding, a resize to twice the input's size, the channels reversed; Keras 3's `UpSampling2D`),
+# and attention over a sequence of unknown length (Keras 3's `Dense` on a rank-3 input reshapes to
+# the product of the leading sizes: REDUCE_PROD; the second matmul reduces over the length).
 USERS_FORMS = '''
 import keras
 import tensorflow as tf
@@ -86,6 +88,18 @@ def scaled_anchors(sizes):
 def stretched(image):
     padded = tf.pad(image[..., ::-1], [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
     return tf.image.resize(padded, tf.shape(padded)[1:3] * 2, method="nearest"), repeat_twice(padded)
+
+
+project = keras.layers.Dense(8)
+project(tf.zeros([1, 2, 6]))
+
+
+@tfcheck.aot(dims={"tokens_1": (3, 20)})
+@tf.function(input_signature=[tf.TensorSpec([1, None, 6], tf.float32, name="tokens")])
+def attend(tokens):
+    keys = project(tokens)
+    weights = tf.nn.softmax(tf.matmul(keys, keys, transpose_b=True))
+    return tf.matmul(weights, keys)
 
 '''
 
@@ -180,8 +194,10 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
     rng = np.random.default_rng(2)
     image, mask = rng.standard_normal((4, 6, 6, 3)).astype(np.float32), rng.standard_normal((4, 7)).astype(np.float32)
     sizes, picture = rng.standard_normal((2, 8112, 2)).astype(np.float32), rng.random((1, 7, 10, 3)).astype(np.float32)
+    tokens = rng.standard_normal((1, 13, 6)).astype(np.float32)
     calls = [("users_forms", (image, mask), [(4, 12, 12, 4), (4, 1, 7), (4, 3)]),
-             ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3), (1, 18, 24, 3)])]
+             ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3), (1, 18, 24, 3)]),
+             ("attend", (tokens,), [(1, 13, 8)])]
     for name, arguments, shapes in calls:
         got, expected = getattr(library, name)(*arguments), getattr(reference, name)(*arguments)
         got, expected = (got, expected) if isinstance(expected, tuple) else ((got,), (expected,))
