@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import s_tir, sym, tirx
 from tvm.target import Target
 
 from . import blocks, fallback, target as cpu
@@ -106,10 +106,16 @@ def _written_shape(sch: s_tir.Schedule, block: SBlockRV) -> list | None:
 def _is_crop(block: tirx.SBlock, shape: list) -> bool:
     """Whether ``block`` maps the leading part of a ``shape`` tensor elementwise (a slice that drops
     the columns a padded convolution computed extra, with what follows it): each output element
-    comes from the element at the same position, and the last axis, the tile's vectors, is whole."""
+    comes from the element at the same position, the last axis, the tile's vectors, is whole, and
+    no axis is longer than ``shape``'s. (A zero padding after the kernel, MobileNetV2's
+    `ZeroPadding2D` after an expansion, also reads each element in place, but its extra row and
+    column lie outside every tile: taken for a crop, they were never written.)"""
     store = block.body
     axes = [iv.var for iv in block.iter_vars]
     if not isinstance(store, tirx.BufferStore) or len(axes) != len(shape) or len(store.indices) != len(shape):
+        return False
+    analyzer = sym.Analyzer()
+    if not all(analyzer.can_prove(written <= whole) for written, whole in zip(store.buffer.shape, shape)):
         return False
     if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
         return False

@@ -541,3 +541,19 @@ def test_a_reduction_over_a_length_of_any_size_gets_the_micro_kernel() -> None:
     for size in (1, 13, 40):
         a, b = rand(1, 4, size, size), rand(1, 4, size, 32)
         check(vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy(), a @ b)
+
+
+@pytest.mark.parametrize("size", [8, tirx.Var("h", "int64")])
+def test_a_zero_padding_after_a_convolution_writes_its_border(size: int | tirx.Var) -> None:
+    """MobileNetV2's `ZeroPadding2D((0, 1), (0, 1))` after a stride-2 block's expansion is fused into
+    the expansion's kernel: it reads each element in place, as a crop does, but its extra row and
+    column lie outside the convolution's tiles; taken for the kernel's epilogue, they were never
+    written, and read whatever the memory held (MobileNetV2 for images of any size mismatched)."""
+    w = rand(1, 1, 16, 96)
+    mod = module([(1, size, size, 16)], lambda bb, x_var: relax.op.nn.pad(bb.emit(relax.op.clip(bb.emit(
+        relax.op.nn.conv2d(x_var, relax.const(w), data_layout="NHWC", kernel_layout="HWIO")), 0.0, 6.0)),
+        [0, 0, 0, 1, 0, 1, 0, 0]))
+    vm = relax.VirtualMachine(compile_cpu(apply_default_schedules(mod, TARGET), TARGET), tvm.cpu())
+    for _ in range(3):
+        x = rand(1, 8, 8, 16)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.pad(np.clip(x @ w[0, 0], 0, 6), [(0, 0), (0, 1), (0, 1), (0, 0)]))
