@@ -96,18 +96,23 @@ class Reporter(Protocol):
     def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None: ...
 
 
-# The compiler modules whose code decides the generated code (importer, passes, schedules, tuning).
-_CODE_GENERATORS = ("importer.py", "pipeline.py", "library_weights.py", "fresh_outputs.py", "tuning.py",
-                     "model_timing.py", "cuda.py", "schedules/*.py")
+# The compiler's modules, all of which may decide the generated code: a list of the "code
+# generators" alone had missed the symbolic importer, the TFLite conversion and four others, so a
+# changed importer returned the artifacts of the old one.
+_CODE_GENERATORS = ("*.py", "schedules/*.py")
+
+
+def generator_sources() -> list[Path]:
+    """The source files whose hash is part of every cache key (`versions`)."""
+    here = Path(__file__).parent
+    return [path for pattern in _CODE_GENERATORS for path in sorted(here.glob(pattern))]
 
 
 def versions() -> dict[str, str]:
     """The tool versions that go into the cache key and the manifest (TensorFlow's is added by
-    the tracing child), with a hash of the code generators' sources (a changed schedule gets a
-    new key even at the same version number)."""
-    here = Path(__file__).parent
-    sources = [path for pattern in _CODE_GENERATORS for path in sorted(here.glob(pattern))]
-    return {"tfcheck": __version__, "compiler_sources": sources_digest(sources),
+    the tracing child), with a hash of the compiler's sources (a changed schedule gets a new key
+    even at the same version number)."""
+    return {"tfcheck": __version__, "compiler_sources": sources_digest(generator_sources()),
             "tvm": importlib.metadata.version("apache-tvm"),
             "tvm_ffi": importlib.metadata.version("apache-tvm-ffi")}
 

@@ -67,6 +67,19 @@ def test_build_versions_name_the_compiler_sources() -> None:
     assert len(recorded["compiler_sources"]) == 16 and "tensorflow" not in recorded  # the tracing child's
 
 
+def test_every_compiler_module_is_in_the_key() -> None:
+    """The importer's symbolic shapes, the TFLite conversion and the schedules all shape the
+    library; a module left out of the hash let a changed one return the old one's artifacts."""
+    pytest.importorskip("tvm")
+    from tfcheck.compiler import driver
+
+    hashed = {path.relative_to(Path(driver.__file__).parent).as_posix() for path in driver.generator_sources()}
+    package = Path(driver.__file__).parent
+    assert hashed == {path.relative_to(package).as_posix() for path in package.rglob("*.py")
+                      if "__pycache__" not in path.parts}
+    assert {"symbolic_import.py", "tf_side.py", "schedules/contraction.py"} <= hashed
+
+
 def stage(cache: ArtifactCache, entry_key: str, payload: bytes = b"library") -> tuple[Path, Manifest]:
     staging = cache.new_staging()
     (staging / "lib.so").write_bytes(payload)
