@@ -26,6 +26,7 @@ TensorFlow node (`importer._named_error`), and the build falls back or says so (
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -74,18 +75,60 @@ def _int_or_symbolic(value: Any) -> Any:
 @contextlib.contextmanager
 def symbolic_int_lists(enabled: bool) -> Iterator[None]:
     """While importing a module with symbolic inputs, the frontend's `to_int_list` keeps symbolic
-    dimensions (it raised TypeError on them, e.g. FULLY_CONNECTED with `keep_num_dims`)."""
+    dimensions (it raised TypeError on them, e.g. FULLY_CONNECTED with `keep_num_dims`), and its
+    `get_pad_value` pads them as `_same_padding` does (it called `float()` on them)."""
     from tvm.relax.frontend.tflite import tflite_frontend
 
     if not enabled:
         yield
         return
-    original = tflite_frontend.to_int_list
+    originals = tflite_frontend.to_int_list, tflite_frontend.get_pad_value
     tflite_frontend.to_int_list = lambda values: [_int_or_symbolic(value) for value in values]
+    tflite_frontend.get_pad_value = functools.partial(_same_padding, originals[1])
     try:
         yield
     finally:
-        tflite_frontend.to_int_list = original
+        tflite_frontend.to_int_list, tflite_frontend.get_pad_value = originals
+
+
+# Set while `ShapeValues._strided_same` converts a convolution whose input it has padded itself.
+_PADDED_AHEAD: contextvars.ContextVar[bool] = contextvars.ContextVar("tfcheck_padded_ahead", default=False)
+
+
+def _same_padding(static: Callable[[int, int, int], tuple[int, int]], size: Any, kernel: int,
+                  stride: int) -> tuple[int, int]:
+    """(before, after) of TensorFlow's 'SAME' padding of one axis: `static`'s for a known size. For
+    a symbolic one at stride 1 it does not depend on the size (`kernel - 1`, the odd one after);
+    at a larger stride it does (`(ceil(size / stride) - 1) * stride + kernel - size`: 1 or 2 for a
+    3x3 window at stride 2), which a static padding attribute cannot hold: `_strided_same` pads
+    such a convolution's input ahead, and any other operator says so."""
+    if isinstance(_int_or_symbolic(size), int):
+        return static(size, kernel, stride)
+    if stride == 1:
+        return (kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2
+    if _PADDED_AHEAD.get():
+        return 0, 0
+    raise NotImplementedError(f"'SAME' padding at stride {stride} over a dimension of unknown size is only "
+                              "supported for convolutions")
+
+
+def _padded_ahead(expr: Any, axis: int, size: Any, kernel: int, stride: int) -> Any:
+    """`expr` padded along `axis` as 'SAME' pads a symbolic `size`: zeros for the largest padding
+    any size can need (`kernel - 1`, split as TensorFlow splits it), then the slice that starts
+    where this size's own padding starts (`most before - before` in) and holds the rows the
+    windows read, `(outputs - 1) * stride + kernel`: a length TVM's analyzer sees the convolution
+    cover, where `size + padding` (`h + 2 - (h + 1) % 2`) lost the kernel its schedule."""
+    from tvm import relax, tirx
+
+    outputs = (size + stride - 1) // stride
+    total = tirx.max((outputs - 1) * stride + kernel - size, 0)
+    most = kernel - 1
+    widths = [0] * 8
+    widths[2 * axis], widths[2 * axis + 1] = most // 2, most - most // 2
+    padded = relax.op.nn.pad(expr, widths)
+    start = most // 2 - total // 2
+    return relax.op.strided_slice(padded, [axis], [start], [start + (outputs - 1) * stride + kernel],
+                                  assume_inbound=True)
 
 
 # Shape arithmetic on 1-D int vectors that ShapeValues evaluates; the value is (inputs -> output).
@@ -234,6 +277,8 @@ class ShapeValues:
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
             convert_map[name] = functools.partial(self._resize, convert_map[name])
+        for name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            convert_map[name] = functools.partial(self._strided_same, convert_map[name])
         for name, evaluate in EVALUATORS.items():
             if name in convert_map:
                 convert_map[name] = functools.partial(self._arithmetic, evaluate, convert_map[name])
@@ -378,6 +423,39 @@ class ShapeValues:
             # Bounds for positive steps are clipped above; Relax clips those of negative ones.
             expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=min(steps) > 0)
         return relax.op.squeeze(expr, shrunk) if shrunk else expr
+
+    def _strided_same(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """A convolution with 'SAME' padding at a stride over 1 on an image of unknown height or
+        width (every Keras `Conv2D(strides=2, padding="same")`: MobileNetV2's first layer): its
+        input padded ahead for that size (`_padded_ahead`), then TVM's conversion without padding
+        on those axes. The padding depends on the size's parity, which a convolution's static
+        padding attribute cannot hold: TVM's converter failed on `float()` of the size."""
+        from tflite.Conv2DOptions import Conv2DOptions
+        from tflite.Padding import Padding
+
+        converter = self._converter
+        data, weights = converter.get_input_tensors(op)[:2]
+        options = Conv2DOptions()  # DepthwiseConv2DOptions has the same first fields
+        options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+        shape = self.tensor_shape(data)
+        axes = [(axis, shape[axis], (int(weights.tensor.Shape(axis)) - 1) * dilation + 1, stride)
+                for axis, stride, dilation in ((1, options.StrideH(), options.DilationHFactor()),
+                                               (2, options.StrideW(), options.DilationWFactor()))
+                if shape is not None and stride > 1 and not isinstance(shape[axis], int)]
+        if options.Padding() != Padding.SAME or not axes:
+            return upstream(op=op)
+        prepared = converter.get_expr(data.tensor_idx)
+        for axis, size, kernel, stride in axes:
+            prepared = _padded_ahead(prepared, axis, size, kernel, stride)
+        read = converter.get_expr
+        converter.get_expr = lambda index, *args, **kwargs: (
+            prepared if index == data.tensor_idx else read(index, *args, **kwargs))
+        padded = _PADDED_AHEAD.set(True)
+        try:
+            return upstream(op=op)
+        finally:
+            _PADDED_AHEAD.reset(padded)
+            del converter.get_expr  # the class's method again
 
     def _resize(self, upstream: Callable[..., Any], op: Any) -> Any:
         """RESIZE_* to a size computed from a symbolic shape (Keras `UpSampling2D` on an image of
