@@ -269,7 +269,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
             f"{(failed_symbolic.message or '').rstrip('.')}; to build one artifact per size instead, list the "
             "concrete shapes: "
             + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
-                              not function.saved_model))
+                              not function.saved_model, failed_symbolic.dims))
         return records
     # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
     # the shape entries still give one artifact each, as without symbolic dimensions.

@@ -91,11 +91,20 @@ def output_dims(static: list[list[int | None]], observed: list[list[list[int]]],
     return shapes
 
 
-def entries_example(shapes: list[list[int | str | None]], label: str, decorator: bool = True) -> str:
+def entries_example(shapes: list[list[int | str | None]], label: str, decorator: bool = True,
+                    dims: dict[str, dict[str, Any]] | None = None) -> str:
     """Both spellings of shape entries for these signature shapes, unknown (None or named)
-    dimensions as 1 and 8: the decorator's (a bare shape for a one-input function; not for a
+    dimensions at their `dims` bounds, else as 1 and 8 (an image of 96 to 224 pixels a side is
+    not offered 1x1): the decorator's (a bare shape for a one-input function; not for a
     SavedModel, which has no decorator) and the config's (always nested)."""
-    entries = [[[dim if isinstance(dim, int) else size for dim in shape] for shape in shapes] for size in (1, 8)]
+    def size(dim: int | str | None, largest: bool) -> int:
+        if isinstance(dim, int):
+            return dim
+        bounds = (dims or {}).get(dim or "", {})
+        low = int(bounds.get("min") or 1)
+        return (int(bounds["max"]) if bounds.get("max") else max(8, low)) if largest else low
+
+    entries = [[[size(dim, largest) for dim in shape] for shape in shapes] for largest in (False, True)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))
                           for entry in entries)
     config = f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = {entries} }}'

@@ -79,6 +79,13 @@ def test_the_unknown_dimension_hint_shows_both_spellings_that_work(shapes: list)
     assert len(from_config) == 2 and all(None not in shape for entry in from_config for shape in entry)
 
 
+def test_the_unknown_dimension_hint_takes_the_sizes_the_dims_allow() -> None:
+    """MobileNetV2 for images of 96 to 224 pixels a side was offered `(1, 1, 1, 3)` and `(1, 8, 8, 3)`."""
+    dims = {"images_1": {"min": 96, "max": 224}, "images_2": {"min": 96, "max": 224}, "batch": {"min": 2, "max": None}}
+    example = entries_example([["batch", "images_1", "images_2", 3]], "models.f", dims=dims)
+    assert example.startswith("@tfcheck.aot(shapes=[(2, 96, 96, 3), (8, 224, 224, 3)])")
+
+
 def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ() -> None:
     """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False): the
     artifact's order (sorted) is not TensorFlow's, which the mismatch message has to explain."""
