@@ -30,9 +30,9 @@ from .tiling import TileSize, register_tile, vector_width
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
 
-# Multiply-adds (iterations of the reduction block at the smallest sizes, `blocks.iterations`) below which a kernel
-# runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round trip on a quiet
-# machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
+# Multiply-adds (iterations of the reduction block at the smallest sizes: `blocks.iterations`) below
+# which a kernel runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round
+# trip on a quiet machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
 # against 1.5 us serially), and on a loaded machine a parallel region can wait a scheduler time
 # slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
 PARALLEL_MIN_WORK = 1 << 19
@@ -211,7 +211,7 @@ def _rows_first(block: tirx.SBlock) -> bool:
     too, whatever the output. An output of symbolic size (an image or a batch of any size) takes
     the rows outside where the weights are small, whatever its size would be: AdaIN's 3x3
     convolutions of 64 channels at 256x256 took twice as long with the columns outside in its
-    artifact for images of any size as in the 256x256 one (docs/build.md, "Users' models").
+    artifact for images of any size as in the 256x256 one (docs/schedules.md, "Images of any size").
     """
     spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
     output = block.writes[0].source

@@ -7,7 +7,7 @@ size ``w`` only inside expressions (``w // 2``: an image of any size after a poo
 such as ``tile % ((w + 6) // 8) * 4`` may be negative for all it knows. The accumulators' indices
 then stayed computed at run time, and LLVM kept the register tile in memory: a 3x3 convolution of
 256 channels at 64x64 after a pooling took 45-68 ms, against 16-19 ms in the static build, and AdaIN
-for images of any size ran 2-3x slower than at a fixed size (docs/build.md, "Users' models").
+for images of any size ran 2-3x slower than at a fixed size (docs/schedules.md, "Images of any size").
 The analyzer does learn from ``Bind`` statements: ``w_size = max(w, 0)``, used in place of ``w`` in
 the body, is what it needs, at the cost of one ``max`` per call.
 """
