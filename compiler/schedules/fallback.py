@@ -23,9 +23,23 @@ PARALLEL_MIN_ITERATIONS = 1 << 15
 
 
 def parallelize(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV], work: int, target: Target) -> None:
-    """Fuse ``loops`` and split them over the cores, when there are cores and enough ``work``."""
+    """Fuse ``loops`` (`_fused_prefix`) and split them over the cores, when there are cores and
+    enough ``work``."""
     if loops and cpu.num_cores(target) > 1 and work >= PARALLEL_MIN_ITERATIONS:
+        loops = _fused_prefix(sch, loops)
         sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+
+
+def _fused_prefix(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> list[s_tir.schedule.LoopRV]:
+    """The leading ``loops`` to fuse into the parallel loop: all of them, or up to the first one of
+    symbolic extent after the outermost. Each iteration of a fused loop divides its index by the
+    extents inside every loop it fused; the loops left inside run whole. Fused over a sequence's
+    length twice, attention's `q k^T` divided by it for every element: 1045 us at 128 tokens
+    against 146 serially."""
+    for index, loop in enumerate(loops[1:], start=1):
+        if blocks.extent(sch, loop) is None:
+            return loops[: index + 1]
+    return loops
 
 
 def vectorize_loop(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV, lanes: int) -> None:

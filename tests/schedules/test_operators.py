@@ -558,3 +558,19 @@ def test_a_zero_padding_after_a_convolution_writes_its_border(size: int | tirx.V
         x = rand(1, 8, 8, 16)
         expected = np.pad(np.clip(x @ w[0, 0], 0, 6), [(0, 0), (0, 1), (0, 1), (0, 0)])
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), expected)
+
+
+def test_a_fallback_over_a_length_of_any_size_fuses_its_parallel_loops_up_to_the_length() -> None:
+    """Attention's ``q k^T`` over a sequence of any length has the length as its columns, so it
+    falls back; fused over both lengths, its parallel loop divided its index by the length for
+    every element (1045 us at 128 tokens against 97 with the rows alone fused)."""
+    length = tirx.Var("length", "int64")
+    mod = module([(1, 4, length, 32), (1, 4, 32, length)],
+                 lambda bb, q, k: relax.op.multiply(bb.emit(relax.op.matmul(q, k)), relax.const(0.125, "float32")))
+    mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"length": 16})
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    assert _parallel_loop_names(scheduled) == ["i0_i1_i2_fused"]
+    vm = relax.VirtualMachine(compile_cpu(scheduled, TWO_CORES), tvm.cpu())
+    for size in (1, 19):
+        q, k = rand(1, 4, size, 32), rand(1, 4, 32, size)
+        check(vm["main"](tvm.runtime.tensor(q), tvm.runtime.tensor(k)).numpy(), (q @ k) * 0.125)
