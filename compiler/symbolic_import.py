@@ -277,8 +277,11 @@ class ShapeValues:
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
             convert_map[name] = functools.partial(self._resize, convert_map[name])
-        for name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-            convert_map[name] = functools.partial(self._strided_same, convert_map[name])
+        from tflite.Conv2DOptions import Conv2DOptions
+        from tflite.DepthwiseConv2DOptions import DepthwiseConv2DOptions
+
+        for name, options in (("CONV_2D", Conv2DOptions), ("DEPTHWISE_CONV_2D", DepthwiseConv2DOptions)):
+            convert_map[name] = functools.partial(self._strided_same, options, convert_map[name])
         for name, evaluate in EVALUATORS.items():
             if name in convert_map:
                 convert_map[name] = functools.partial(self._arithmetic, evaluate, convert_map[name])
@@ -424,18 +427,17 @@ class ShapeValues:
             expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=min(steps) > 0)
         return relax.op.squeeze(expr, shrunk) if shrunk else expr
 
-    def _strided_same(self, upstream: Callable[..., Any], op: Any) -> Any:
+    def _strided_same(self, options_class: type, upstream: Callable[..., Any], op: Any) -> Any:
         """A convolution with 'SAME' padding at a stride over 1 on an image of unknown height or
         width (every Keras `Conv2D(strides=2, padding="same")`: MobileNetV2's first layer): its
         input padded ahead for that size (`_padded_ahead`), then TVM's conversion without padding
         on those axes. The padding depends on the size's parity, which a convolution's static
         padding attribute cannot hold: TVM's converter failed on `float()` of the size."""
-        from tflite.Conv2DOptions import Conv2DOptions
         from tflite.Padding import Padding
 
         converter = self._converter
         data, weights = converter.get_input_tensors(op)[:2]
-        options = Conv2DOptions()  # DepthwiseConv2DOptions has the same first fields
+        options = options_class()  # Conv2DOptions or DepthwiseConv2DOptions: the dilations sit in different fields
         options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
         shape = self.tensor_shape(data)
         axes = [(axis, shape[axis], (int(weights.tensor.Shape(axis)) - 1) * dilation + 1, stride)

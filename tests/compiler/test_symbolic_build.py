@@ -92,7 +92,7 @@ def stretched(image):
 
 
 stem = keras.Sequential([keras.layers.Conv2D(4, 3, strides=2, padding="same"),
-                         keras.layers.DepthwiseConv2D(3, strides=2, padding="same"),
+                         keras.layers.DepthwiseConv2D(3, strides=2, padding="same", activation="relu6"),
                          keras.layers.Conv2D(4, 3, padding="same")])
 project = keras.layers.Dense(8)
 project(tf.zeros([1, 2, 6]))
