@@ -21,6 +21,7 @@ from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
 from .known_sizes import bind_sizes_pass
+from .over_cores import version_parallel_loops_pass
 from .unswitch import unswitch_partial_tiles
 
 logger = logging.getLogger(__name__)
@@ -275,5 +276,6 @@ def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     artifact than the same TIR compiled alone or the static artifact (docs/benchmarks.md).
     """
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), copy_shared_outputs_pass,
-                                         _no_alias_for_lone_buffers, bind_sizes_pass])
+                                         _no_alias_for_lone_buffers, version_parallel_loops_pass(target),
+                                         bind_sizes_pass])
     return tvm.compile(mod, target=target, relax_pipeline=pipeline)

@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import s_tir, sym, tirx
 from tvm.target import Target
 
-from . import blocks, fallback, target as cpu
+from . import blocks, fallback, over_cores, target as cpu
 from .tiling import TileSize, register_tile, vector_width
 
 SBlockRV = s_tir.schedule.SBlockRV
@@ -326,11 +326,12 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
         for loop in reduction:
             sch.unroll(loop)
     # Parallel when there are several tiles and enough work at the smallest size, as the static
-    # build decides at that size: a 256 -> 10 matmul of a symbolic batch, whose only tiles are its
-    # rows, ran 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us
-    # of work) than serially (docs/benchmarks.md), so such a kernel stays serial at every size.
-    if kernel.parallel and cpu.num_cores(target) > 1 and tiles > 1 and enough:
-        sch.parallel(fused)
+    # build decides at that size; over symbolic sizes, otherwise, when there is at run time
+    # (`over_cores.py`): a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran
+    # 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work)
+    # than serially (docs/benchmarks.md).
+    if kernel.parallel and cpu.num_cores(target) > 1:
+        over_cores.split_over_cores(sch, fused, tiles > 1 and enough, PARALLEL_MIN_WORK)
     # After vectorize: the update block without its init no longer counts as a reduction block.
     sch.decompose_reduction(main, sch.get_loops(main)[1])
     return sch

@@ -15,7 +15,7 @@ from __future__ import annotations
 from tvm import s_tir, tirx
 from tvm.target import Target
 
-from . import blocks, target as cpu
+from . import blocks, over_cores, target as cpu
 from .tiling import vector_width
 
 # Loop iterations below which splitting a block over the cores costs more than it saves.
@@ -24,10 +24,12 @@ PARALLEL_MIN_ITERATIONS = 1 << 15
 
 def parallelize(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV], work: int, target: Target) -> None:
     """Fuse ``loops`` (`_fused_prefix`) and split them over the cores, when there are cores and
-    enough ``work``."""
-    if loops and cpu.num_cores(target) > 1 and work >= PARALLEL_MIN_ITERATIONS:
+    enough ``work`` at the smallest sizes, or at run time where the sizes are symbolic (`over_cores.py`)."""
+    enough = work >= PARALLEL_MIN_ITERATIONS
+    if loops and cpu.num_cores(target) > 1 and (enough or over_cores.has_symbolic_extent(sch.get(loops[0]))):
         loops = _fused_prefix(sch, loops)
-        sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+        over_cores.split_over_cores(sch, sch.fuse(*loops) if len(loops) > 1 else loops[0], enough,
+                                    PARALLEL_MIN_ITERATIONS)
 
 
 def _fused_prefix(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> list[s_tir.schedule.LoopRV]:

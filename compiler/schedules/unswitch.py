@@ -118,10 +118,10 @@ def _rows_group(analyzer: sym.Analyzer, statements: list[_Statement], first: int
             if condition is None:
                 return None
             conditions.append(condition)
-    pieces = [_map_blocks(statement.stmt, _without_check, _pinned(statement.rows, first, size))
+    pieces = [map_blocks(statement.stmt, _without_check, _pinned(statement.rows, first, size))
               for statement in statements]
     # Each group is a copy of the tile: it must define its own loop and block variables.
-    body = _fresh_definitions(tirx.SeqStmt(pieces) if len(pieces) > 1 else pieces[0])
+    body = fresh_definitions(tirx.SeqStmt(pieces) if len(pieces) > 1 else pieces[0])
     return functools.reduce(tirx.And, _distinct(conditions)), body
 
 
@@ -195,7 +195,7 @@ def _binds_only_spatial(statement: tirx.Stmt, var: tirx.Var) -> bool:
                                   if iter_var.iter_type != tirx.IterVar.DataPar)
         return realize
 
-    _map_blocks(statement, note)
+    map_blocks(statement, note)
     return not any(var in tirx.analysis.undefined_vars(value) for value in reduction_bindings)
 
 
@@ -239,7 +239,7 @@ def _weakest_sufficient(analyzer: sym.Analyzer, instances: list[tirx.Expr]) -> t
     return None
 
 
-def _fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:
+def fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:
     """``stmt`` with new variables for the loops and block iterators it defines; what it uses from
     outside stays. (TVM's RenewDefs refuses a function that already defines a variable twice.)"""
     renamed: dict[tirx.Var, tirx.Var] = {}
@@ -256,7 +256,7 @@ def _fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:
         note(loop.loop_var)
         return loop
 
-    _map_blocks(stmt, note_block, note_loop)
+    map_blocks(stmt, note_block, note_loop)
     return tvm_ffi.structural_map(stmt, (tirx.Var, lambda var: renamed.get(var, var)))
 
 
@@ -265,18 +265,18 @@ def _without_check(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
     return s_tir.SBlockRealize(realize.iter_values, True, realize.block)
 
 
-def _map_blocks(stmt: tirx.Stmt, on_block: Callable[[s_tir.SBlockRealize], s_tir.SBlockRealize],
+def map_blocks(stmt: tirx.Stmt, on_block: Callable[[s_tir.SBlockRealize], s_tir.SBlockRealize],
                 on_loop: Callable[[tirx.For], tirx.For] = lambda loop: loop) -> tirx.Stmt:
     """``stmt`` with ``on_block`` applied to every block realize and ``on_loop`` to every loop (after its body)."""
     if isinstance(stmt, tirx.For):
-        body = _map_blocks(stmt.body, on_block, on_loop)
+        body = map_blocks(stmt.body, on_block, on_loop)
         return on_loop(tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body,
                                 stmt.thread_binding, stmt.annotations, stmt.step))
     if isinstance(stmt, tirx.SeqStmt):
-        return tirx.SeqStmt([_map_blocks(child, on_block, on_loop) for child in stmt.seq])
+        return tirx.SeqStmt([map_blocks(child, on_block, on_loop) for child in stmt.seq])
     if isinstance(stmt, tirx.IfThenElse):
-        return tirx.IfThenElse(stmt.condition, _map_blocks(stmt.then_case, on_block, on_loop),
-                               None if stmt.else_case is None else _map_blocks(stmt.else_case, on_block, on_loop))
+        return tirx.IfThenElse(stmt.condition, map_blocks(stmt.then_case, on_block, on_loop),
+                               None if stmt.else_case is None else map_blocks(stmt.else_case, on_block, on_loop))
     if isinstance(stmt, s_tir.SBlockRealize):
         return on_block(stmt)
     return stmt

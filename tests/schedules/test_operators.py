@@ -10,17 +10,21 @@ too, so a case cannot pass by silently falling back.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 import tvm
-from tvm import relax, s_tir, tirx
+import tvm_ffi
+from tvm import relax, s_tir, sym, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu
 from tfcheck.compiler.schedules import target as cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.schedules.channel_padding import MIN_VECTORS, pad_output_channels, padded_channels
+from tfcheck.compiler.schedules.contraction import PARALLEL_MIN_WORK
+from tfcheck.compiler.schedules.over_cores import version_parallel_loops
 from tfcheck.compiler.targets import host_cpu_target
 
 from . import reference
@@ -378,18 +382,53 @@ def test_narrower_vector_targets(mcpu: str) -> None:
     assert "schedule_contraction" in rules
 
 
-def _parallel_kernels(scheduled: tvm.IRModule) -> dict[str, bool]:
-    """Whether each scheduled kernel has a parallel loop."""
-    return {gv.name_hint: "T.parallel(" in func.script() for gv, func in scheduled.functions_items()
+def _parallel_loops(stmt: tirx.Stmt, condition: tirx.PrimExpr | None = None
+                    ) -> list[tuple[tirx.For, tirx.PrimExpr | None]]:
+    """Each loop over the cores under ``stmt``, with the run-time condition it runs under when it is
+    the parallel version of a loop (`over_cores.py`), else None."""
+    if isinstance(stmt, tirx.For):
+        inner = _parallel_loops(stmt.body, condition)
+        return [(stmt, condition), *inner] if stmt.kind == tirx.ForKind.PARALLEL else inner
+    if isinstance(stmt, tirx.SeqStmt):
+        return [found for child in stmt.seq for found in _parallel_loops(child, condition)]
+    if isinstance(stmt, tirx.IfThenElse):
+        return [*_parallel_loops(stmt.then_case, stmt.condition),
+                *([] if stmt.else_case is None else _parallel_loops(stmt.else_case, condition))]
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return _parallel_loops(stmt.block.body, condition)
+    return []
+
+
+def _scheduled_kernels(scheduled: tvm.IRModule) -> dict[str, tirx.PrimFunc]:
+    """The kernels a rule scheduled, by name, as compiled: with both versions of each loop split
+    over the cores at run time (`over_cores.py`)."""
+    return {gv.name_hint: version_parallel_loops(func, TARGET) for gv, func in scheduled.functions_items()
             if isinstance(func, tirx.PrimFunc) and func.attrs and RULE_ATTR in func.attrs}
 
 
-@pytest.mark.parametrize(("k", "n", "parallel"), [(256, 10, False), (128, 256, False), (512, 1024, True)])
-def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles_at_batch_1(
-        k: int, n: int, parallel: bool) -> None:
-    """A symbolic batch is tiled one row at a time; the tiles it adds do not make the kernel
-    parallel, since at batch 1 a thread-pool wake-up would cost more than the work (a 256 -> 10
-    matmul: 3-5x slower at batch 8). Columns that give several tiles and enough work at batch 1 do."""
+def _parallel_kernels(scheduled: tvm.IRModule, sizes: dict[str, int] | None = None) -> dict[str, bool]:
+    """Whether each scheduled kernel has a parallel loop; for one chosen at run time, whether it
+    is chosen at ``sizes`` (the symbolic sizes by name; without them, never)."""
+    def chosen(condition: tirx.PrimExpr | None) -> bool:
+        if condition is None:
+            return True
+        if sizes is None:
+            return False
+        at = tvm_ffi.structural_map(condition, (tirx.Var, lambda var: tirx.IntImm(str(var.ty), sizes[var.name])))
+        return bool(sym.Analyzer().simplify(at).value)
+
+    return {name: any(chosen(condition) for _, condition in _parallel_loops(func.body))
+            for name, func in _scheduled_kernels(scheduled).items()}
+
+
+@pytest.mark.parametrize(("k", "n", "always"), [(256, 10, False), (128, 256, False), (512, 1024, True)])
+def test_dense_of_a_symbolic_batch_splits_over_the_cores_from_the_batch_its_work_pays_for(
+        k: int, n: int, always: bool) -> None:
+    """A symbolic batch is tiled one row at a time; at batch 1 a thread-pool wake-up would cost
+    more than the work of a small layer (a 256 -> 10 matmul: 3-5x slower at batch 8), so such a
+    kernel chooses at run time, from the batch where its work (elements stored, the padded columns'
+    included) reaches `PARALLEL_MIN_WORK` multiply-adds (`over_cores.py`). Columns that give several
+    tiles and enough work at batch 1 are split at every batch."""
     w = rand(k, n)
     batch = tirx.Var("batch", "int64")
     bb = relax.BlockBuilder()
@@ -400,9 +439,12 @@ def test_dense_of_a_symbolic_batch_splits_over_the_cores_only_with_several_tiles
         bb.emit_func_output(out)
     target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
     scheduled = apply_default_schedules(bb.get(), target)
-    assert set(_parallel_kernels(scheduled).values()) == {parallel}
+    assert set(_parallel_kernels(scheduled).values()) == {always}
+    from_batch = next(rows for rows in range(1, 4096) if all(_parallel_kernels(scheduled, {"batch": rows}).values()))
+    work_from = PARALLEL_MIN_WORK / (k * n)
+    assert from_batch == 1 if always else work_from / 2 <= from_batch <= math.ceil(work_from)
     vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
-    for rows in (1, 8, 13):
+    for rows in (1, 8, 13, from_batch, from_batch + 3):
         x = rand(rows, k)
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), x @ w)
 
@@ -506,13 +548,14 @@ def test_parallel_tiles_take_the_rows_outside_unless_the_weights_outweigh_the_ou
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), reference.conv2d_nhwc(x, w, (1, 1), (pad,) * 4, (1, 1)))
 
 
-@pytest.mark.parametrize(("smallest", "parallel"), [(None, False), (32, True)])
+@pytest.mark.parametrize(("smallest", "always"), [(None, False), (32, True)])
 def test_a_convolution_over_images_of_any_size_is_split_as_at_its_smallest_size(
-        smallest: int | None, parallel: bool) -> None:
+        smallest: int | None, always: bool) -> None:
     """A 3x3 convolution of 64 channels over images of symbolic height and width: its work is
     estimated at the smallest size the build's `dims=` allow (`tir_var_lower_bound`), 32x32 here,
-    where it is split over the cores with each core on whole rows (small weights); with no minimum
-    the sizes count as 1 and it stays on one core (AdaIN's ran so at 256x256: 31 ms against 16)."""
+    where it is split over the cores with each core on whole rows (small weights; AdaIN's ran on
+    one core at 256x256: 31 ms against 16). With no minimum the sizes count as 1 there, and the
+    kernel chooses at run time (`over_cores.py`): serial at 2x2, split at 33x29."""
     height, width = tirx.Var("h", "int64"), tirx.Var("w", "int64")
     w = rand(3, 3, 64, 64)
     mod = module([(1, height, width, 64)], lambda bb, x_var: relax.op.nn.conv2d(
@@ -520,7 +563,9 @@ def test_a_convolution_over_images_of_any_size_is_split_as_at_its_smallest_size(
     if smallest is not None:
         mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"h": smallest, "w": smallest})
     scheduled = apply_default_schedules(mod, TWO_CORES)
-    assert set(_parallel_kernels(scheduled).values()) == {parallel}
+    assert set(_parallel_kernels(scheduled).values()) == {always}
+    assert set(_parallel_kernels(scheduled, {"h": 2, "w": 2}).values()) == {always}
+    assert set(_parallel_kernels(scheduled, {"h": 33, "w": 29}).values()) == {True}
     assert all(loop.startswith("nn_yy_") for loop in _parallel_loop_names(scheduled))
     vm = relax.VirtualMachine(compile_cpu(scheduled, TWO_CORES), tvm.cpu())
     for size in [(33, 29), (8, 45)]:
@@ -563,13 +608,15 @@ def test_a_zero_padding_after_a_convolution_writes_its_border(size: int | tirx.V
 def test_a_fallback_over_a_length_of_any_size_fuses_its_parallel_loops_up_to_the_length() -> None:
     """Attention's ``q k^T`` over a sequence of any length has the length as its columns, so it
     falls back; fused over both lengths, its parallel loop divided its index by the length for
-    every element (1045 us at 128 tokens against 97 with the rows alone fused)."""
+    every element (1045 us at 128 tokens against 97 with the rows alone fused). The scaling after
+    it (a block of its own, split over the cores from the length where its work pays) fuses up to
+    the length too."""
     length = tirx.Var("length", "int64")
     mod = module([(1, 4, length, 32), (1, 4, 32, length)],
                  lambda bb, q, k: relax.op.multiply(bb.emit(relax.op.matmul(q, k)), relax.const(0.125, "float32")))
     mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"length": 16})
     scheduled = apply_default_schedules(mod, TWO_CORES)
-    assert _parallel_loop_names(scheduled) == ["i0_i1_i2_fused"]
+    assert sorted(_parallel_loop_names(scheduled)) == ["ax0_ax1_ax2_fused", "i0_i1_i2_fused"]
     vm = relax.VirtualMachine(compile_cpu(scheduled, TWO_CORES), tvm.cpu())
     for size in (1, 19):
         q, k = rand(1, 4, size, 32), rand(1, 4, 32, size)

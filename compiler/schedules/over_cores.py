@@ -1,0 +1,158 @@
+"""Which loops run over the cores: decided at build time where the sizes are known, at run time where not.
+
+A kernel is split over the cores when its work pays for the thread pool's wake-up (the rules'
+thresholds: `contraction.PARALLEL_MIN_WORK`, `fallback.PARALLEL_MIN_ITERATIONS`). Over sizes known
+only at run time (a batch, an image, a sequence of any size) the rules estimate the work at the
+smallest sizes the build allows (`blocks.smallest_extent`), which keeps a kernel serial at every
+size when it is too small at its smallest: in MobileNetV2 for images of 96 to 224 pixels, the 14x14
+stage (3x3 at 96 pixels) ran its 1x1 and depthwise convolutions on one core at 224, each twice its
+time in the 224x224 build.
+
+So a rule marks such a loop (`split_over_cores`), and compiling the function gives it both versions
+of the loop (`version_parallel_loops_pass`, in `apply.compile_cpu`, where tuned kernels replaying a
+default schedule pass too): ``if <its work at run time reaches the threshold>`` the parallel loop,
+else the same loop serial, as OpenMP's ``parallel if (...)`` does. The work is counted on the
+scheduled TIR, one unit per element stored (a multiply-add of a reduction, an element of an
+elementwise step); the second copy of the loop costs code size, and a function whose copies would
+go over the code-size budget keeps the build-time decision (serial).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tvm
+from tvm import s_tir, sym, tirx
+from tvm.target import Target
+
+from . import blocks, target as cpu
+from .budget import CODE_SIZE_BUDGET, code_size
+from .unswitch import fresh_definitions, map_blocks
+
+# The annotation of a loop that runs over the cores only when the work under it reaches its value
+# at run time (`split_over_cores`); `version_parallel_loops` replaces it with the two loops.
+WHEN_ATTR = "tfcheck.parallel_when_work"
+
+
+def split_over_cores(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV, enough: bool, threshold: int) -> None:
+    """Run ``loop`` over the cores if the rule found the work ``enough`` at the smallest sizes;
+    otherwise, where the loop nest has a symbolic extent, over the cores at run time when its work
+    reaches ``threshold`` (the rule's own threshold); otherwise leave it serial."""
+    if enough:
+        sch.parallel(loop)
+    elif has_symbolic_extent(sch.get(loop)):
+        sch.parallel(loop)
+        sch.annotate(loop, WHEN_ATTR, threshold)
+
+
+def version_parallel_loops(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc:
+    """``func`` with each loop marked by `split_over_cores` replaced by ``if <enough work>: <the
+    loop over the cores> else: <the loop serial>``; each loop serial instead where the two copies
+    would take the function over the code-size budget."""
+    if not any(WHEN_ATTR in loop.annotations for loop in _loops(func.body)):
+        return func
+    sizes = blocks.shape_vars(func)
+    versioned = func.with_body(_map_marked(func.body, lambda loop: _versioned(loop, sizes)))
+    if code_size(versioned, cpu.vector_lanes(target, 32)) <= CODE_SIZE_BUDGET:
+        return versioned
+    return func.with_body(_map_marked(func.body, _serial))
+
+
+def version_parallel_loops_pass(target: Target) -> tvm.transform.Pass:
+    """`version_parallel_loops` on every PrimFunc of a module, as a pass of `apply.compile_cpu`."""
+
+    @tvm.transform.module_pass(opt_level=0, name="tfcheck.VersionParallelLoops")
+    def run(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        for gvar, func in list(mod.functions_items()):
+            if isinstance(func, tirx.PrimFunc):
+                updated = version_parallel_loops(func, target)
+                if not updated.same_as(func):
+                    mod[gvar] = updated
+        return mod
+
+    return run
+
+
+def work(stmt: tirx.Stmt) -> tirx.PrimExpr:
+    """Elements ``stmt`` stores, with its symbolic extents as they are: the larger branch of a
+    condition (a full tile rather than the partial one), each loop's extent times its body's."""
+    if isinstance(stmt, tirx.BufferStore):
+        return tirx.IntImm("int64", 1)
+    if isinstance(stmt, tirx.For):
+        return tirx.Cast("int64", stmt.extent) * work(stmt.body)
+    if isinstance(stmt, tirx.SeqStmt):
+        total = tirx.IntImm("int64", 0)
+        for child in stmt.seq:
+            total = total + work(child)
+        return total
+    if isinstance(stmt, tirx.IfThenElse):
+        return tirx.Max(work(stmt.then_case), tirx.IntImm("int64", 0) if stmt.else_case is None
+                        else work(stmt.else_case))
+    if isinstance(stmt, s_tir.SBlockRealize):
+        init = stmt.block.init
+        return work(stmt.block.body) + (tirx.IntImm("int64", 0) if init is None else work(init))
+    body = getattr(stmt, "body", None)
+    return work(body) if isinstance(body, tirx.Stmt) else tirx.IntImm("int64", 0)
+
+
+def has_symbolic_extent(stmt: tirx.Stmt) -> bool:
+    """Whether a loop in ``stmt`` (itself included) has a symbolic extent."""
+    return any(not isinstance(loop.extent, tirx.IntImm) for loop in _loops(stmt))
+
+
+def _loops(stmt: tirx.Stmt) -> list[tirx.For]:
+    """The loops of ``stmt``, those inside its blocks included."""
+    found: list[tirx.For] = []
+
+    def note(loop: tirx.For) -> tirx.For:
+        found.append(loop)
+        return loop
+
+    _map_loops(stmt, note)
+    return found
+
+
+def _map_marked(stmt: tirx.Stmt, on_marked: Callable[[tirx.For], tirx.Stmt]) -> tirx.Stmt:
+    """``stmt`` with ``on_marked`` applied to each loop carrying `WHEN_ATTR`."""
+    return _map_loops(stmt, lambda loop: on_marked(loop) if WHEN_ATTR in loop.annotations else loop)
+
+
+def _map_loops(stmt: tirx.Stmt, on_loop: Callable[[tirx.For], tirx.Stmt]) -> tirx.Stmt:
+    """``stmt`` with ``on_loop`` applied to every loop (after its body), those inside blocks included:
+    the root block holds them all."""
+    def in_block(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
+        block = realize.block
+        body = _map_loops(block.body, on_loop)
+        if body.same_as(block.body):
+            return realize
+        return s_tir.SBlockRealize(realize.iter_values, realize.predicate, s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init, block.alloc_buffers,
+            block.match_buffers, block.annotations))
+
+    return map_blocks(stmt, in_block, on_loop)
+
+
+def _versioned(loop: tirx.For, sizes: set[tirx.Var]) -> tirx.Stmt:
+    """``if <the loop has more than one iteration and its work reaches the mark>: <the loop over
+    the cores> else: <the loop serial>``; the one loop when the condition is known at build time,
+    and the serial loop when it reads more than the function's sizes (an inner extent that varies
+    with the loop's index)."""
+    threshold = int(loop.annotations[WHEN_ATTR])
+    condition = sym.Analyzer().simplify(tirx.And(loop.extent > 1, work(loop) >= threshold))
+    if isinstance(condition, tirx.IntImm):
+        return _unmarked(loop, tirx.ForKind.PARALLEL) if condition.value else _serial(loop)
+    if not set(tirx.analysis.undefined_vars(condition)) <= sizes:
+        return _serial(loop)
+    return tirx.IfThenElse(condition, _unmarked(loop, tirx.ForKind.PARALLEL), fresh_definitions(_serial(loop)))
+
+
+def _serial(loop: tirx.For) -> tirx.For:
+    """The marked loop, serial."""
+    return _unmarked(loop, tirx.ForKind.SERIAL)
+
+
+def _unmarked(loop: tirx.For, kind: tirx.ForKind) -> tirx.For:
+    """``loop`` of ``kind``, without `WHEN_ATTR`."""
+    annotations = {key: value for key, value in loop.annotations.items() if key != WHEN_ATTR}
+    return tirx.For(loop.loop_var, loop.min, loop.extent, kind, loop.body, loop.thread_binding, annotations,
+                    loop.step)

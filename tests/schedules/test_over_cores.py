@@ -1,0 +1,94 @@
+"""Loops split over the cores at run time (`compiler/schedules/over_cores.py`): a kernel over sizes
+known only at run time whose work is too small at the build's smallest sizes gets a parallel and
+a serial version of its loop and chooses by the work at the sizes it is called with; static
+kernels are decided at build time as before; results match NumPy on both sides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax, sym, tirx
+from tvm.script import tirx as T
+
+from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu, over_cores
+from tfcheck.compiler.schedules.over_cores import WHEN_ATTR, version_parallel_loops, work
+
+from .test_operators import TWO_CORES, _parallel_kernels, _parallel_loops, _scheduled_kernels, check, module, rand
+
+
+W = rand(1, 1, 64, 384)
+
+
+def pointwise(size: int | tirx.Var, smallest: int | None) -> tvm.IRModule:
+    """MobileNetV2's 14x14-stage expansion, a 1x1 convolution of 64 -> 384 channels and ReLU6, over
+    ``size`` x ``size`` images (symbolic: any size, from ``smallest`` pixels a side)."""
+    mod = module([(1, size, size, 64)], lambda bb, x: relax.op.clip(bb.emit(relax.op.nn.conv2d(
+        x, relax.const(W), data_layout="NHWC", kernel_layout="HWIO")), 0.0, 6.0))
+    if smallest is not None:
+        mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"s": smallest})
+    return mod
+
+
+def test_a_convolution_over_images_of_any_size_splits_over_the_cores_from_the_size_its_work_pays_for() -> None:
+    """MobileNetV2 for images of 96 to 224 pixels: its 14x14 stage is 3x3 at 96, where a 1x1
+    convolution of 64 -> 384 channels (221k multiply-adds) is not worth the cores; decided there,
+    it ran on one core at 224 too (92 against 37-45 us in the 224x224 build). It now chooses at
+    run time: serial at 3x3, split at 14x14, and computes the same either way."""
+    size = tirx.Var("s", "int64")
+    mod = pointwise(size, 3)
+    scheduled = apply_default_schedules(mod, TWO_CORES)
+    assert set(_parallel_kernels(scheduled, {"s": 3}).values()) == {False}
+    assert set(_parallel_kernels(scheduled, {"s": 14}).values()) == {True}
+    vm = relax.VirtualMachine(compile_cpu(scheduled, TWO_CORES), tvm.cpu())
+    for pixels in (3, 14):
+        x = rand(1, pixels, pixels, 64)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(x @ W[0, 0], 0.0, 6.0))
+
+
+@pytest.mark.parametrize(("size", "parallel"), [(3, False), (14, True)])
+def test_a_static_kernel_is_decided_at_build_time(size: int, parallel: bool) -> None:
+    """The same convolution at a fixed size has one loop, parallel or not as its work says."""
+    scheduled = apply_default_schedules(pointwise(size, None), TWO_CORES)
+    kernels = _scheduled_kernels(scheduled)
+    assert [condition for func in kernels.values() for _, condition in _parallel_loops(func.body)] == (
+        [None] if parallel else [])
+    assert not any(WHEN_ATTR in func.script() for func in kernels.values())
+
+
+def test_over_the_code_size_budget_the_loop_stays_serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both versions of a loop double its code; where that goes over the budget, the function keeps
+    the build-time decision at its smallest sizes: serial."""
+    monkeypatch.setattr(over_cores, "CODE_SIZE_BUDGET", 0)
+    scheduled = apply_default_schedules(pointwise(tirx.Var("s", "int64"), 3), TWO_CORES)
+    kernels = _scheduled_kernels(scheduled)
+    assert [_parallel_loops(func.body) for func in kernels.values()] == [[]]
+    assert not any(WHEN_ATTR in func.script() for func in kernels.values())
+
+
+@T.prim_func
+def _triangle(a: T.handle, b: T.handle) -> None:
+    """Rows of growing length, the loop over them marked to run over the cores from 64 elements."""
+    n = T.int64()
+    A = T.match_buffer(a, (n, n), "float32")
+    B = T.match_buffer(b, (n, n), "float32")
+    for i in T.parallel(n, annotations={WHEN_ATTR: 64}):
+        for j in range(i + 1):
+            B[i, j] = A[i, j] * T.float32(2)
+
+
+def test_the_work_counts_the_elements_stored() -> None:
+    """One unit per element stored, loops multiplying, the larger branch of a condition."""
+    (n,) = blocks.shape_vars(_triangle)
+    rows = _triangle.body
+    assert int(sym.Analyzer().simplify(work(rows.body) - (rows.loop_var + 1))) == 0
+    store = rows.body.body
+    assert int(sym.Analyzer().simplify(work(tirx.IfThenElse(n > 4, store, tirx.SeqStmt([store, store]))))) == 2
+
+
+def test_a_condition_reading_an_inner_index_keeps_the_loop_serial() -> None:
+    """The work of a loop whose inner extents vary with its index is no condition the function can
+    evaluate before the loop: the loop stays serial, as decided at the smallest sizes."""
+    versioned = version_parallel_loops(_triangle, TWO_CORES)
+    assert versioned.body.kind == tirx.ForKind.SERIAL
+    assert WHEN_ATTR not in versioned.body.annotations
