@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,7 +102,7 @@ def _same_padding(static: Callable[[int, int, int], tuple[int, int]], size: Any,
     a symbolic one at stride 1 it does not depend on the size (`kernel - 1`, the odd one after);
     at a larger stride it does (`(ceil(size / stride) - 1) * stride + kernel - size`: 1 or 2 for a
     3x3 window at stride 2), which a static padding attribute cannot hold: `_strided_same` pads
-    such a convolution's input ahead, and any other operator says so."""
+    such a convolution's or pooling's input ahead, and any other operator says so."""
     if isinstance(_int_or_symbolic(size), int):
         return static(size, kernel, stride)
     if stride == 1:
@@ -109,11 +110,11 @@ def _same_padding(static: Callable[[int, int, int], tuple[int, int]], size: Any,
     if _PADDED_AHEAD.get():
         return 0, 0
     raise NotImplementedError(f"'SAME' padding at stride {stride} over a dimension of unknown size is only "
-                              "supported for convolutions")
+                              "supported for convolutions, max pooling and float average pooling")
 
 
-def _padded_ahead(expr: Any, axis: int, size: Any, kernel: int, stride: int) -> Any:
-    """`expr` padded along `axis` as 'SAME' pads a symbolic `size`: zeros for the largest padding
+def _padded_ahead(expr: Any, axis: int, size: Any, kernel: int, stride: int, fill: float) -> Any:
+    """`expr` padded along `axis` as 'SAME' pads a symbolic `size`: `fill` for the largest padding
     any size can need (`kernel - 1`, split as TensorFlow splits it), then the slice that starts
     where this size's own padding starts (`most before - before` in) and holds the rows the
     windows read, `(outputs - 1) * stride + kernel`: a length TVM's analyzer sees the convolution
@@ -125,10 +126,47 @@ def _padded_ahead(expr: Any, axis: int, size: Any, kernel: int, stride: int) -> 
     most = kernel - 1
     widths = [0] * 8
     widths[2 * axis], widths[2 * axis + 1] = most // 2, most - most // 2
-    padded = relax.op.nn.pad(expr, widths)
+    padded = relax.op.nn.pad(expr, widths, pad_value=fill)
     start = most // 2 - total // 2
     return relax.op.strided_slice(padded, [axis], [start], [start + (outputs - 1) * stride + kernel],
                                   assume_inbound=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Window:
+    """What 'SAME' padding of a sliding window needs from its operator: the padding kind, the
+    stride and the extent of the window (dilation included) on height and width, and the value
+    the padding holds for the operator (0 for a convolution, the lowest value for a max pooling)."""
+
+    padding: int
+    strides: tuple[int, int]
+    extents: tuple[int, int]
+    fill: float
+
+
+def _convolution_window(options_class: type, converter: Any, op: Any) -> _Window:
+    """A CONV_2D's or DEPTHWISE_CONV_2D's window (`options_class`: Conv2DOptions or
+    DepthwiseConv2DOptions: the dilations sit in different fields), from its weights' shape."""
+    weights = converter.get_input_tensors(op)[1]
+    options = options_class()
+    options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    dilations = (options.DilationHFactor(), options.DilationWFactor())
+    return _Window(options.Padding(), (options.StrideH(), options.StrideW()),
+                   tuple((int(weights.tensor.Shape(axis)) - 1) * dilation + 1
+                         for axis, dilation in zip((1, 2), dilations)), 0.0)
+
+
+def _pool_window(lowest: bool, converter: Any, op: Any) -> _Window:
+    """A MAX_POOL_2D's (``lowest``: padded with its input type's lowest value, which TensorFlow's
+    'SAME' max pooling never takes) or AVERAGE_POOL_2D's window (padded with zeros)."""
+    from tflite.Pool2DOptions import Pool2DOptions
+
+    options = Pool2DOptions()
+    options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+    dtype = np.dtype(converter.get_tensor_type_str(converter.get_input_tensors(op)[0].tensor.Type()))
+    fill = 0.0 if not lowest else float("-inf") if dtype.kind == "f" else float(np.iinfo(dtype).min)
+    return _Window(options.Padding(), (options.StrideH(), options.StrideW()),
+                   (options.FilterHeight(), options.FilterWidth()), fill)
 
 
 # Shape arithmetic on 1-D int vectors that ShapeValues evaluates; the value is (inputs -> output).
@@ -280,8 +318,11 @@ class ShapeValues:
         from tflite.Conv2DOptions import Conv2DOptions
         from tflite.DepthwiseConv2DOptions import DepthwiseConv2DOptions
 
-        for name, options in (("CONV_2D", Conv2DOptions), ("DEPTHWISE_CONV_2D", DepthwiseConv2DOptions)):
-            convert_map[name] = functools.partial(self._strided_same, options, convert_map[name])
+        for name, window_of in (("CONV_2D", functools.partial(_convolution_window, Conv2DOptions)),
+                                ("DEPTHWISE_CONV_2D", functools.partial(_convolution_window, DepthwiseConv2DOptions)),
+                                ("MAX_POOL_2D", functools.partial(_pool_window, True))):
+            convert_map[name] = functools.partial(self._strided_same, window_of, convert_map[name])
+        convert_map["AVERAGE_POOL_2D"] = functools.partial(self._strided_average, convert_map["AVERAGE_POOL_2D"])
         for name, evaluate in EVALUATORS.items():
             if name in convert_map:
                 convert_map[name] = functools.partial(self._arithmetic, evaluate, convert_map[name])
@@ -427,28 +468,20 @@ class ShapeValues:
             expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=min(steps) > 0)
         return relax.op.squeeze(expr, shrunk) if shrunk else expr
 
-    def _strided_same(self, options_class: type, upstream: Callable[..., Any], op: Any) -> Any:
-        """A convolution with 'SAME' padding at a stride over 1 on an image of unknown height or
-        width (every Keras `Conv2D(strides=2, padding="same")`: MobileNetV2's first layer): its
-        input padded ahead for that size (`_padded_ahead`), then TVM's conversion without padding
-        on those axes. The padding depends on the size's parity, which a convolution's static
-        padding attribute cannot hold: TVM's converter failed on `float()` of the size."""
-        from tflite.Padding import Padding
-
+    def _strided_same(self, window_of: Callable[[Any, Any], _Window], upstream: Callable[..., Any], op: Any) -> Any:
+        """A convolution or max pooling with 'SAME' padding at a stride over 1 on an image of
+        unknown height or width (every Keras `Conv2D(strides=2, padding="same")`: MobileNetV2's
+        first layer; `MaxPooling2D(padding="same")`): its input padded ahead for that size
+        (`_padded_ahead`), then TVM's conversion without padding on those axes. The padding
+        depends on the size's parity, which the operator's static padding attribute cannot hold:
+        TVM's converter failed on `float()` of the size."""
         converter = self._converter
-        data, weights = converter.get_input_tensors(op)[:2]
-        options = options_class()  # Conv2DOptions or DepthwiseConv2DOptions: the dilations sit in different fields
-        options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
-        shape = self.tensor_shape(data)
-        axes = [(axis, shape[axis], (int(weights.tensor.Shape(axis)) - 1) * dilation + 1, stride)
-                for axis, stride, dilation in ((1, options.StrideH(), options.DilationHFactor()),
-                                               (2, options.StrideW(), options.DilationWFactor()))
-                if shape is not None and stride > 1 and not isinstance(shape[axis], int)]
-        if options.Padding() != Padding.SAME or not axes:
+        data = converter.get_input_tensors(op)[0]
+        window = window_of(converter, op)
+        axes = self._padded_axes(data, window)
+        if not axes:
             return upstream(op=op)
-        prepared = converter.get_expr(data.tensor_idx)
-        for axis, size, kernel, stride in axes:
-            prepared = _padded_ahead(prepared, axis, size, kernel, stride)
+        prepared = self._padded_input(data, axes, window.fill)
         read = converter.get_expr
         converter.get_expr = lambda index, *args, **kwargs: (
             prepared if index == data.tensor_idx else read(index, *args, **kwargs))
@@ -458,6 +491,59 @@ class ShapeValues:
         finally:
             _PADDED_AHEAD.reset(padded)
             del converter.get_expr  # the class's method again
+
+    def _padded_axes(self, data: Any, window: _Window) -> list[tuple[int, Any, int, int]]:
+        """(axis, size, window extent, stride) of each axis of `data` that a 'SAME' window pads
+        by the size's parity: a symbolic height or width at a stride over 1."""
+        from tflite.Padding import Padding
+
+        shape = self.tensor_shape(data)
+        if window.padding != Padding.SAME or shape is None:
+            return []
+        return [(axis, shape[axis], extent, stride) for axis, stride, extent in zip((1, 2), window.strides, window.extents)
+                if stride > 1 and not isinstance(shape[axis], int)]
+
+    def _padded_input(self, data: Any, axes: list[tuple[int, Any, int, int]], fill: float) -> Any:
+        """`data`'s expression padded ahead (`_padded_ahead`) on each of `axes` (`_padded_axes`)."""
+        prepared = self._converter.get_expr(data.tensor_idx)
+        for axis, size, extent, stride in axes:
+            prepared = _padded_ahead(prepared, axis, size, extent, stride, fill)
+        return prepared
+
+    def _strided_average(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """A float average pooling with 'SAME' padding at a stride over 1 on an image of unknown
+        height or width: its input padded ahead with zeros (`_padded_ahead`), each window's mean
+        divided by the share of it that lay on the image (TensorFlow's 'SAME' mean leaves the
+        padding out, and the padding ahead made it part of the image): the mean of ones padded
+        the same way, over those axes alone (the other axes' padding stays in the pooling, which
+        leaves it out); the fused activation after that."""
+        from tflite.Pool2DOptions import Pool2DOptions
+        from tvm import relax
+        from tvm.relax.frontend.tflite import tflite_frontend
+
+        converter = self._converter
+        data = converter.get_input_tensors(op)[0]
+        window = _pool_window(False, converter, op)
+        axes = self._padded_axes(data, window)
+        dtype = converter.get_tensor_type_str(data.tensor.Type())
+        if not axes or not dtype.startswith("float"):
+            return upstream(op=op)
+        options = Pool2DOptions()
+        options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+        shape = self.tensor_shape(data)
+        ahead = {axis: (size, extent, stride) for axis, size, extent, stride in axes}
+        pads = [(0, 0) if axis in ahead else tflite_frontend.get_pad_value(shape[axis], extent, stride)
+                for axis, extent, stride in zip((1, 2), window.extents, window.strides)]
+        mean = relax.op.nn.avg_pool2d(self._padded_input(data, axes, 0.0), pool_size=window.extents,
+                                      strides=window.strides, padding=[pads[0][0], pads[1][0], pads[0][1], pads[1][1]],
+                                      layout="NHWC", count_include_pad=False)
+        ones = relax.op.ones(relax.ShapeExpr([1, *(ahead[axis][0] if axis in ahead else 1 for axis in (1, 2)), 1]), dtype)
+        for axis, size, extent, stride in axes:
+            ones = _padded_ahead(ones, axis, size, extent, stride, 0.0)
+        share = relax.op.nn.avg_pool2d(ones, pool_size=[ahead[axis][1] if axis in ahead else 1 for axis in (1, 2)],
+                                       strides=[ahead[axis][2] if axis in ahead else 1 for axis in (1, 2)], layout="NHWC")
+        return converter.convert_fused_activation_function(relax.op.divide(mean, share),
+                                                           options.FusedActivationFunction())
 
     def _resize(self, upstream: Callable[..., Any], op: Any) -> Any:
         """RESIZE_* to a size computed from a symbolic shape (Keras `UpSampling2D` on an image of

@@ -57,7 +57,8 @@ def recurrent_without_entries(x):
 # converter to fold), and AdaIN's decoder on an image of unknown height and width (reflection
 # padding, a resize to twice the input's size, the channels reversed; Keras 3's `UpSampling2D`),
 # 'SAME' convolutions at stride 2 over such an image (MobileNetV2's first layer: the padding
-# depends on the size's parity), and attention over a sequence of unknown length (Keras 3's `Dense` on a rank-3 input reshapes to
+# depends on the size's parity) and 'SAME' max and average poolings at stride 2 (on negative values,
+# where a zero padding would win the max, and counted in the mean, a mistake shows), and attention over a sequence of unknown length (Keras 3's `Dense` on a rank-3 input reshapes to
 # the product of the leading sizes: REDUCE_PROD; the second matmul reduces over the length).
 USERS_FORMS = '''
 import keras
@@ -102,6 +103,16 @@ project(tf.zeros([1, 2, 6]))
 @tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="picture")])
 def strided(picture):
     return stem(picture)
+
+
+pools = keras.Sequential([keras.layers.MaxPooling2D(3, strides=2, padding="same"),
+                         keras.layers.AveragePooling2D(3, strides=2, padding="same")])
+
+
+@tfcheck.aot(dims={"photo_1": (5, 12), "photo_2": (5, 12)})
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="photo")])
+def pooled(photo):
+    return pools(photo - 1.0)
 
 
 @tfcheck.aot(dims={"tokens_1": (3, 20)})
@@ -200,6 +211,7 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
     assert records["users_forms"]["dims"] == {"batch": {"min": 1, "max": 9, "verified": [1, 5, 9]}}
     assert records["stretched"]["dims"]["image_2"] == {"min": 5, "max": 12, "verified": [5, 9, 12]}
     assert records["strided"]["dims"]["picture_1"]["verified"] == [5, 9, 12]  # odd and even
+    assert records["pooled"]["dims"]["photo_2"]["verified"] == [5, 9, 12]
     assert all(record["verified"] for record in records.values())
     reference, library = _module(tmp_path / "forms.py"), tfcheck.load(tmp_path / "out")
     rng = np.random.default_rng(2)
@@ -208,7 +220,8 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
     tokens = rng.standard_normal((1, 13, 6)).astype(np.float32)
     calls = [("users_forms", (image, mask), [(4, 12, 12, 4), (4, 1, 7), (4, 3)]),
              ("scaled_anchors", (sizes,), [(2, 8112, 2)]), ("stretched", (picture,), [(1, 18, 24, 3), (1, 18, 24, 3)]),
-             ("attend", (tokens,), [(1, 13, 8)]), ("strided", (picture,), [(1, 2, 3, 4)])]
+             ("attend", (tokens,), [(1, 13, 8)]), ("strided", (picture,), [(1, 2, 3, 4)]),
+             ("pooled", (picture,), [(1, 2, 3, 3)])]
     for name, arguments, shapes in calls:
         got, expected = getattr(library, name)(*arguments), getattr(reference, name)(*arguments)
         got, expected = (got, expected) if isinstance(expected, tuple) else ((got,), (expected,))
