@@ -227,11 +227,22 @@ def _rows_first(block: tirx.SBlock) -> bool:
     return largest <= max(written, SMALL_WEIGHTS) and largest <= CACHED_WEIGHTS
 
 
+class TileOfUnknownExtent(ValueError):
+    """A register tile whose loop has a symbolic extent: the contraction rule does not fit the
+    function (`apply.choose_schedule` tries the next rule)."""
+
+
 def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
     """Vectorise the last loop of a register tile by whole vectors and unroll the loops above it.
 
     Every access to the accumulators then has a constant index, so LLVM keeps them in registers;
     a vector wider than the hardware's (e.g. 48 floats) would instead be shuffled element by element.
+    A tile loop of symbolic extent means the rule does not fit (`TileOfUnknownExtent`): over
+    images of any size, the write-back of a 3x3 pooling at stride 2 computed per tile got its
+    extent from `w - 3`, which TVM's analyzer cannot prove non-negative, as a `max - min` of two
+    tile bounds, and its buffer a shape to match: unrolled, the build failed ("Cannot unroll
+    non-constant loop": Keras's ResNet50, DenseNet121 and InceptionV3 for images of any size);
+    left a loop, it wrote outside the buffer.
     """
     *rest, cols = tile
     width = vector_width(blocks.extent(sch, cols), lanes)
@@ -241,6 +252,8 @@ def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None
     if width > 1:
         sch.vectorize(cols)
     for loop in rest:
+        if blocks.extent(sch, loop) is None:
+            raise TileOfUnknownExtent(f"a tile loop of {sch.get(loop).extent} iterations")
         sch.unroll(loop)
 
 
