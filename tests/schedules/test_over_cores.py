@@ -31,7 +31,7 @@ def pointwise(size: int | tirx.Var, smallest: int | None) -> tvm.IRModule:
 
 
 def test_a_convolution_over_images_of_any_size_splits_over_the_cores_from_the_size_its_work_pays_for() -> None:
-    """MobileNetV2 for images of 96 to 224 pixels: its 14x14 stage is 3x3 at 96, where a 1x1
+    """MobileNetV2 for images from 48 pixels a side: its 14x14 stage is 3x3 at 48, where a 1x1
     convolution of 64 -> 384 channels (221k multiply-adds) is not worth the cores; decided there,
     it ran on one core at 224 too (92 against 37-45 us in the 224x224 build). It now chooses at
     run time: serial at 3x3, split at 14x14, and computes the same either way."""
