@@ -42,7 +42,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from tfcheck.compiler import schedules
 from tfcheck.compiler.artifact import sources_digest
-from tfcheck.compiler.schedules import default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules import blocks, default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
 from tfcheck.atomic import locked, write_atomic
 from tfcheck.runtime.threads import use_all_cores
 
@@ -90,6 +90,7 @@ class TuningResult:
     seconds: float
     tasks_kept_default: int = 0
     tasks_taking_tuned: int = 0  # operators whose tuned schedule measured faster than the default
+    tasks_of_unknown_size: int = 0  # operators over sizes known only at run time: not tunable (`_tunable_tasks`)
 
     def summary(self) -> dict[str, int | float | str]:
         """What the manifest records about the tuning run (docs/artifact-format.md)."""
@@ -99,6 +100,7 @@ class TuningResult:
             "tasks_reused": self.tasks_reused,
             "tasks_tuned": self.tasks_tuned,
             "tasks_kept_default": self.tasks_kept_default,
+            "tasks_of_unknown_size": self.tasks_of_unknown_size,
             "trials": self.trials,
             "seconds": round(self.seconds, 3),
         }
@@ -139,7 +141,7 @@ def tune_module(
     db_dir = target_database_dir(database_dir, target)
     _prepare_database_dir(db_dir, target)
     lowered = legalize_and_fuse(mod, target)
-    tasks = _tunable_tasks(lowered, target)
+    tasks, of_unknown_size = _tunable_tasks(lowered, target)
     tuned, defaults = _open_databases(db_dir)
     missing = [t for t in tasks if not _has_record(tuned, t, target)]
     tuned_trials = 0
@@ -164,6 +166,7 @@ def tune_module(
         seconds=time.perf_counter() - start,
         tasks_kept_default=kept_default,
         tasks_taking_tuned=len(with_tuned) - kept_default,
+        tasks_of_unknown_size=of_unknown_size,
     )
     logger.info(
         "tuning: %d tasks, %d reused, %d tuned with %d trials in %.1f s, %d kept the default "
@@ -213,10 +216,15 @@ def _defaults_name() -> str:
     return f"default-{sources_digest(sorted(Path(schedules.__file__).parent.glob('*.py')))}"
 
 
-def _tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
-    """The fused operators of `mod` that MetaSchedule can tune (already scheduled ones excluded)."""
-    tasks = ms.relax_integration.extract_tasks(mod, target)
-    return [t for t in tasks if not t.mod.attrs.get("tirx.is_scheduled", False)]
+def _tunable_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[list, int]:
+    """The fused operators of `mod` that MetaSchedule can tune (not already scheduled, of static
+    shapes), and how many others are over sizes known only at run time. MetaSchedule measures a
+    candidate on arrays of the kernel's shapes; on a kernel over a batch or an image of any size
+    its search failed and took the whole build with it (`Check failed: (old_rv != nullptr &&
+    new_rv != nullptr)`). Such kernels keep their default schedules."""
+    tasks = [t for t in ms.relax_integration.extract_tasks(mod, target) if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    static = [t for t in tasks if not blocks.shape_vars(t.dispatched[0]["main"])]
+    return static, len(tasks) - len(static)
 
 
 def _has_record(database: ms.database.Database, task, target: tvm.target.Target) -> bool:

@@ -43,8 +43,8 @@ TRIALS = 4
 RACE_ROWS, RACE_INNER, RACE_COLS = 128, 512, 512
 
 
-def _dense_relu(rows: int, inner: int, cols: int) -> tvm.IRModule:
-    """`relu(x @ w)` with static shapes: one fused MetaSchedule task per shape."""
+def _dense_relu(rows: int | tvm.tirx.Var, inner: int, cols: int) -> tvm.IRModule:
+    """`relu(x @ w)`: one fused MetaSchedule task per shape (``rows`` symbolic: a batch of any size)."""
     builder = relax.BlockBuilder()
     x = relax.Var("x", R.Tensor((rows, inner), "float32"))
     w = relax.Var("w", R.Tensor((inner, cols), "float32"))
@@ -135,6 +135,24 @@ def test_tasks_without_records_fall_back_to_the_default_schedules(tmp_path: Path
     assert described["mcpu"] == host_cpu_target()["mcpu"]
 
 
+def test_kernels_over_a_size_known_at_run_time_keep_their_default_schedules(tmp_path: Path) -> None:
+    """MetaSchedule measures candidates on arrays of the kernel's shapes; over a batch of any size
+    its search failed and took the build with it. Such kernels are not tuning tasks: they keep the
+    default schedules, and the model runs at every batch."""
+    rng = np.random.default_rng(0)
+    w = rng.random((16, 8), dtype=np.float32)
+    result = tune_module(_dense_relu(tvm.tirx.Var("batch", "int64"), 16, 8), _target(), trials=4, database_dir=tmp_path)
+    assert (result.tasks_total, result.tasks_of_unknown_size, result.tasks_tuned, result.trials) == (0, 1, 0, 0)
+    from tfcheck.commands.build import _tuning_text
+
+    assert "1 operator over sizes known only at run time kept it (not tunable)" in _tuning_text(result.summary())
+    [kernel] = _kernels(result.mod).values()
+    assert kernel.attrs[RULE_ATTR] == "schedule_contraction"
+    for rows in (1, 9):
+        x = rng.random((rows, 16), dtype=np.float32)
+        np.testing.assert_allclose(_run(result.mod, _target(), x, w), np.maximum(x @ w, 0), rtol=1e-5)
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("tvm-tuning")
 def test_tuning_records_are_reused_and_shared_across_models(tmp_path: Path) -> None:
@@ -165,7 +183,7 @@ def _record_unscheduled_kernel(mod: tvm.IRModule, target: tvm.target.Target, roo
 
     from tfcheck.compiler.tuning import _TUNED, _commit, _open_database, _tunable_tasks
 
-    [task] = _tunable_tasks(legalize_and_fuse(mod, target), target)
+    [task], _ = _tunable_tasks(legalize_and_fuse(mod, target), target)
     workload = task.dispatched[0]
     args = ms.arg_info.ArgInfo.from_entry_func(workload, remove_preproc=True)
     database = _open_database(target_database_dir(root, target), _TUNED)

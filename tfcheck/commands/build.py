@@ -209,8 +209,17 @@ def _tuning_text(tuning: dict[str, Any]) -> str:
     """One line on what tuning did for an artifact (the manifest's `tuning`)."""
     done = f"{tuning['tasks_tuned']} tuned now ({tuning['trials']} trials)" if tuning["tasks_tuned"] else "none tuned now"
     return (f"{tuning['tasks']} operators, {tuning['tasks_reused']} from the tuning database, {done}, "
-            f"{tuning['tasks_kept_default']} kept the default schedule (measured faster); "
+            f"{tuning['tasks_kept_default']} kept the default schedule (measured faster)"
+            f"{_unknown_size_text(tuning.get('tasks_of_unknown_size', 0))}; "
             f"tuning took {tuning['seconds']:.1f} s{_whole_model_text(tuning.get('whole_model'))}")
+
+
+def _unknown_size_text(count: int) -> str:
+    """The operators tuning left to their default schedules because their sizes are known only at
+    run time (artifacts built before that count have none)."""
+    if not count:
+        return ""
+    return f", {count} operator{'s' if count > 1 else ''} over sizes known only at run time kept it (not tunable)"
 
 
 def _whole_model_text(race: dict[str, Any] | None) -> str:
