@@ -20,8 +20,9 @@ from .depthwise import schedule_depthwise
 from .fallback import schedule_fallback
 from .rows import schedule_rows
 from .fast_math import fast_math_legalization
-from .known_sizes import bind_sizes_pass
-from .over_cores import version_parallel_loops_pass
+from .known_sizes import bind_sizes
+from .over_cores import version_parallel_loops
+from .tails import peel_tails
 from .unswitch import unswitch_partial_tiles
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,9 @@ def _no_alias_for_lone_buffers(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
 def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     """``tvm.compile`` with TVM's default Relax pipeline, then ``copy_shared_outputs_pass`` (no output
     is a constant's or a weight's memory: `compiler/fresh_outputs.py`), ``_no_alias_for_lone_buffers``
-    and ``bind_sizes_pass`` (symbolic sizes known not to be negative: `known_sizes.py`).
+    and, on every kernel, the loops over the cores chosen at run time (`over_cores.py`), vectors
+    along lengths known at run time in whole vectors and a checked tail (`tails.py`), and symbolic
+    sizes known not to be negative (`known_sizes.py`).
 
     A module with symbolic shapes gets a `shape_func` from the Relax VM (`VMShapeLower`) that is
     not marked `tirx.noalias`; with it in the same LLVM module, TVM 0.27's code generator tags every
@@ -275,7 +278,23 @@ def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     tile's accumulators in memory. MobileNetV2's 1x1 convolutions ran 2-3x slower in the symbolic
     artifact than the same TIR compiled alone or the static artifact (docs/benchmarks.md).
     """
-    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), copy_shared_outputs_pass,
-                                         _no_alias_for_lone_buffers, version_parallel_loops_pass(target),
-                                         bind_sizes_pass])
+    pipeline = tvm.transform.Sequential([
+        relax.get_pipeline("default"), copy_shared_outputs_pass, _no_alias_for_lone_buffers,
+        _on_each_kernel("tfcheck.VersionParallelLoops", lambda func: version_parallel_loops(func, target)),
+        _on_each_kernel("tfcheck.PeelTails", peel_tails), _on_each_kernel("tfcheck.BindSizes", bind_sizes)])
     return tvm.compile(mod, target=target, relax_pipeline=pipeline)
+
+
+def _on_each_kernel(name: str, rewrite: Callable[[tirx.PrimFunc], tirx.PrimFunc]) -> tvm.transform.Pass:
+    """A module pass that applies ``rewrite`` to every PrimFunc (replaced where it returns another)."""
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def run(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        for gvar, func in list(mod.functions_items()):
+            if isinstance(func, tirx.PrimFunc):
+                updated = rewrite(func)
+                if not updated.same_as(func):
+                    mod[gvar] = updated
+        return mod
+
+    return run

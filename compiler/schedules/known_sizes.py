@@ -14,7 +14,6 @@ the body, is what it needs, at the cost of one ``max`` per call.
 
 from __future__ import annotations
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
@@ -39,14 +38,3 @@ def bind_sizes(func: tirx.PrimFunc) -> tirx.PrimFunc:
                              tirx.SeqStmt([*binds, body]), block.init, block.alloc_buffers, block.match_buffers,
                              block.annotations)
     return func.with_body(s_tir.SBlockRealize(root.iter_values, root.predicate, new_block))
-
-
-@tvm.transform.module_pass(opt_level=0, name="tfcheck.BindSizes")
-def bind_sizes_pass(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """`bind_sizes` on every PrimFunc of ``mod``."""
-    for gvar, func in list(mod.functions_items()):
-        if isinstance(func, tirx.PrimFunc):
-            updated = bind_sizes(func)
-            if not updated.same_as(func):
-                mod[gvar] = updated
-    return mod

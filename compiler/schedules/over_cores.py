@@ -10,7 +10,7 @@ convolution of 64 -> 384 channels in its 14x14 stage, 3x3 for an image of 48 pix
 at 224, twice its time in the 224x224 build.
 
 So a rule marks such a loop (`split_over_cores`), and compiling the function gives it both versions
-of the loop (`version_parallel_loops_pass`, in `apply.compile_cpu`, where tuned kernels replaying a
+of the loop (`version_parallel_loops`, a pass of `apply.compile_cpu`, where tuned kernels replaying a
 default schedule pass too): ``if <its work at run time reaches the threshold>`` the parallel loop,
 else the same loop serial, as OpenMP's ``parallel if (...)`` does. The work is counted on the
 scheduled TIR, one unit per element stored (a multiply-add of a reduction, an element of an
@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import tvm
 from tvm import s_tir, sym, tirx
 from tvm.target import Target
 
 from . import blocks, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
-from .unswitch import fresh_definitions, map_blocks
+from .unswitch import fresh_definitions, loops_in, map_loops
 
 # The annotation of a loop that runs over the cores only when the work under it reaches its value
 # at run time (`split_over_cores`); `version_parallel_loops` replaces it with the two loops.
@@ -50,28 +49,13 @@ def version_parallel_loops(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc
     """``func`` with each loop marked by `split_over_cores` replaced by ``if <enough work>: <the
     loop over the cores> else: <the loop serial>``; each loop serial instead where the two copies
     would take the function over the code-size budget."""
-    if not any(WHEN_ATTR in loop.annotations for loop in _loops(func.body)):
+    if not any(WHEN_ATTR in loop.annotations for loop in loops_in(func.body)):
         return func
     sizes = blocks.shape_vars(func)
     versioned = func.with_body(_map_marked(func.body, lambda loop: _versioned(loop, sizes)))
     if code_size(versioned, cpu.vector_lanes(target, 32)) <= CODE_SIZE_BUDGET:
         return versioned
     return func.with_body(_map_marked(func.body, _serial))
-
-
-def version_parallel_loops_pass(target: Target) -> tvm.transform.Pass:
-    """`version_parallel_loops` on every PrimFunc of a module, as a pass of `apply.compile_cpu`."""
-
-    @tvm.transform.module_pass(opt_level=0, name="tfcheck.VersionParallelLoops")
-    def run(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        for gvar, func in list(mod.functions_items()):
-            if isinstance(func, tirx.PrimFunc):
-                updated = version_parallel_loops(func, target)
-                if not updated.same_as(func):
-                    mod[gvar] = updated
-        return mod
-
-    return run
 
 
 def work(stmt: tirx.Stmt) -> tirx.PrimExpr:
@@ -98,39 +82,12 @@ def work(stmt: tirx.Stmt) -> tirx.PrimExpr:
 
 def has_symbolic_extent(stmt: tirx.Stmt) -> bool:
     """Whether a loop in ``stmt`` (itself included) has a symbolic extent."""
-    return any(not isinstance(loop.extent, tirx.IntImm) for loop in _loops(stmt))
-
-
-def _loops(stmt: tirx.Stmt) -> list[tirx.For]:
-    """The loops of ``stmt``, those inside its blocks included."""
-    found: list[tirx.For] = []
-
-    def note(loop: tirx.For) -> tirx.For:
-        found.append(loop)
-        return loop
-
-    _map_loops(stmt, note)
-    return found
+    return any(not isinstance(loop.extent, tirx.IntImm) for loop in loops_in(stmt))
 
 
 def _map_marked(stmt: tirx.Stmt, on_marked: Callable[[tirx.For], tirx.Stmt]) -> tirx.Stmt:
     """``stmt`` with ``on_marked`` applied to each loop carrying `WHEN_ATTR`."""
-    return _map_loops(stmt, lambda loop: on_marked(loop) if WHEN_ATTR in loop.annotations else loop)
-
-
-def _map_loops(stmt: tirx.Stmt, on_loop: Callable[[tirx.For], tirx.Stmt]) -> tirx.Stmt:
-    """``stmt`` with ``on_loop`` applied to every loop (after its body), those inside blocks included:
-    the root block holds them all."""
-    def in_block(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
-        block = realize.block
-        body = _map_loops(block.body, on_loop)
-        if body.same_as(block.body):
-            return realize
-        return s_tir.SBlockRealize(realize.iter_values, realize.predicate, s_tir.SBlock(
-            block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init, block.alloc_buffers,
-            block.match_buffers, block.annotations))
-
-    return map_blocks(stmt, in_block, on_loop)
+    return map_loops(stmt, lambda loop: on_marked(loop) if WHEN_ATTR in loop.annotations else loop)
 
 
 def _versioned(loop: tirx.For, sizes: set[tirx.Var]) -> tirx.Stmt:

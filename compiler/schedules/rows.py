@@ -18,10 +18,12 @@ vectorises along the row:
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+import functools
+
+from tvm import s_tir, sym, tirx
 from tvm.target import Target
 
-from . import blocks, target as cpu
+from . import blocks, tails, target as cpu
 from .fallback import parallelize, vectorize_loop
 from .tiling import vector_width
 
@@ -43,16 +45,24 @@ def _is_row_reduction(sch: s_tir.Schedule, block: SBlockRV) -> bool:
             and not any(blocks.indexes_by(axis.min, along) for read in reads for axis in read.region[:-1]))
 
 
-def _row_loops(sch: s_tir.Schedule, output: SBlockRV, rows: int) -> list[LoopRV] | None:
-    """The leading loops of the output block that count ``rows`` (the rows the reductions make);
-    None when no prefix does, and computing a reduction under them would repeat it."""
+def _row_loops(sch: s_tir.Schedule, output: SBlockRV, reduction: SBlockRV) -> list[LoopRV] | None:
+    """The leading loops of the output block that count the rows the reduction makes (its loops
+    but the last); None when no prefix does, and computing a reduction under them would repeat it.
+    The counts are compared as expressions: at the smallest sizes a [1, 4, n, n] softmax's first two
+    loops count 4 rows as its three do when n is 1."""
+    rows = _count(sch, sch.get_loops(reduction)[:-1])
     loops = sch.get_loops(output)
-    count = 1
-    for number, loop in enumerate(loops, start=1):
-        count *= blocks.smallest_extent(sch, loop)  # as `blocks.iterations` counts
-        if count == rows:
+    analyzer = sym.Analyzer()
+    for number in range(1, len(loops) + 1):
+        if analyzer.can_prove_equal(_count(sch, loops[:number]), rows):
             return loops[:number]
     return None
+
+
+def _count(sch: s_tir.Schedule, loops: list[LoopRV]) -> tirx.PrimExpr:
+    """The iterations of a loop nest, as an expression of the function's sizes."""
+    return functools.reduce(lambda total, extent: total * extent,
+                            (tirx.Cast("int64", sch.get(loop).extent) for loop in loops), tirx.IntImm("int64", 1))
 
 
 def _inline_elementwise(sch: s_tir.Schedule) -> None:
@@ -70,9 +80,11 @@ def _inline_elementwise(sch: s_tir.Schedule) -> None:
 
 def _split_into_lanes(sch: s_tir.Schedule, block: SBlockRV, lanes: int) -> str | None:
     """`rfactor` a row reduction into vector-wide partial results; the name of the partial block
-    (None when the row is too short or odd for a vector)."""
+    (None when the row is too short or odd for a vector). A row of symbolic length is cut into
+    whole vectors and a checked tail (`tails.py`)."""
     inner = sch.get_loops(block)[-1]
-    width = vector_width(blocks.extent(sch, inner) or 1, lanes)
+    extent = blocks.extent(sch, inner)
+    width = lanes if extent is None else vector_width(extent, lanes)
     if width <= 1:
         return None
     _, lane = sch.split(inner, factors=[None, width])
@@ -81,7 +93,8 @@ def _split_into_lanes(sch: s_tir.Schedule, block: SBlockRV, lanes: int) -> str |
 
 
 def _vectorize_partial(sch: s_tir.Schedule, block: SBlockRV) -> None:
-    """Put the lane loop of a partial-result block innermost and vectorise it.
+    """Put the lane loop of a partial-result block innermost and vectorise it; a loop over the
+    whole vectors of a row of symbolic length is marked for `tails.peel_tails`.
 
     Under the row loop, `compute_at` made one loop per block iterator in their order: the lane
     (rfactor's new iterator, first) ... the reduction over whole vectors (last).
@@ -90,12 +103,19 @@ def _vectorize_partial(sch: s_tir.Schedule, block: SBlockRV) -> None:
     lane, whole_vectors = loops[1], loops[-1]
     sch.reorder(whole_vectors, lane)
     sch.vectorize(lane)
+    if blocks.extent(sch, whole_vectors) is None:
+        tails.mark(sch, whole_vectors)
 
 
 def _vectorize_row(sch: s_tir.Schedule, block: SBlockRV, lanes: int) -> None:
-    """Vectorise the loop along the row of a spatial block computed under the row loop."""
+    """Vectorise the loop along the row of a spatial block computed under the row loop; a row of
+    symbolic length in whole vectors and a checked tail (`tails.py`)."""
     along_row = sch.get_loops(block)[1:]
-    if along_row:
+    if not along_row:
+        return
+    if blocks.extent(sch, along_row[-1]) is None:
+        sch.vectorize(tails.split_into_vectors(sch, along_row[-1], lanes)[1])
+    else:
         vectorize_loop(sch, along_row[-1], lanes)
 
 
@@ -106,8 +126,7 @@ def schedule_rows(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     if not reductions or not all(_is_row_reduction(sch, b) for b in reductions):
         return None
     output = blocks.child_blocks(sch)[-1]
-    first = sch.get_loops(reductions[0])
-    row_loops = _row_loops(sch, output, blocks.iterations(sch, first[:-1]))
+    row_loops = _row_loops(sch, output, reductions[0])
     if blocks.is_reduction(sch, output) or row_loops is None:
         return None
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, output))
@@ -116,6 +135,11 @@ def schedule_rows(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     work = sum(blocks.iterations(sch, sch.get_loops(block)) for block in blocks.child_blocks(sch))
     _inline_elementwise(sch)
     partials = [name for name in (_split_into_lanes(sch, b, lanes) for b in reductions) if name is not None]
+    # A row of symbolic length: its partial results' checks, which `compute_at` drops, are put
+    # back at the end, and their reads declared as whole rows meanwhile (`tails.py`).
+    checks = {name: tails.check_over_iterators(sch, sch.get_sblock(name)) for name in partials}
+    for name, check in checks.items():
+        tails.read_whole_axes(sch, sch.get_sblock(name), check)
     block_names = [sch.get(b).name_hint for b in blocks.child_blocks(sch)]
     row = sch.fuse(*row_loops) if len(row_loops) > 1 else row_loops[0]
     for block in reversed(blocks.child_blocks(sch)[:-1]):
@@ -130,4 +154,7 @@ def schedule_rows(func: tirx.PrimFunc, target: Target) -> s_tir.Schedule | None:
     for name in partials:  # last: `vectorize` and `parallel` refuse an update block without its init
         block = sch.get_sblock(name)
         sch.decompose_reduction(block, sch.get_loops(block)[1])
+        # After `compute_at`, which dropped it, and after `decompose_reduction`, which refused a
+        # block whose check was put back (its flags in the schedule's state are not recomputed).
+        tails.restore_check(sch, block, checks[name])
     return sch

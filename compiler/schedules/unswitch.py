@@ -64,8 +64,24 @@ def unswitch_partial_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
-    """``loop`` with its body split into full and partial tiles, or ``loop`` itself when its
-    blocks carry no check on a symbolic extent or do not have the shape of a register tile."""
+    """``loop`` with its body split into full and partial tiles (`whole_or_partial`), the partial
+    ones in half tiles, then single rows."""
+    def partial(analyzer: sym.Analyzer, statements: list[_Statement], extent: int) -> tirx.Stmt | None:
+        # Half tiles, then single rows: a tile of 8 ending at row 5 runs 4 rows, then 1.
+        groups = [extent // 2, 1] if extent >= 4 and extent % 2 == 0 else [1]
+        return _partial_tile(analyzer, statements, 0, extent, groups)
+
+    return whole_or_partial(loop, shape_vars, partial)
+
+
+PartialOf = Callable[[sym.Analyzer, list[_Statement], int], "tirx.Stmt | None"]
+
+
+def whole_or_partial(loop: tirx.For, shape_vars: set[tirx.Var], partial_of: PartialOf) -> tirx.For:
+    """``loop`` with its body ``if <the tile is whole>: <the tile without checks> else: <partial_of(...)>``,
+    or ``loop`` itself when its blocks carry no check on a symbolic extent, do not have the shape of
+    a tile (statements over one loop of constant extent, the checks reading it: `_tile_statements`)
+    or ``partial_of`` gives None."""
     analyzer = sym.Analyzer()
     for var in shape_vars:
         analyzer.update(var, sym.ConstIntBound(0, sym.ConstIntBound.POS_INF))
@@ -75,12 +91,8 @@ def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
                                for statement in tile[0] for check in statement.checks):
         return loop
     statements, extent = tile
-    # Half tiles, then single rows: a tile of 8 ending at row 5 runs 4 rows, then 1.
-    groups = [extent // 2, 1] if extent >= 4 and extent % 2 == 0 else [1]
     full = _rows_group(analyzer, statements, 0, extent)
-    if full is None:
-        return loop
-    partial = _partial_tile(analyzer, statements, 0, extent, groups)
+    partial = None if full is None else partial_of(analyzer, statements, extent)
     if partial is None:
         return loop
     return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.IfThenElse(*full, partial),
@@ -280,3 +292,30 @@ def map_blocks(stmt: tirx.Stmt, on_block: Callable[[s_tir.SBlockRealize], s_tir.
     if isinstance(stmt, s_tir.SBlockRealize):
         return on_block(stmt)
     return stmt
+
+
+def map_loops(stmt: tirx.Stmt, on_loop: Callable[[tirx.For], tirx.Stmt]) -> tirx.Stmt:
+    """``stmt`` with ``on_loop`` applied to every loop (after its body), those inside blocks included:
+    the root block holds them all."""
+    def in_block(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
+        block = realize.block
+        body = map_loops(block.body, on_loop)
+        if body.same_as(block.body):
+            return realize
+        return s_tir.SBlockRealize(realize.iter_values, realize.predicate, s_tir.SBlock(
+            block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init, block.alloc_buffers,
+            block.match_buffers, block.annotations))
+
+    return map_blocks(stmt, in_block, on_loop)
+
+
+def loops_in(stmt: tirx.Stmt) -> list[tirx.For]:
+    """The loops of ``stmt``, those inside its blocks included."""
+    found: list[tirx.For] = []
+
+    def note(loop: tirx.For) -> tirx.For:
+        found.append(loop)
+        return loop
+
+    map_loops(stmt, note)
+    return found
