@@ -12,7 +12,7 @@ from tvm.target import Target
 
 from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
 
-from . import blocks, expansion_depthwise, layer_norm, parallel_matmuls, scalar_steps, target as cpu
+from . import blocks, expansion_depthwise, flattened_dense, layer_norm, parallel_matmuls, scalar_steps, target as cpu
 from .budget import CODE_SIZE_BUDGET, code_size
 from .channel_padding import pad_output_channels
 from .contraction import schedule_contraction
@@ -134,7 +134,10 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     to one a register tile of several rows divides (`channel_padding.py`). Reshapes to the shape a
     tensor already has (TFLite's fully connected layer on a 3-D input imports with one) go first:
     FuseOps does not fuse a matmul with an elementwise step across a reshape, so the encoder
-    block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes").
+    block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes"); for
+    the same reason a dense layer over an input flattened for it and unflattened after (TFLite's
+    fully connected layer over a sequence of any length) becomes one batched matmul
+    (`flattened_dense.py`).
     TFLite's layer norms, imported op by op, become one `layer_norm` each (`layer_norm.py`), and a
     step by a scalar after a reshape (an attention's scale) moves before it, into the epilogue of the
     matmul the reshape follows (`scalar_steps.py`); matmuls of one input by constant weights (an
@@ -144,6 +147,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """
     passes = [
         relax.transform.RemoveRedundantReshape(),
+        tvm.transform.module_pass(lambda module, _context: flattened_dense.unflatten_dense_layers(module), opt_level=0,
+                                  name="UnflattenDenseLayers"),
         tvm.transform.module_pass(lambda module, _context: layer_norm.fuse_layer_norms(module), opt_level=0,
                                   name="FuseLayerNorms"),
         tvm.transform.module_pass(lambda module, _context: scalar_steps.move_scalar_steps_before_reshapes(module),
