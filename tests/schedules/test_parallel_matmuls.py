@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tvm
 from tvm import relax, tirx
 
-from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
 from tfcheck.compiler.schedules.parallel_matmuls import _split_results_as_slices, combine_parallel_matmuls
 
 from .test_operators import TARGET, check, module, rand, run
@@ -83,3 +84,16 @@ def test_each_result_of_a_split_is_a_slice(sections) -> None:
     actual, _ = run(rewritten, x)
     parts = np.split(x, sections, axis=1)
     check(actual, np.concatenate([part * (index + 1) for index, part in enumerate(parts)], axis=1))
+
+
+def test_projections_over_a_sequence_of_any_length_are_one_matmul_and_slices() -> None:
+    """The split's axis (the projections' columns) has a known extent; the tokens need not: each
+    result is still a slice (a `split` kernel before), fused into the step that reads it."""
+    length = tirx.Var("n", "int64")
+    mod = module([(1, length, 32)], lambda bb, x: projections(bb, x, *(relax.const(w) for w in WEIGHTS)))
+    names = kernels(mod)
+    assert sum("matmul" in name for name in names) == 1 and not any("split" in name for name in names), names
+    vm = relax.VirtualMachine(compile_cpu(apply_default_schedules(mod, TARGET), TARGET), tvm.cpu())
+    for tokens in (1, 9):
+        x = rand(1, tokens, 32)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), expected(x, WEIGHTS))
