@@ -167,3 +167,11 @@ def smallest_extent(sch: s_tir.Schedule, loop: s_tir.schedule.LoopRV) -> int:
 def iterations(sch: s_tir.Schedule, loops: list[s_tir.schedule.LoopRV]) -> int:
     """Iterations of a loop nest at its smallest sizes (`smallest_extent`)."""
     return math.prod(smallest_extent(sch, loop) for loop in loops)
+
+
+def realize(sch: s_tir.Schedule, block: SBlockRV) -> s_tir.SBlockRealize:
+    """The realize of a block directly under its innermost loop (as every rule leaves them)."""
+    found = sch.get(sch.get_loops(block)[-1]).body
+    if not isinstance(found, s_tir.SBlockRealize):
+        raise s_tir.ScheduleError(f"block {sch.get(block).name_hint} is not directly under its innermost loop")
+    return found

@@ -62,7 +62,7 @@ def check_over_iterators(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) ->
     """The bound check of ``block`` over its own iterators (its loops' variables replaced by the
     iterators they bind), to be put back with `restore_check`; None when it has none. Raises
     `CheckNotKept` for one that cannot be written over the iterators."""
-    realize = _realize(sch, block)
+    realize = blocks.realize(sch, block)
     if isinstance(realize.predicate, tirx.IntImm) and realize.predicate.value:
         return None
     to_iterators = {value: iter_var.var for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
@@ -88,7 +88,7 @@ def restore_check(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, check: ti
         return
     loop_rv = sch.get_loops(block)[-1]
     loop = sch.get(loop_rv)
-    realize = _realize(sch, block)
+    realize = blocks.realize(sch, block)
     bound = {iter_var.var: value for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)}
     restored = tvm_ffi.structural_map(check, (tirx.Var, lambda var: bound.get(var, var)))
     predicate = sym.Analyzer().simplify(tirx.And(realize.predicate, restored))
@@ -121,14 +121,6 @@ def read_whole_axes(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, check: 
     new = s_tir.SBlock(old.iter_vars, [whole_axes(region) for region in old.reads], old.writes, old.name_hint,
                        old.body, old.init, old.alloc_buffers, old.match_buffers, old.annotations)
     sch.state.replace(sch.get_sref(block), new, {old: new})
-
-
-def _realize(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> s_tir.SBlockRealize:
-    """The realize of a block directly under its innermost loop (as every rule leaves them)."""
-    realize = sch.get(sch.get_loops(block)[-1]).body
-    if not isinstance(realize, s_tir.SBlockRealize):
-        raise s_tir.ScheduleError(f"block {sch.get(block).name_hint} is not directly under its innermost loop")
-    return realize
 
 
 def peel_tails(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -77,3 +77,29 @@ def test_the_bound_sizes_compute_what_numpy_computes_at_sizes_around_the_tile() 
     for height, width in [(6, 6), (10, 14), (26, 38), (7, 19)]:
         x = rand(1, height, width, 128)
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), expected(x))
+
+
+W1 = rand(1, 1, 16, 96)
+
+
+def expansion(size: int | tirx.Var) -> tvm.IRModule:
+    """MobileNetV2's first 1x1 expansion (16 -> 96 channels, ReLU6) over a ``size`` x ``size`` image."""
+    return module([(1, size, size, 16)], lambda bb, x: relax.op.clip(bb.emit(relax.op.nn.conv2d(
+        x, relax.const(W1), data_layout="NHWC", kernel_layout="HWIO")), 0.0, 6.0))
+
+
+def test_a_tiles_accumulator_is_one_whole_tile_over_an_image_of_any_width() -> None:
+    """Cut to the buffer's bounds, a tile of 4 rows over a width known only at run time had an
+    accumulator of ``min(w, 4)`` rows, a size LLVM cannot keep in registers (1.5-2x the time of
+    the fixed-size build). With the accumulator's rows axis in whole tiles, every allocation is of
+    a constant size, and the results are NumPy's at widths below, at and past a tile."""
+    size = tirx.Var("s", "int64")
+    scheduled = apply_default_schedules(expansion(size), TARGET)
+    (kernel,) = [func for gvar, func in scheduled.functions_items()
+                 if isinstance(func, tirx.PrimFunc) and "conv2d" in gvar.name_hint]
+    allocations = [line for line in compacted(bind_sizes(kernel)).splitlines() if "alloc_buffer(" in line]
+    assert allocations and not any("s_size" in line or "T.min(" in line for line in allocations), allocations
+    vm = relax.VirtualMachine(compile_cpu(scheduled, TARGET), tvm.cpu())
+    for pixels in (1, 3, 5, 17):
+        x = rand(1, pixels, pixels, 16)
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(x @ W1[0, 0], 0.0, 6.0))
