@@ -92,14 +92,16 @@ def _schedule_function(name: str, func: tirx.PrimFunc, target: Target) -> tirx.P
     if choice.schedule is None:
         return func.with_attrs(attrs) if attrs else None
     scheduled = choice.schedule.mod["main"]
-    if choice.rule == schedule_contraction.__name__:
+    if choice.rule in (schedule_contraction.__name__, schedule_depthwise.__name__):
         scheduled = _unswitched_within_budget(scheduled, target)
     return scheduled.with_attrs({**attrs, "tirx.is_scheduled": True, RULE_ATTR: choice.rule})
 
 
 def _unswitched_within_budget(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc:
-    """A contraction kernel with its full tiles of a symbolic extent free of bound checks
-    (`unswitch.py`), unless the copies of the tile that takes push it over the code-size budget."""
+    """A micro-kernel (the contraction or the depthwise rule's) with its full tiles of a symbolic
+    extent free of bound checks (`unswitch.py`), unless the copies of the tile that takes push it
+    over the code-size budget. Depthwise kernels over an image of any size kept a check per pixel
+    of the tile: 113 against 58 us for the 56x56x144 layer's static build, 68 unswitched."""
     unswitched = unswitch_partial_tiles(func)
     if unswitched.same_as(func) or code_size(unswitched, cpu.vector_lanes(target, 32)) > CODE_SIZE_BUDGET:
         return func

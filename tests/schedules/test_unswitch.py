@@ -111,6 +111,40 @@ def test_full_tiles_over_halved_image_sizes_carry_no_check() -> None:
     assert not any(checked(realize) for realize in blocks(branch.then_case))
 
 
+DEPTHWISE_W = rand(3, 3, 144, 1)
+
+
+def depthwise(size: int | tirx.Var) -> tvm.IRModule:
+    """MobileNetV2's 56x56 stage's depthwise convolution (3x3, 144 channels, 'SAME', ReLU6)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, size, size, 144], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(DEPTHWISE_W), padding=[1, 1, 1, 1], groups=144,
+                                           data_layout="NHWC", kernel_layout="HWOI"))
+            out = bb.emit_output(relax.op.clip(y, 0.0, 6.0))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_depthwise_convolution_over_an_image_of_any_size_runs_its_full_tiles_without_checks() -> None:
+    """The depthwise rule's tiles (several output pixels of one vector of channels) kept a check per
+    pixel over an image of any width: 113 against 58 us for the static build, 68 unswitched."""
+    func = kernel(depthwise(tirx.Var("s", "int64")))
+    assert func.attrs["tfcheck.schedule_rule"] == "schedule_depthwise"
+    branch = tiles_loop(func).body
+    assert isinstance(branch, tirx.IfThenElse)
+    assert not any(checked(realize) for realize in blocks(branch.then_case))
+    vm = relax.VirtualMachine(compile_cpu(apply_default_schedules(depthwise(tirx.Var("s", "int64")), TARGET), TARGET),
+                              tvm.cpu())
+    for size in (1, 5, 9):
+        x = rand(1, size, size, 144)
+        padded = np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)])
+        expected = sum(padded[:, dy:dy + size, dx:dx + size, :] * DEPTHWISE_W[dy, dx, :, 0]
+                       for dy in range(3) for dx in range(3))
+        check(vm["main"](tvm.runtime.tensor(x)).numpy(), np.clip(expected, 0.0, 6.0))
+
+
 def test_static_kernels_are_left_alone() -> None:
     func = kernel(dense(8, W, B))
     assert not isinstance(tiles_loop(func).body, tirx.IfThenElse)
