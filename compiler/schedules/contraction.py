@@ -53,11 +53,13 @@ SMALL_WEIGHTS = 256 << 10
 # at 80x80): 29-34 ms with the rows outside, 17-19 ms with the columns (docs/build.md, "Users' models").
 CACHED_WEIGHTS = 1 << 20
 
-# The size a symbolic rows axis (a batch of any size) is tiled for, as a static axis of that size
-# would be: 8 rows per tile with AVX-512, 4 with AVX2. Tiles of 4 rows were as fast at batch 8
-# and faster at most other sizes, but 10% slower at batch 1, the common serving size
-# (docs/benchmarks.md, "MLP at batch 8").
-SYMBOLIC_ROWS = 8
+# The size a symbolic rows axis (a batch, an image's width, a sequence of any length) is tiled for,
+# as a static axis of that size would be: its divisors let the tile take 7 rows, the tile of the
+# image widths of a 224x224 model (112, 56, 28, 14, 7) and of the 128- and 256-token sequences'
+# static builds, or 4 or 8. Tiled for 8 (the batch-8 tile, docs/benchmarks.md "MLP at batch 8"),
+# MobileNetV2's 7x7x320 -> 1280 convolution over an image of any size took a 2 x 5-vector tile and
+# 132 us at 224x224 against 79 us static; with 56, 79 us (docs/schedules.md, "Images of any size").
+SYMBOLIC_ROWS = 56
 
 
 def main_block(sch: s_tir.Schedule) -> SBlockRV | None:

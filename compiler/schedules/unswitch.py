@@ -67,8 +67,8 @@ def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
     """``loop`` with its body split into full and partial tiles (`whole_or_partial`), the partial
     ones in half tiles, then single rows."""
     def partial(analyzer: sym.Analyzer, statements: list[_Statement], extent: int) -> tirx.Stmt | None:
-        # Half tiles, then single rows: a tile of 8 ending at row 5 runs 4 rows, then 1.
-        groups = [extent // 2, 1] if extent >= 4 and extent % 2 == 0 else [1]
+        # Groups of the powers of two below the tile: a tile of 7 ending at row 5 runs 4 rows, then 1.
+        groups = [1 << power for power in reversed(range((extent - 1).bit_length()))]
         return _partial_tile(analyzer, statements, 0, extent, groups)
 
     return whole_or_partial(loop, shape_vars, partial)
@@ -102,10 +102,17 @@ def whole_or_partial(loop: tirx.For, shape_vars: set[tirx.Var], partial_of: Part
 def _partial_tile(analyzer: sym.Analyzer, statements: list[_Statement], start: int, count: int,
                   groups: list[int]) -> tirx.Stmt | None:
     """Rows ``start`` to ``start + count`` of a tile that may end early, in groups of ``groups[0]``
-    rows: each group without checks when its last row is in bounds, else in the next smaller groups."""
+    rows: each group without checks when its last row is in bounds, else in the next smaller groups;
+    rows left that do not make a whole group go straight to the smaller groups."""
     size, smaller = groups[0], groups[1:]
     pieces = []
     for first in range(start, start + count, size):
+        if first + size > start + count:
+            rest = _partial_tile(analyzer, statements, first, start + count - first, smaller)
+            if rest is None:
+                return None
+            pieces.append(rest)
+            continue
         group = _rows_group(analyzer, statements, first, size)
         rest = _partial_tile(analyzer, statements, first, size, smaller) if smaller else None
         if group is None or (smaller and rest is None):

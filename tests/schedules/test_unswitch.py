@@ -15,7 +15,7 @@ from tfcheck.compiler.schedules.apply import legalize_and_fuse, schedule_module
 from tfcheck.compiler.schedules.contraction import SYMBOLIC_ROWS
 from tfcheck.compiler.schedules.target import vector_lanes, vector_registers
 from tfcheck.compiler.schedules.tiling import register_tile
-from tfcheck.compiler.schedules.unswitch import unswitch_partial_tiles
+from tfcheck.compiler.schedules.unswitch import loops_in, unswitch_partial_tiles
 from tfcheck.compiler.targets import host_cpu_target
 
 from .test_known_sizes import symbolic_kernel
@@ -89,14 +89,12 @@ def test_full_tiles_of_a_symbolic_batch_carry_no_row_check() -> None:
     assert not any(checked(realize) for realize in full)
     # The register tile of the full branch has TILE_ROWS rows, unrolled: constant accumulator indices.
     assert TILE_ROWS > 1 and f"T.unroll(T.int64({TILE_ROWS}))" in func.script()
-    # The partial tile runs in half tiles, each without checks when it is full, else row by row,
-    # each row under one check outside its reduction loop.
-    halves = branch.else_case.seq
-    assert len(halves) == 2 and all(isinstance(half, tirx.IfThenElse) for half in halves)
-    for half in halves:
-        rows = half.else_case.seq
-        assert len(rows) == TILE_ROWS // 2
-        assert all(isinstance(row, tirx.IfThenElse) and row.else_case is None for row in rows)
+    # The partial tile runs in groups of the powers of two below the tile (4, 2 and 1 rows for a
+    # tile of 7), each without checks when it is whole, the rows of a group that ends early in the
+    # smaller groups, each row under one check outside its reduction loop.
+    groups = {int(loop.extent) for loop in loops_in(branch.else_case)
+              if loop.kind == tirx.ForKind.UNROLLED and isinstance(loop.extent, tirx.IntImm)}
+    assert {1 << power for power in range((TILE_ROWS - 1).bit_length())} <= groups
     assert not any(checked(realize) for realize in partial)
     # Each branch defines its own variables (the schedule state verifies the function).
     s_tir.Schedule(func)
