@@ -10,14 +10,15 @@ one level up: the body of the tiles' loop becomes
     if <the last row of the tile is in bounds>:        # every tile but the last
         <the R-row tile, without checks>
     else:                                              # the partial tile
-        for each half of the tile:
-            if <its last row is in bounds>: <the R/2-row tile, without checks>
-            else: for each row: if <row in bounds>: <the one-row tile, without checks>
+        for each group of G rows (G the largest power of two below R):
+            if <its last row is in bounds>: <the G-row tile, without checks>
+            else: <the group in groups of G/2 rows, and so on down to single rows>
 
 where "the n-row tile" is every statement of the tile (initialisation, reduction, epilogue) over
-those rows. A partial tile thus runs as one-row tiles did (a row's accumulators in registers, no
-check inside the reduction), so batch 1 is no slower than with one-row tiles, and a half tile
-runs as a tile of R/2 rows. Running the statements row group by row group assumes what the
+those rows; rows that do not make a whole group go straight to the smaller groups (a 7-row tile
+ending at row 5 runs 4 rows, then 1; ending at row 6, 4 then 2). A single row runs as a one-row
+tile did (its accumulators in registers, no check inside the reduction), so batch 1 is no slower
+than with one-row tiles. Running the statements row group by row group assumes what the
 contraction rule's kernels guarantee (each row computed from its own inputs); it is checked that
 the row loops bind only spatial block iterators. Every condition is proven by TVM's analyzer to
 imply the checks it replaces; a kernel where that fails is left as it was.
