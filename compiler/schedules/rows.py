@@ -13,7 +13,9 @@ vectorises along the row:
   computed under it (`compute_at`), so a row is still in cache for the next step; elementwise
   steps that feed one other step are inlined into it, those read by two keep a row of their own;
 - the loop along the row of every block is vectorised, and the rows are split over the cores when
-  the function has enough work.
+  the function has enough work;
+- a row of a length known only at run time is cut into whole vectors and a last, checked one
+  (`tails.py`), which needs two repairs of what `compute_at` does to the partial results.
 """
 
 from __future__ import annotations
