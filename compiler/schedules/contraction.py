@@ -368,20 +368,24 @@ def _accumulator_in_whole_tiles(sch: s_tir.Schedule, main: SBlockRV, rows_inner:
     """
     rows = blocks.extent(sch, rows_inner)
     write = sch.get(main).writes[0]
-    root = sch.get(sch.get_sblock(sch.mod["main"].body.block.name_hint))
-    if rows is None or not any(write.source.same_as(buffer) for buffer in root.alloc_buffers):
+    allocated = sch.mod["main"].body.block.alloc_buffers
+    if rows is None or not any(write.source.same_as(buffer) for buffer in allocated):
         return
-    realize = blocks.realize(sch, main)
-    rows_var = sch.get(rows_inner).loop_var
-    bound = [iter_var.var for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
-             if rows_var in tirx.analysis.undefined_vars(value)]
-    axes = [index for index, axis in enumerate(write.region) if len(bound) == 1 and blocks.is_var(axis.min, bound[0])]
-    if len(axes) != 1 or isinstance(write.source.shape[axes[0]], tirx.IntImm):
+    axis = _axis_of_loop(blocks.realize(sch, main), write, sch.get(rows_inner).loop_var)
+    if axis is None or isinstance(write.source.shape[axis], tirx.IntImm):
         return
-    axis = axes[0]
     sch.transform_layout(main, ("write", 0),
                          lambda *index: (*index[:axis], index[axis] // rows, index[axis] % rows, *index[axis + 1:]),
                          assume_injective_transform=True)
+
+
+def _axis_of_loop(realize: s_tir.SBlockRealize, region: tirx.BufferRegion, loop_var: tirx.Var) -> int | None:
+    """The axis of ``region`` indexed by the one block iterator that ``loop_var`` binds; None when
+    no single iterator or axis is."""
+    bound = [iter_var.var for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+             if loop_var in tirx.analysis.undefined_vars(value)]
+    axes = [index for index, axis in enumerate(region.region) if len(bound) == 1 and blocks.is_var(axis.min, bound[0])]
+    return axes[0] if len(axes) == 1 else None
 
 
 def _position(sch: s_tir.Schedule, block: SBlockRV) -> int:
