@@ -74,6 +74,11 @@ class EagerOnlyCall(Rule):
         "    m = np.eye(F)\n    return tf.matmul(inputs, tf.constant(m))\n",
         # `.numpy()` on anything in graph code: only eager tensors and variables have it.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x.numpy() + 1\n",
+        # Arithmetic on a parameter is no Python number (issue 36's held-out cases).
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    y = x * 2\n    return y.numpy()\n",
+        # A parameter whose shape the function reads is a tensor: tf.function converts NumPy arrays.
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    n = x.shape[0]\n"
+        "    return np.max(x) / n\n",
         "import tensorflow as tf\ndef to_list(t):\n    return t.numpy().tolist()\n"
         "ds = tf.data.Dataset.range(3).map(lambda x: to_list(x))\n",
         # Keras endpoints on a model while tracing (keras-team/keras#13671, tensorflow/tensorflow#40447).

@@ -22,6 +22,8 @@ from tfcheck.engine.source import SourceFile
 _MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Attributes a tensor has and Python numbers and lists lack: reading one marks a tf.function parameter a tensor.
+_SHAPE_ATTRIBUTES = frozenset({"shape", "get_shape", "set_shape"})
 _KERAS_LAYERS, _KERAS_METRICS = "keras.layers.", "keras.metrics."
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -452,12 +454,32 @@ class FileIndex:
             and any(k.arg == "input_signature" for k in decorator.keywords)
 
     def is_tensor_param(self, name: ast.Name) -> bool:
-        """A parameter of a tf.function with an input_signature: a tensor for sure."""
+        """A parameter of a tf.function that is a tensor for sure while tracing: the function has an
+        input_signature, or it reads the parameter's static shape (`x.shape`, `x.get_shape()`). A
+        tf.function turns NumPy arrays into tensors, and Python numbers and lists have no shape, so a
+        parameter with one is a tensor; other parameters may be Python values passed in."""
         scope = self.binding_scope(name)
         info = self._by_node.get(scope.node) if scope is not None else None
         if info is None or name.id not in info.params or isinstance(info.node, ast.Lambda):
             return False
-        return any(self.has_input_signature(d) for d in info.node.decorator_list)
+        decorator = self.decorated_tf_function(info)
+        if decorator is None:
+            return False
+        if self.has_input_signature(decorator):
+            return True
+        is_receiver = info.cls is not None and info.params[0] == name.id
+        return not is_receiver and name.id in self._shaped_params(info)
+
+    def _shaped_params(self, info: FunctionInfo) -> frozenset[str]:
+        """The parameters of `info` whose shape its own code reads (memoized: asked for every use)."""
+        key = ("shaped-params", info.node)
+        if key not in self.memo:
+            self.memo[key] = frozenset(
+                node.value.id for node in info.nodes
+                if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRIBUTES
+                and isinstance(node.value, ast.Name) and node.value.id in info.params
+                and self.binding_scope(node.value) is info.scope)
+        return self.memo[key]
 
     # -- calls --------------------------------------------------------------------------------------
     @cached_property

@@ -139,8 +139,7 @@ def expr_kinds(index: FileIndex, expr: ast.expr | None, depth: int = 0) -> set[s
     if isinstance(expr, ast.Name):
         return name_kinds(index, expr, depth + 1)
     if isinstance(expr, ast.BinOp):
-        both = expr_kinds(index, expr.left, depth + 1) | expr_kinds(index, expr.right, depth + 1)
-        return {kind for kind in both if kind in (TENSOR, NDARRAY, NUMBER, LIST, STRING)}
+        return _arithmetic_kinds(expr_kinds(index, expr.left, depth + 1), expr_kinds(index, expr.right, depth + 1))
     if isinstance(expr, ast.UnaryOp):
         return expr_kinds(index, expr.operand, depth + 1)
     if isinstance(expr, ast.Subscript):
@@ -154,6 +153,19 @@ def expr_kinds(index: FileIndex, expr: ast.expr | None, depth: int = 0) -> set[s
                 kinds |= expr_kinds(index, value, depth + 1)
             return kinds
     return set()
+
+
+def _arithmetic_kinds(left: set[str], right: set[str]) -> set[str]:
+    """What `left op right` can be. A tensor or variable on either side makes a tensor. Otherwise
+    both sides must be known: `x * 2` with `x` unknown is unknown, not a number (in a tf.function
+    `x` is most often a tensor, and calling it a number hid `(x * 2).numpy()` from TFC011)."""
+    both = left | right
+    if both & {TENSOR, VARIABLE}:
+        return {TENSOR}
+    if not left or not right:
+        return set()
+    return {kind for kind in both if kind in (NDARRAY, LIST, STRING, TUPLE)} | \
+        ({NUMBER} if NUMBER in left and NUMBER in right else set())
 
 
 def _constant_kind(value: object) -> str:
