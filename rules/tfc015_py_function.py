@@ -53,6 +53,7 @@ class PyFunction(Rule):
     code = "TFC015"
     name = "py-function"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         # The older guide's exit hatch.
         "import tensorflow as tf\nexternal_list = []\ndef side_effect(x):\n  print('Python side effect')\n"

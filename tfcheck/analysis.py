@@ -21,7 +21,7 @@ from tfcheck.findings import FileResult, Finding, InternalError, Severity, descr
 from tfcheck.jobs import FileJob
 from tfcheck.notebook import NotebookSource, is_notebook, load_notebook
 from tfcheck.reading import read_file
-from tfcheck.rule import Rule, all_rules, matches
+from tfcheck.rule import Rule, all_rules, enabled_codes, matches
 from tfcheck.suppress import is_suppressed, suppressions
 
 # A file can hold graph code, or code that rules check outside graph code, only if it mentions one of
@@ -35,10 +35,13 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def selected_rules(config: Config) -> list[Rule]:
-    """Instances of the rules that `select`/`ignore` leave on (per-file ignores apply later)."""
-    return [rule() for rule in all_rules()
-            if matches(rule.code, config.select) and not matches(rule.code, config.ignore)
-            and not rule.reported_by_engine]
+    """Instances of the rules `select`, `extend-select` and `ignore` turn on (per-file ignores apply later)."""
+    codes = _enabled(config)
+    return [rule() for rule in all_rules() if rule.code in codes and not rule.reported_by_engine]
+
+
+def _enabled(config: Config) -> frozenset[str]:
+    return enabled_codes(config.select + config.extend_select, config.ignore)
 
 
 def analyze(job: FileJob, config: Config, rules: Sequence[Rule], data: bytes | None = None) -> FileResult:
@@ -149,7 +152,8 @@ def _parse_failure_finding(failure: ParseFailure) -> Finding:
 def _filter(result: FileResult, config: Config, relative: str, text: str) -> FileResult:
     """Drop findings ignored for this file; move suppressed ones aside."""
     ignored = config.ignored_codes(relative)
-    kept = [f for f in result.findings if matches(f.code, config.select) and not matches(f.code, ignored)]
+    codes = _enabled(config)  # the rules ran only if on; the engine's own findings (TFC000) are checked here
+    kept = [f for f in result.findings if f.code in codes and not matches(f.code, ignored)]
     directives = suppressions(text) if text else {}
     result.findings = sorted((f for f in kept if not is_suppressed(f, directives)), key=lambda f: f.sort_key)
     result.suppressed = [replace(f, suppressed=True) for f in kept if is_suppressed(f, directives)]

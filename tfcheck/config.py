@@ -27,6 +27,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 CONFIG_FILES = ("tfcheck.toml", "pyproject.toml")
 # The files a folder walk lints (ruff's default, less stubs): Python files and Jupyter notebooks.
 DEFAULT_INCLUDE = ("*.py", "*.ipynb")
+# The default set: every rule except the opt-in ones (a prefix never turns an opt-in rule on).
+DEFAULT_SELECT = ("TFC",)
 
 
 class ConfigError(Exception):
@@ -53,7 +55,8 @@ class Config:
 
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
-    select: tuple[str, ...] = ("ALL",)
+    select: tuple[str, ...] = DEFAULT_SELECT
+    extend_select: tuple[str, ...] = ()  # rules on top of `select`: how an opt-in rule is turned on
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
@@ -61,7 +64,8 @@ class Config:
     extend_include: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".tfcheck_cache"
-    min_severity: Severity = Severity.INFO  # findings below it are not reported (nor counted)
+    # Findings below it are not reported (nor counted): info is advisory, off unless asked for.
+    min_severity: Severity = Severity.WARNING
     engine: EngineSettings = field(default_factory=EngineSettings)
     build: BuildConfig = field(default_factory=BuildConfig)
 
@@ -301,6 +305,7 @@ def _is_shape(item: Any) -> bool:
 
 _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "select": ("select", _codes),
+    "extend-select": ("extend_select", _codes),
     "ignore": ("ignore", _codes),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "exclude": ("exclude", _strings),

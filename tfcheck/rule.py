@@ -32,6 +32,10 @@ class Rule:
     must_not_flag: ClassVar[Sequence[str]] = ()
     # Set when the engine itself reports the rule (parse errors), so it has no check of its own.
     reported_by_engine: ClassVar[bool] = False
+    # An opt-in rule is off by default: its findings are too often not what the code's maintainer
+    # wants (docs/precision.md measures each rule). Only its own code, its name or `ALL` in `select`
+    # or `extend-select` turns it on; a prefix such as `TFC0` does not.
+    opt_in: ClassVar[bool] = False
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         raise NotImplementedError(f"{type(self).__name__} must implement check()")
@@ -103,3 +107,19 @@ def rule_by_code(code: str) -> type[Rule] | None:
 def matches(code: str, selectors: Sequence[str]) -> bool:
     """Whether a code is selected by one of `selectors`: codes or prefixes (`TFC0`, `ALL`)."""
     return any(s == "ALL" or code.startswith(s) for s in selectors)
+
+
+def tier(rule: type[Rule]) -> str:
+    """`default` or `opt-in`, as `tfcheck rules` shows it."""
+    return "opt-in" if rule.opt_in else "default"
+
+
+@lru_cache(maxsize=16)
+def enabled_codes(select: tuple[str, ...], ignore: tuple[str, ...]) -> frozenset[str]:
+    """The codes of the rules a run turns on: a default rule when a selector matches it, an opt-in
+    rule only when named (its code, its name, or `ALL`); then `ignore` turns rules off."""
+    def selected(rule: type[Rule]) -> bool:
+        if rule.opt_in:
+            return any(s in ("ALL", rule.code, rule.name) for s in select)
+        return matches(rule.code, select) or rule.name in select
+    return frozenset(rule.code for rule in all_rules() if selected(rule) and not matches(rule.code, ignore))

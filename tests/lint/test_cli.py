@@ -196,11 +196,14 @@ def serve(path):
 """
 
 
+_PY_FUNCTION_ON = "[tool.tfcheck]\nextend-select = ['TFC015']\n"
+
+
 @pytest.mark.parametrize(("args", "config", "shown"), [
-    ((), None, ["info", "error", "warning"]),
-    (("--min-severity", "warning"), None, ["error", "warning"]),
-    ((), "[tool.tfcheck]\nmin-severity = 'error'\n", ["error"]),
-    (("--min-severity", "info"), "[tool.tfcheck]\nmin-severity = 'error'\n", ["info", "error", "warning"]),
+    ((), _PY_FUNCTION_ON, ["error", "warning"]),  # info is off by default
+    (("--min-severity", "info"), _PY_FUNCTION_ON, ["info", "error", "warning"]),
+    ((), _PY_FUNCTION_ON + "min-severity = 'error'\n", ["error"]),
+    (("--min-severity", "info"), _PY_FUNCTION_ON + "min-severity = 'error'\n", ["info", "error", "warning"]),
 ])
 def test_min_severity_hides_and_does_not_count(project, run_cli, args: tuple[str, ...], config: str | None,
                                                shown: list[str]) -> None:
@@ -211,9 +214,17 @@ def test_min_severity_hides_and_does_not_count(project, run_cli, args: tuple[str
 
 
 def test_nothing_at_min_severity_exits_zero(project, run_cli) -> None:
-    root = project({"a.py": SEVERITIES.split("@tf.function")[0]})
-    assert run_cli(root, "check", ".").exit_code == 1
-    assert run_cli(root, "check", "--min-severity", "warning", ".").exit_code == 0
+    root = project({"a.py": SEVERITIES.split("@tf.function")[0]}, config=_PY_FUNCTION_ON)
+    assert run_cli(root, "check", "--min-severity", "info", ".").exit_code == 1
+    assert run_cli(root, "check", ".").exit_code == 0
+
+
+def test_opt_in_rule_needs_its_own_code(project, run_cli) -> None:
+    """A prefix selects the default rules only; an opt-in rule is on when named or with ALL."""
+    root = project({"a.py": SEVERITIES})
+    codes = lambda *args: {f["code"] for f in findings(run_cli(root, "check", "--format", "json", *args, "."))}
+    assert "TFC015" not in codes() | codes("--select", "TFC0")
+    assert "TFC015" in codes("--select", "TFC015") & codes("--select", "ALL")
 
 
 def test_explicit_config_file(project, run_cli) -> None:

@@ -34,14 +34,15 @@ def codes_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def load_run_config(config_file: Path | None, paths: tuple[Path, ...], select: tuple[str, ...] | None,
-                    ignore: tuple[str, ...] | None) -> Config:
+                    ignore: tuple[str, ...] | None, extend_select: tuple[str, ...] | None = None) -> Config:
     """The config for a run, with command-line overrides. Exits with code 2 on a config error."""
     try:
         config = load_config(paths[0] if paths else Path.cwd(), config_file)
     except ConfigError as exc:
         click.echo(f"tfcheck: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    return config.with_overrides(select=select, ignore=(config.ignore + ignore) if ignore else None)
+    return config.with_overrides(select=select, ignore=(config.ignore + ignore) if ignore else None,
+                                 extend_select=(config.extend_select + extend_select) if extend_select else None)
 
 
 def write_report(result: RunResult, output_format: str, options: OutputOptions, output_file: Path | None) -> None:
@@ -75,6 +76,8 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--select", metavar="CODES", callback=codes_option,
               help="Only these rules: codes or prefixes separated by commas or spaces (TFC001,TFC01).")
+@click.option("--extend-select", metavar="CODES", callback=codes_option,
+              help="These rules on top of the selected ones: how an opt-in rule is turned on (TFC015).")
 @click.option("--ignore", metavar="CODES", callback=codes_option,
               help="Skip these rules: codes or prefixes separated by commas or spaces.")
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
@@ -95,11 +98,12 @@ def exit_code(result: RunResult, exit_zero: bool) -> int:
 @click.option("--shard", metavar="I/N", callback=shard_option,
               help="Report only shard I of N (1-based) of the files; merge the outputs with `tfcheck merge`.")
 @click.option("--min-severity", type=click.Choice([s.value for s in Severity]),
-              help="Report only findings of this severity or more (default: `min-severity` of the config, info).")
+              help="Report only findings of this severity or more (default: `min-severity` of the config, warning).")
 @click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that may change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
-def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, output_format: str,
+def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, extend_select: tuple[str, ...] | None,
+          ignore: tuple[str, ...] | None, output_format: str,
           output_file: Path | None, statistics: bool, show_source: bool, show_suppressed: bool, exit_zero: bool,
           config_file: Path | None, force_exclude: bool, jobs: int | None, color: bool | None,
           fix: bool = False, unsafe_fixes: bool = False, diff: bool = False, no_cache: bool = False,
@@ -108,7 +112,7 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, ignore: tuple
 
     Never imports or runs the code it checks. Exit status: 0 no findings, 1 findings, 2 error.
     """
-    config = load_run_config(config_file, paths, select, ignore)
+    config = load_run_config(config_file, paths, select, ignore, extend_select)
     cache = None if no_cache else cache_dir or default_cache_dir(config)
     result = lint_paths(list(paths) or [Path(".")], config, jobs=jobs, force_exclude=force_exclude,
                         cache_dir=cache, shard=shard)

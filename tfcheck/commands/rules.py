@@ -9,25 +9,28 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from tfcheck.rule import all_rules, rule_by_code
+from tfcheck.rule import all_rules, rule_by_code, tier
 
 
 @click.command()
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format: str) -> None:
-    """List every rule with its code, name, default severity and summary."""
+    """List every rule with its code, name, tier, default severity and summary.
+
+    Default rules are on unless ignored; opt-in rules only when named in `select` or `extend-select`.
+    """
     if output_format == "json":
         import json
 
-        data = [{"code": r.code, "name": r.name, "severity": r.severity.value, "summary": r.summary()}
-                for r in all_rules()]
+        data = [{"code": r.code, "name": r.name, "tier": tier(r), "severity": r.severity.value,
+                 "summary": r.summary()} for r in all_rules()]
         click.echo(json.dumps(data, indent=2))
         return
     table = Table(box=None, header_style="bold")
-    for column in ("code", "name", "severity", "summary"):
+    for column in ("code", "name", "tier", "severity", "summary"):
         table.add_column(column)
     for rule in all_rules():
-        table.add_row(rule.code, rule.name, rule.severity.value, rule.summary())
+        table.add_row(rule.code, rule.name, tier(rule), rule.severity.value, rule.summary())
     Console().print(table)
 
 
@@ -39,4 +42,5 @@ def explain(code: str) -> None:
     if rule is None:
         click.echo(f"tfcheck: error: no rule {code!r}; `tfcheck rules` lists them", err=True)
         sys.exit(2)
-    Console().print(Markdown(f"# {rule.code} {rule.name} ({rule.severity.value})\n\n{rule.documentation()}"))
+    Console().print(Markdown(f"# {rule.code} {rule.name} ({rule.severity.value}, {tier(rule)})\n\n"
+                             f"{rule.documentation()}"))
