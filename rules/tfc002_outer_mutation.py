@@ -110,6 +110,10 @@ class OuterMutationRule(Rule):
         "        self.probability_fn = _mask_probability_fn\n        return memory\n",
         _T + _RECORDER + "layer = Recorder([], 'relu')\n",
         _T + _RECORDER + "layer = Recorder(call_list=[], activation='relu')\n",
+        # Scratch read outside graph code, after the trace (tensorflow/tpu's EfficientNet blocks, cut down).
+        _T + "class Block(tf.keras.layers.Layer):\n    def call(self, inputs):\n"
+        "        self.endpoints = {'expansion_output': inputs}\n        return inputs\n"
+        "def features(block, x):\n    block(x)\n    return block.endpoints\n",
         # Emptied at the top of the call but never read back in it: kept for someone else.
         _T + _ENDPOINTS.replace("self.endpoints = {}", "self.endpoints = dict()") + "        return outputs\n",
         _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]") + "layer = Recorder('relu')\n",
@@ -180,7 +184,13 @@ class OuterMutationRule(Rule):
         "        self._num_bits = input_shape[-1]\n        self._built_for = tuple(input_shape)\n"
         "    def call(self, x):\n        if x.shape[-1] != self._num_bits:\n            self.build(x.shape)\n"
         "        return x\n",
-        # A scratch pad each trace empties, fills and reads back itself (`state.scratch_attributes`).
+        # Scratch that each block starts afresh and the model reads in the same trace (tensorflow/tpu 6ee6b42
+        # models/official/efficientnet/efficientnet_model.py, cut down).
+        _T + "class Block(tf.keras.layers.Layer):\n    def call(self, inputs):\n"
+        "        self.endpoints = {'expansion_output': inputs}\n        return inputs\n"
+        "class Net(tf.keras.Model):\n    def call(self, inputs):\n        block = self._block\n"
+        "        outputs = block(inputs)\n        return outputs, block.endpoints\n",
+        # A scratch pad each trace empties, fills and reads back itself (`tfcheck.engine.lifetime`).
         _T + _ENDPOINTS + "        return [outputs, self.endpoints.get('stem')]\n",
     )
 

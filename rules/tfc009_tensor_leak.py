@@ -18,6 +18,20 @@ _INTERLEAVER = ("class Interleaver(tf.keras.layers.Layer):\n    def __init__(sel
                 "        perm_seq_inv = tf.argsort(perm_seq)\n        return perm_seq, perm_seq_inv\n"
                 "    def build(self, input_shape):\n        p, pi = self._generate_perm_rc(input_shape[-1])\n"
                 "        self._perm_seq = p\n        self._perm_seq_inv = pi\n")
+# A helper that caches a tensor's shape between two of its methods (the batch-squash helper of issue 36's
+# judged corpus, rewritten): built where it is used, per call, or kept at module level.
+_SQUASH = ("class Squash:\n    def __init__(self, dims):\n        self._dims = dims\n        self._shape = None\n"
+           "    def flatten(self, x):\n        self._shape = tf.shape(x)\n        return tf.reshape(x, [-1, 4])\n"
+           "    def unflatten(self, y):\n        return tf.reshape(y, self._shape)\n")
+# tensorflow/tpu 6ee6b42 models/official/efficientnet/efficientnet_model.py:430-470 and 700-760, cut down: each
+# block's `call` starts `self.endpoints` afresh; the model's `call` reads `block.endpoints` in the same trace.
+_BLOCK_ENDPOINTS = ("class Block(tf.keras.layers.Layer):\n    def call(self, inputs):\n        x = tf.nn.relu(inputs)\n"
+                    "        self.endpoints = {'expansion_output': x}\n        return x\n"
+                    "class Net(tf.keras.Model):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self._blocks = [Block(), Block()]\n    def call(self, inputs):\n        self.endpoints = {}\n"
+                    "        outputs = inputs\n        for idx, block in enumerate(self._blocks):\n"
+                    "            outputs = block(outputs)\n            for k, v in block.endpoints.items():\n"
+                    "                self.endpoints['block_%s/%s' % (idx, k)] = v\n        return outputs\n")
 
 
 class TensorLeak(Rule):
@@ -94,6 +108,9 @@ class TensorLeak(Rule):
         # stores the tensors a method returns (a tuple, unpacked) on the layer.
         _T + _INTERLEAVER + "    def call(self, inputs):\n        if inputs.shape[-1] != self._perm_seq.shape[0]:\n"
         "            self.build(inputs.shape)\n        return tf.gather(inputs, self._perm_seq, axis=-1)\n",
+        # The same helper held at module level outlives every trace.
+        _T + _SQUASH + "squash = Squash(2)\n@tf.function\ndef encode(x):\n    return squash.flatten(x)\n"
+        "@tf.function\ndef decode(y):\n    return squash.unflatten(y)\n",
         # Emptied at the top of the call, filled with the trace's tensors, never read back in it.
         _T + "class Head(tf.keras.layers.Layer):\n    def call(self, x):\n        self.endpoints = {}\n"
         "        self.endpoints['pooled'] = tf.reduce_mean(x, [1, 2])\n        return x\n",
@@ -123,6 +140,10 @@ class TensorLeak(Rule):
         _T + "class L(tf.keras.layers.Layer):\n    def _a(self, n):\n        return self._b(n)\n"
         "    def _b(self, n):\n        if n:\n            return self._a(n - 1)\n        return n, n\n"
         "    def call(self, x):\n        p, q = self._b(3)\n        self.p = p\n        return x\n",
+        # An object made per call, in a local: its state lives as long as the trace.
+        _T + _SQUASH + "@tf.function\ndef apply(x):\n    squash = Squash(2)\n    return squash.unflatten(squash.flatten(x))\n",
+        # A scratch pad each block starts afresh and the model reads in the same trace.
+        _T + _BLOCK_ENDPOINTS,
         # A scratch pad each trace empties, fills and reads back itself (retinanet-tensorflow2.x 0df3de0
         # retinanet/model/backbone/efficientnet.py:783-854, TensorFlow's reference EfficientNet).
         _T + "class Backbone(tf.keras.Model):\n    def call(self, x):\n        self.endpoints = {}\n"

@@ -4,7 +4,7 @@
 each analysis of `tfcheck.engine`, computed on first use and cached: the call graph, graph code (found
 right away, because every rule asks for it), calls of tf.functions, outer state. The analyses import
 the index, never this module, so the engine's imports run one way:
-kinds -> index -> values -> callgraph -> graphcode -> tfcalls/state/tensors/loops/flow -> facts.
+kinds -> index -> values -> callgraph -> graphcode -> tfcalls/lifetime/state/tensors/loops/flow -> facts.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ TF_FUNCTION, OPTIMIZER, MODEL, LAYER, OBJECT = "tf_function", "optimizer", "mode
 FUNCTION = "function"
 STRATEGY = "strategy"  # a tf.distribute strategy: `strategy.run(fn)` in graph code traces `fn`
 CONTAINERS = frozenset({LIST, DICT, SET})
+# Methods that change a list, dict, set or deque in place.
+MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard",
+    "popitem", "sort", "reverse", "appendleft", "extendleft", "popleft",
+})
 # Values whose loops and iterators AutoGraph turns into graph operations.
 GRAPH_KINDS = frozenset({TENSOR, DATASET, VARIABLE})
 # Values that are TensorFlow/Keras objects, not plain Python state: assigning or reading them is the

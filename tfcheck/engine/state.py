@@ -17,14 +17,11 @@ from tfcheck.engine import kinds, values
 from tfcheck.engine.graphcode import GraphCode
 from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.index import FileIndex
+from tfcheck.engine.kinds import MUTATING_METHODS
+from tfcheck.engine.lifetime import Lifetimes
 from tfcheck.engine.scopes import FunctionInfo, Scope
 from tfcheck.engine.tfcalls import TfFunctionCall, arguments_for
 
-# Methods that change a list, dict, set or deque in place.
-MUTATING_METHODS = frozenset({
-    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard",
-    "popitem", "sort", "reverse", "appendleft", "extendleft", "popleft",
-})
 # Methods that store one of their arguments in the container: the argument's position.
 STORING_METHODS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "setdefault": 1}
 # Methods that set an object up: `__init__` fills a new object, and `build` (Keras' lazy set-up, also
@@ -79,6 +76,7 @@ class OuterState:
         self.traces = traces
         self.calls_of = calls_of
         self.callers = callers
+        self.lifetimes = Lifetimes(index, graph, callers)
 
     def mutations(self) -> list[OuterMutation]:
         """Every write in graph code to Python state that outlives the call."""
@@ -90,11 +88,17 @@ class OuterState:
                 found.extend(self._mutations_of(node, info))
             elif rebuilt.setdefault(info, self._rebuilt_in_graph(info)):
                 found.extend(replace(mutation, rebuilt=True) for mutation in self._mutations_of(node, info))
-        scratch: dict[FunctionInfo, frozenset[str]] = {}
-        found = [m for m in found if not (m.owner == "self" and m.target in scratch.setdefault(
-            m.function, scratch_attributes(self.index, m.function)))]
         found.sort(key=lambda m: (m.node.lineno, m.node.col_offset))
         return found
+
+    def _lives_one_trace(self, expr: ast.expr) -> bool:
+        """Whether the `self.<attr>` that `expr` reaches into (`self.a`, `self.a[k]`, `self.a.b`) lives
+        only as long as one trace: an attribute of an object made per call, or a scratch attribute
+        (tfcheck.engine.lifetime)."""
+        while isinstance(expr, (ast.Attribute, ast.Subscript)) and not self.index.is_self_attribute(expr):
+            expr = expr.value
+        cls = self.index.class_of_self(expr) if isinstance(expr, ast.Attribute) else None
+        return cls is not None and (self.lifetimes.made_per_call(cls) or self.lifetimes.is_scratch(cls, expr.attr))
 
     def _rebuilt_in_graph(self, info: FunctionInfo) -> bool:
         """A set-up method other than a constructor that graph code of the file calls, not behind a
@@ -139,12 +143,14 @@ class OuterState:
             return
         if isinstance(target, ast.Attribute):
             owner = self.object_owner(target.value, info)
+            if owner == "self" and self._lives_one_trace(target):
+                return
             if owner is not None and not _set_up_once(self.index, stmt, value):
                 yield OuterMutation(stmt, info, how or "attribute", self.index.text(target), owner, value)
             return
         if isinstance(target, ast.Subscript):
             owner = self.container_owner(target.value, info)
-            if owner is not None:
+            if owner is not None and not (owner == "self" and self._lives_one_trace(target.value)):
                 yield OuterMutation(stmt, info, how or "subscript", self.index.text(target.value), owner, value)
 
     def _method_mutation(self, call: ast.Call, info: FunctionInfo) -> Iterator[OuterMutation]:
@@ -152,7 +158,7 @@ class OuterState:
         if not (isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS):
             return
         owner = self.container_owner(func.value, info)
-        if owner is None:
+        if owner is None or (owner == "self" and self._lives_one_trace(func.value)):
             return
         position = STORING_METHODS.get(func.attr)
         value = call.args[position] if position is not None and position < len(call.args) else None
@@ -223,50 +229,6 @@ class OuterState:
         if isinstance(receiver, ast.Name):
             return self.outer_name_owner(receiver, info)
         return None
-
-
-def scratch_attributes(index: FileIndex, info: FunctionInfo) -> frozenset[str]:
-    """The attributes of `self` (their source text, `self.endpoints`) that the function empties at
-    the top of its body and reads back after: a scratch pad each call fills and consumes itself.
-
-    TensorFlow's reference EfficientNet (tensorflow/tpu, copied into many projects: retinanet-tensorflow2.x's
-    backbone/efficientnet.py) starts `call` with `self.endpoints = {}`, stores each stage's output in
-    it and builds its return value from `self.endpoints.get(...)`. Every trace starts from an empty
-    dict and uses what it stored within that trace, so the writes are neither trace-time side effects
-    a later call misses (TFC002) nor tensors read out of their graph (TFC009). Without the reset
-    (a counter) or without a read in the call (a result kept for someone else), they are.
-    """
-    body = info.node.body if isinstance(info.node.body, list) else []
-    found: set[str] = set()
-    for position, stmt in enumerate(body):
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if isinstance(target, ast.Attribute) and _is_self(index, target.value, info) and _is_empty_container(stmt.value):
-            text = index.text(target)
-            if any(_reads_contents(index, node, text) for later in body[position + 1:] for node in ast.walk(later)):
-                found.add(text)
-    return frozenset(found)
-
-
-def _is_empty_container(value: ast.expr) -> bool:
-    """`{}`, `[]`, `dict()`, `list()`, `set()`, `OrderedDict()`: a new, empty container."""
-    if isinstance(value, (ast.Dict, ast.List)):
-        return not (value.keys if isinstance(value, ast.Dict) else value.elts)
-    func = value.func if isinstance(value, ast.Call) else None
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    return name in ("dict", "list", "set", "OrderedDict") and not value.args and not value.keywords
-
-
-def _reads_contents(index: FileIndex, node: ast.AST, text: str) -> bool:
-    """Whether `node` reads the container `text` (`self.endpoints`): an item, a method that does not
-    change it (`.get`), or the container itself as a value; not a write into it."""
-    if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and index.text(node) == text):
-        return False
-    parent = index.parent(node)
-    if isinstance(parent, ast.Subscript) and parent.value is node:
-        return isinstance(parent.ctx, ast.Load)
-    if isinstance(parent, ast.Attribute) and parent.value is node:
-        return parent.attr not in MUTATING_METHODS
-    return True
 
 
 def _is_own_scope(scope: Scope, info: FunctionInfo) -> bool:
