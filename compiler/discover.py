@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from tfcheck.engine import ParseFailure, analyze_file
+from tfcheck.engine.source import parse_source, read_source
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
 from tfcheck.engine.modules import module_name_for
+from tfcheck.notebook import is_notebook
 from tfcheck.runtime.paths import UnsafePathError, check_name
 
 AOT = "tfcheck.aot"
@@ -97,7 +99,9 @@ def import_root(path: Path, module: str) -> Path:
 
 
 def discover(files: Sequence[Path], config: object | None = None) -> DiscoveryResult:
-    """The annotated functions of `files`, in file and line order; unreadable files are errors."""
+    """The annotated functions of `files`, in file and line order; files that cannot be read or
+    parsed are errors, whether they mention `aot` or not: what does not parse cannot be searched,
+    and a build that said "no @tfcheck.aot functions found" over a syntax error would mislead."""
     result = DiscoveryResult()
     for path in files:
         try:
@@ -105,14 +109,13 @@ def discover(files: Sequence[Path], config: object | None = None) -> DiscoveryRe
         except OSError as error:
             result.errors.append(f"{path}: cannot read: {error.strerror}")
             continue
-        if "aot" not in text:  # cheap pre-filter: no spelling of the decorator can avoid "aot"
-            continue
         try:
-            facts = analyze_file(path, config)
+            if "aot" in text:  # cheap pre-filter: no spelling of the decorator can avoid "aot"
+                result.functions.extend(sorted(_annotated(analyze_file(path, config), path), key=lambda f: f.line))
+            elif not is_notebook(path):  # a module the build could import; a notebook is JSON
+                parse_source(str(path), read_source(path, str(path)))
         except ParseFailure as failure:
             result.errors.append(f"{failure.path}:{failure.line}: {failure.message}")
-            continue
-        result.functions.extend(sorted(_annotated(facts, path), key=lambda f: f.line))
     return result
 
 

@@ -335,6 +335,8 @@ def test_control_characters_are_escaped_in_excerpts(project, run_cli) -> None:
     assert "print(x, '␀␛[31m')" in result.stdout
 
 
-def test_statistics_show_only_the_table(project, run_cli) -> None:
+def test_statistics_show_the_table_and_the_total(project, run_cli) -> None:
     result = run_cli(project({"bad.py": BAD, "worse.py": BAD}), "check", "--statistics", ".")
-    assert result.stdout.split() == ["count", "code", "name", "2", "TFC001", "print-in-graph"]
+    table, total = result.stdout.splitlines()[:-1], result.stdout.splitlines()[-1]
+    assert " ".join(table).split() == ["count", "code", "name", "2", "TFC001", "print-in-graph"]
+    assert total.startswith("Found 2 findings in 2 files")

@@ -133,6 +133,8 @@ class _SilentReporter:
 def _run(functions: list[AnnotatedFunction], options: BuildOptions, output_format: str, console: Console) -> list[BuildRecord]:
     from tfcheck.compiler.driver import build_all
 
+    if not functions:  # no progress display: its empty render is a blank line
+        return []
     if output_format == "json":
         return build_all(functions, options, _SilentReporter())
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
@@ -327,7 +329,7 @@ def _build_and_report(functions: list[AnnotatedFunction], errors: list[str], opt
     """Run the builds, print the table (or operator report, or JSON) and exit with the status."""
     for error in errors:
         click.echo(f"tfcheck: error: {error}", err=True)
-    if not functions and output_format == "text":
+    if not functions and not errors and output_format == "text":  # after an error, the error says why
         console.print("no @tfcheck.aot functions found")
     records = _run(functions, options, output_format, console)
     if output_format == "json":

@@ -6,6 +6,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -55,13 +56,39 @@ def write_report(result: RunResult, output_format: str, options: OutputOptions, 
     if output_file is None:
         render(result, options, sys.stdout)
         return
+    blocker = _file_in_the_way(output_file)
+    if blocker is not None:  # mkdir would say "File exists" or "Not a directory", which names neither
+        _cannot_write(output_file, f"{blocker} is a file, not a folder")
     try:
         output_file.parent.mkdir(parents=True, exist_ok=True)
         with output_file.open("w", encoding="utf-8") as stream:
             render(result, options, stream)
     except OSError as error:
-        click.echo(f"tfcheck: error: cannot write {output_file}: {error.strerror or error}", err=True)
-        sys.exit(EXIT_ERROR)
+        _cannot_write(output_file, str(error.strerror or error))
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The first parent of `path`, from the top, that exists and is not a folder (a file), if any."""
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return None
+
+
+def _cannot_write(output_file: Path, why: str) -> NoReturn:
+    click.echo(f"tfcheck: error: cannot write {output_file}: {why}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _warn_if_nothing_checked(result: RunResult, paths: tuple[Path, ...], shard: Shard | None) -> None:
+    """Say so when no file was checked and nothing went wrong (an empty folder, every file
+    excluded), as ruff's "No Python files found" does: the report alone would be silent."""
+    if result.files or result.has_errors:
+        return
+    where = ", ".join(str(path) for path in paths) or "."
+    scope = f"shard {shard} of " if shard is not None else ""
+    click.echo(f"tfcheck: warning: no files to check in {scope}{where} (a folder gives its files matching "
+               "`include`, *.py and *.ipynb by default, less `exclude` and .gitignore)", err=True)
 
 
 def exit_code(result: RunResult, exit_zero: bool) -> int:
@@ -128,6 +155,7 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...] | None, extend_select
         click.echo(f"tfcheck: error: {message}", err=True)
     for error in result.errors:
         click.echo(f"tfcheck: error: {error}", err=True)
+    _warn_if_nothing_checked(result, paths, shard)
     if diff:
         from tfcheck.fixes import print_diff
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tfcheck.findings import Finding, RunResult, Severity
 from tfcheck.output import OutputOptions
+from tfcheck.output.terminal import PIPE_WIDTH
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold blue"}
 
@@ -80,16 +81,30 @@ def _statistics(console: Console, findings: list[Finding]) -> None:
 
 def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
     console = Console(file=stream, force_terminal=options.color, no_color=options.color is False,
-                      highlight=False, width=200 if not stream.isatty() else None)
+                      highlight=False, width=None if stream.isatty() else PIPE_WIDTH)
     shown = sorted(result.findings + (result.suppressed if options.show_suppressed else []), key=lambda f: f.sort_key)
     if options.statistics and shown:
-        _statistics(console, shown)  # only the table, as ruff's --statistics: the findings are counted, not listed
-        return
-    for finding in shown:
-        _print_finding(console, finding, options)
+        _statistics(console, shown)  # the table instead of the findings, then the total, as ruff's --statistics
+    else:
+        for finding in shown:
+            _print_finding(console, finding, options)
+    summary = _summary(result, options)
+    if summary is not None:
+        console.print(summary, highlight=False)
+
+
+def _summary(result: RunResult, options: OutputOptions) -> str | None:
+    """The last line: the total, or that nothing was found; none where it would not be true.
+
+    "All checks passed" needs files and no error: over no file (an empty folder, a path that does
+    not exist) it would be a false all-clear, and the command says on stderr what went wrong."""
     if not result.findings:
-        console.print(f"[green]All checks passed[/green] ({_count(result.files, 'file')}).", highlight=False)
-        return
+        errors = len(result.errors) + len(result.path_errors)
+        if result.files == 0:
+            return None
+        if errors:
+            return f"No findings in {_count(result.files, 'file')}, but {_count(errors, 'error')}: not everything was checked."
+        return f"[green]All checks passed[/green] ({_count(result.files, 'file')})."
     files = len({f.path for f in result.findings})
     summary = f"Found {_count(len(result.findings), 'finding')} in {_count(files, 'file')}"
     safe = sum(1 for f in result.findings if f.fix is not None and f.fix.safe)
@@ -99,7 +114,7 @@ def render(result: RunResult, options: OutputOptions, stream: TextIO) -> None:
         summary += f" ({', '.join(fixes)})"
     if result.suppressed and not options.show_suppressed:
         summary += f"; {len(result.suppressed)} suppressed (--show-suppressed lists them)"
-    console.print(summary + ".", highlight=False)
+    return summary + "."
 
 
 def _count(number: int, noun: str) -> str:
