@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 
@@ -89,3 +89,21 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def hiding_modules(names: Iterable[str]) -> str:
+    """Python code that makes the top-level packages `names` (and their submodules) absent from the
+    process that runs it, as in an install without them: `import` raises ModuleNotFoundError and
+    `importlib.util.find_spec` answers None. Run it first, in a fresh interpreter."""
+    return textwrap.dedent(f"""
+        import importlib.machinery, sys
+        _HIDDEN = {sorted(names)!r}
+        assert not [name for name in sys.modules if name.partition('.')[0] in _HIDDEN]
+        class _Hide(importlib.machinery.PathFinder):
+            @classmethod
+            def find_spec(cls, name, path=None, target=None):
+                if name.partition('.')[0] in _HIDDEN:
+                    return None
+                return super().find_spec(name, path, target)
+        sys.meta_path[:] = [_Hide if finder is importlib.machinery.PathFinder else finder for finder in sys.meta_path]
+    """)

@@ -3,7 +3,9 @@
 Each subcommand lives in its own module under `tfcheck/commands/` and is imported only when it
 runs, so `tfcheck check` in a pre-commit hook never pays for the compiler's or the runtime's imports,
 and `tfcheck --help` imports none of them: a linter-only install (`pip install tfcheck`) has no
-NumPy, TensorFlow or TVM, and must still list every command.
+NumPy, TensorFlow or TVM, and must still list every command. A command module imports no extra at
+module level, so `tfcheck build --help` works there too; running the command checks its extra first
+(`tfcheck/requirements.py`).
 
 Exit status, for every command (docs/cli.md): 0 ok, 1 findings or failed builds, 2 usage, config or
 internal error. Commands say 1 only with `sys.exit(1)`; every exception that reaches this module
@@ -13,7 +15,6 @@ means 2.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -29,20 +30,13 @@ TRACEBACK_VARIABLE = "TFCHECK_TRACEBACK"
 
 @dataclass(frozen=True)
 class CommandEntry:
-    """Where a command lives, its one-line help (shown without importing it), the extra it needs."""
+    """Where a command lives, its one-line help (shown without importing it), the extra it needs
+    to run (its help needs none: the command checks the extra when it runs, `tfcheck/requirements.py`)."""
 
     target: str  # "module:attribute" of a click command
     help: str
     extra: str | None = None
 
-
-# The import names each extra of pyproject.toml provides, checked (not imported) before a command
-# that needs the extra is imported. Import names, not distributions: `tensorflow` and
-# `tensorflow-cpu` both provide `tensorflow`.
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "runtime": ("numpy",),
-    "build": ("numpy", "tvm_ffi", "tvm", "tensorflow", "tflite"),
-}
 
 # Adding a command means adding a module and a line.
 COMMANDS: dict[str, CommandEntry] = {
@@ -59,11 +53,6 @@ COMMANDS: dict[str, CommandEntry] = {
 }
 
 
-def missing_extra(extra: str) -> list[str]:
-    """The modules of `extra` that cannot be imported here; found without importing them."""
-    return [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
-
-
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when that subcommand is used, and turns
     whatever escapes a command into exit status 2."""
@@ -75,11 +64,6 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        missing = missing_extra(entry.extra) if entry.extra is not None else []
-        if missing:
-            click.echo(f"tfcheck: error: tfcheck {cmd_name} needs the {entry.extra} extra: "
-                       f"pip install 'tfcheck[{entry.extra}]' (missing: {', '.join(missing)})", err=True)
-            ctx.exit(EXIT_ERROR)
         module_name, attr = entry.target.split(":")
         return getattr(importlib.import_module(module_name), attr)
 

@@ -53,8 +53,8 @@ HEAVY = ("numpy", "tensorflow", "tvm", "tvm_ffi", "tflite")
 
 
 def test_the_linter_alone_installs_and_runs_without_the_extras(wheel: Path, tmp_path: Path) -> None:
-    """`pip install tfcheck` (libcst, click, rich): full help, a working check, and a clear message
-    with exit 2 from each command that needs an extra."""
+    """`pip install tfcheck` (libcst, click, rich): full help, a working check, and from each command
+    that needs an extra its help, then a clear message with exit 2 when it runs."""
     from tfcheck.cli import COMMANDS
 
     bin_dir = fresh_venv(tmp_path / "venv", str(wheel))
@@ -77,7 +77,9 @@ def test_the_linter_alone_installs_and_runs_without_the_extras(wheel: Path, tmp_
         assert run(name).returncode == 0, name
     for name, entry in COMMANDS.items():
         if entry.extra is not None:
-            result = run(name, "--help")
+            helped = run(name, "--help")
+            assert helped.returncode == 0 and "Options:" in helped.stdout, (name, helped.stderr)
+            result = run(name, *{"bench": ["bad.py"], "run": ["."]}.get(name, []))
             assert result.returncode == 2, (name, result.stdout, result.stderr)
             assert f"tfcheck {name} needs the {entry.extra} extra: pip install 'tfcheck[{entry.extra}]'" \
                 in result.stderr

@@ -20,6 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tfcheck.requirements import require
 from tfcheck.runtime.manifest import MANIFEST
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
 def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuning_db: Path | None,
           seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float) -> None:
     """Compare compiled artifacts with every way TensorFlow runs the same function."""
+    require("bench", "build")
     from tfcheck.compiler.bench import bench_function, find_artifacts, group_by_function
     from tfcheck.compiler.messages import Budget
 

@@ -21,6 +21,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tfcheck.config import Config, ConfigError, load_config
+from tfcheck.requirements import require
 from tfcheck.runtime.manifest import CACHE_DIR
 
 if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for none of it
@@ -302,6 +303,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     compiled, verified against TensorFlow and cached. Exit status: 0 all built, 1 a function
     failed, 2 bad arguments or unreadable files.
     """
+    require("build", "build")
     from tfcheck.compiler.driver import BuildOptions, jobs_for
 
     config = _load_config()
@@ -370,6 +372,7 @@ def inspect(paths: tuple[str, ...], output_format: str, timeout: float, signatur
     """Trace the @tfcheck.aot functions (and SavedModel signatures) in PATHS and report their
     operators, marking those that TVM's TFLite importer cannot import (the same as
     `tfcheck build --dry-run --no-lint`)."""
+    require("inspect", "build")
     from tfcheck.compiler.driver import BuildOptions
 
     config = _load_config()

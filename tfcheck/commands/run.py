@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from tfcheck.requirements import require
+
 
 @click.command()
 @click.argument("artifact", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -21,6 +23,7 @@ import click
 def run(artifact: Path, inputs: tuple[str, ...], function: str | None, output: Path) -> None:
     """Run ARTIFACT (an artifact folder, a `tfcheck build --out` folder or the cache) on saved
     inputs and write its outputs. TensorFlow is not needed."""
+    require("run", "runtime")
     import numpy as np
 
     from tfcheck.runtime import ArtifactError, InputError, load
