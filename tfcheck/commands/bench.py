@@ -20,6 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tfcheck.output.terminal import table_console
 from tfcheck.requirements import require
 from tfcheck.runtime.manifest import MANIFEST
 
@@ -55,7 +56,7 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
     from tfcheck.compiler.messages import Budget
 
     chosen = _backends(backends)
-    console = Console(stderr=output_format != "text")
+    console = table_console(stderr=output_format != "text")
     with tempfile.TemporaryDirectory(prefix="tfcheck-bench-build-") as built:
         manifests = _collect(sources, Path(built), tune, trials, tuning_db, console, find_artifacts)
         groups = group_by_function(manifests)

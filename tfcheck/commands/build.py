@@ -21,6 +21,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tfcheck.config import Config, ConfigError, load_config
+from tfcheck.output.terminal import table_console
 from tfcheck.requirements import require
 from tfcheck.runtime.manifest import CACHE_DIR
 
@@ -32,9 +33,8 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 
 def _console(output_format: str) -> Console:
-    """Progress and tables; on stderr in JSON mode. Wide enough for the table in CI logs."""
-    stream = sys.stderr if output_format == "json" else sys.stdout
-    return Console(stderr=output_format == "json", width=None if stream.isatty() else 120)
+    """Progress and tables; on stderr in JSON mode. Whole rows off a terminal (CI logs, pipes)."""
+    return table_console(stderr=output_format == "json")
 
 
 def _load_config() -> Config:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
+from tfcheck.output.terminal import table_console
 from tfcheck.rule import all_rules, rule_by_code, tier
 
 
@@ -31,7 +32,7 @@ def rules(output_format: str) -> None:
         table.add_column(column)
     for rule in all_rules():
         table.add_row(rule.code, rule.name, tier(rule), rule.severity.value, rule.summary())
-    Console().print(table)
+    table_console().print(table)
 
 
 @click.command()
