@@ -10,7 +10,20 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from tfcheck.output.terminal import table_console
-from tfcheck.rule import all_rules, rule_by_code, tier
+from tfcheck.rule import Rule, all_rules, rule_by_code, tier
+
+# Codes in the numbering that no rule has, and why, printed under the table (and in the README's
+# rules table) so that a gap is not taken for a rule that went missing.
+UNUSED_CODES = {
+    "TFC019": "no rule ever had this code (git history has none): TFC020-TFC024 were numbered on a branch "
+              "made while TFC018 was being added on another, and TFC019 was skipped",
+}
+
+
+def numbering_gaps(rules: tuple[type[Rule], ...]) -> list[str]:
+    """The codes between the first rule's and the last's that no rule has (each must be in UNUSED_CODES)."""
+    numbers = {int(rule.code.removeprefix("TFC")) for rule in rules}
+    return [f"TFC{number:03d}" for number in range(min(numbers), max(numbers)) if number not in numbers]
 
 
 @click.command()
@@ -32,7 +45,10 @@ def rules(output_format: str) -> None:
         table.add_column(column)
     for rule in all_rules():
         table.add_row(rule.code, rule.name, tier(rule), rule.severity.value, rule.summary())
-    table_console().print(table)
+    console = table_console()
+    console.print(table)
+    for code in numbering_gaps(all_rules()):
+        console.print(f"{code}: {UNUSED_CODES[code]}.", highlight=False)
 
 
 @click.command()
