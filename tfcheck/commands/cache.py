@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from tfcheck.runtime.bundled import RUNTIME_DIR, RUNTIME_TAG
 from tfcheck.runtime.manifest import CACHE_DIR, FAST_KEYS, MANIFEST
 from tfcheck.gitignore import remove_marker
 from tfcheck.runtime.paths import remove_tree
@@ -63,10 +65,12 @@ def ls(cache_dir: Path | None, output_format: str) -> None:
 @click.option("--lint-cache/--no-lint-cache", default=False, show_default=True,
               help="Also delete the linter's cache ([tool.tfcheck] cache-dir, default .tfcheck_cache/).")
 def clean(cache_dir: Path | None, lint_cache: bool) -> None:
-    """Delete every artifact in the artifact cache (and its index.json and .fastkeys/). The linter's cache
-    (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders holding a manifest.json
-    are deleted, so a mistyped --cache-dir cannot remove unrelated files; an entry that is a
-    symbolic link loses the link, never what it points to."""
+    """Delete every artifact in the artifact cache (and its index.json and .fastkeys/), and in a
+    `tfcheck build --out` folder the TVM runtime bundled for them (tvm-runtime/) once no artifact
+    is left. The linter's cache (.tfcheck_cache/) is kept unless --lint-cache is given. Only folders
+    holding a manifest.json, and runtime folders named as the build names them, are deleted, so a
+    mistyped --cache-dir cannot remove unrelated files; an entry that is a symbolic link loses the
+    link, never what it points to."""
     config = _config()
     cache_dir = _artifact_cache(cache_dir, config)
     folders = _artifact_folders(cache_dir)
@@ -74,7 +78,9 @@ def clean(cache_dir: Path | None, lint_cache: bool) -> None:
         remove_tree(folder)
     (cache_dir / "index.json").unlink(missing_ok=True)
     remove_tree(cache_dir / FAST_KEYS)
-    click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}")
+    runtimes = _remove_bundled_runtime(cache_dir)
+    click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}"
+               + (f" and the TVM runtime bundled for them ({RUNTIME_DIR}{os.sep})" if runtimes else ""))
     lint_dir = Path(config.cache_dir)
     if lint_cache and lint_dir.is_dir():
         _remove_lint_cache(lint_dir)
@@ -91,6 +97,29 @@ def _remove_lint_cache(lint_dir: Path) -> None:
     remove_marker(lint_dir, WHAT)
     with contextlib.suppress(OSError):
         lint_dir.rmdir()
+
+
+def _remove_bundled_runtime(cache_dir: Path) -> bool:
+    """Delete `cache_dir/tvm-runtime/<tag>/`, the runtime libraries `build --out` copied for the
+    artifacts of the folder, when no artifact is left to load them; whether anything was deleted.
+
+    Only folders named as runtime tags are deleted, then `tvm-runtime/` if that emptied it; a
+    `tvm-runtime` that is a symbolic link loses the link, and is never walked into (what it points
+    to lies outside the folder)."""
+    runtime_dir = cache_dir / RUNTIME_DIR
+    if _artifact_folders(cache_dir) or not os.path.lexists(runtime_dir):
+        return False
+    if runtime_dir.is_symlink():
+        runtime_dir.unlink()
+        return True
+    if not runtime_dir.is_dir():
+        return False
+    tags = [child for child in runtime_dir.iterdir() if RUNTIME_TAG.fullmatch(child.name)]
+    for tag in tags:
+        remove_tree(tag)
+    with contextlib.suppress(OSError):
+        runtime_dir.rmdir()
+    return bool(tags)
 
 
 def _artifact_folders(cache_dir: Path) -> list[Path]:

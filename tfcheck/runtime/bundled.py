@@ -19,7 +19,7 @@ A library of the same name already mapped into the process (by `import tvm_ffi`,
 earlier artifact) is used instead when its bytes are the recorded ones, and refused otherwise:
 opening a second copy from another path would load it twice.
 
-The manifest names no path: the tag must match `_TAG` (no `/`, no `..`), the library names must
+The manifest names no path: the tag must match `RUNTIME_TAG` (no `/`, no `..`), the library names must
 be ones this module knows, and every resolved path must lie inside its folder. The bytes are
 checked against the recorded SHA-256 before anything is opened. The runtime is process-wide
 (`RTLD_GLOBAL`), so an artifact whose runtime differs from the one already open is refused.
@@ -49,7 +49,7 @@ CORE_LIBRARIES = (FFI_LIBRARY, "libtvm_runtime.so", "libtvm_runtime_extra.so")  
 CUDA_LIBRARIES = ("libtvm_runtime_cuda.so",)
 TVM_DISTRIBUTION = "apache-tvm"
 FFI_DISTRIBUTION = "apache-tvm-ffi"
-_TAG = re.compile(r"tvm-[0-9A-Za-z]+(?:[.+-][0-9A-Za-z]+){0,15}")
+RUNTIME_TAG = re.compile(r"tvm-[0-9A-Za-z]+(?:[.+-][0-9A-Za-z]+){0,15}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 _lock = threading.Lock()
@@ -127,7 +127,7 @@ def read_runtime(manifest: Manifest) -> Runtime:
     if not isinstance(record, dict):
         raise ArtifactError(f"{where}: no 'runtime' record (built by an older tfcheck)")
     tag, libraries = record.get("tag"), record.get("libraries")
-    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+    if not isinstance(tag, str) or not RUNTIME_TAG.fullmatch(tag):
         raise ArtifactError(f"{where}: runtime tag {tag!r} is not of the form tvm-<version>-<hex>")
     if not all(isinstance(record.get(key), str) for key in ("tvm", "tvm_ffi")):
         raise ArtifactError(f"{where}: the runtime record needs 'tvm' and 'tvm_ffi' versions")
