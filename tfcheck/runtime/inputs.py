@@ -115,14 +115,14 @@ def check_array(function: str, spec: TensorSpec, value: Any, array: np.ndarray) 
     """Check the dtype against `spec` (the shape is `shape_problem`'s); return what to hand TVM
     (see `for_tvm`).
 
-    Plain Python numbers and lists are converted to the spec's dtype, as TensorFlow does for an
-    input_signature; arrays must already have it, since a silent cast could lose precision.
+    One rule for every input, arrays and Python numbers and lists alike (read as `np.asarray`
+    reads them: floats as float64, integers as int64): its dtype must be the spec's. Nothing is
+    cast, since a silent cast can lose precision (docs/runtime.md, "Inputs").
     """
-    if _is_python_value(value):
-        array = np.asarray(value, dtype=spec.dtype)
     if array.dtype != _dtype(spec.dtype):
         raise InputError(f"{function}(): argument {_quoted(spec.name)} has dtype {array.dtype}, "
-                         f"expected {spec}")
+                         f"expected {spec}; inputs are not cast (a cast can lose precision): "
+                         f"pass np.asarray(value, dtype=np.{spec.dtype})")
     return for_tvm(value, array)
 
 
@@ -189,7 +189,3 @@ def _on_cpu(value: Any) -> bool:
         return hasattr(value, "__dlpack__") and value.__dlpack_device__()[0] == 1
     except (AttributeError, TypeError, ValueError, RuntimeError):
         return False
-
-
-def _is_python_value(value: Any) -> bool:
-    return isinstance(value, (bool, int, float, complex, list, tuple))
