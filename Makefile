@@ -9,10 +9,14 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
+# pip's output (setuptools' "Editable installation" warning prints through -q) goes to a log,
+# shown only when the install fails.
+PIP_LOG := $(VENV)/pip-install.log
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[build,dev,bench]'
+	@echo "==> pip install -e '.[build,dev,bench]' into $(VENV) (log: $(PIP_LOG))"
+	@{ $(BIN)/python -m pip install --upgrade pip && $(BIN)/python -m pip install -e '.[build,dev,bench]'; } \
+		> $(PIP_LOG) 2>&1 || { cat $(PIP_LOG); exit 1; }
 	touch $(STAMP)
 
 # The main job on the bundled examples. `tfcheck check` exits 1 when it finds something (expected
