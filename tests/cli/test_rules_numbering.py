@@ -3,6 +3,7 @@ and `tfcheck rules` and the README's rules table say why."""
 
 from __future__ import annotations
 
+from tests.conftest import REPO
 from tfcheck.commands.rules import UNUSED_CODES, numbering_gaps
 from tfcheck.rule import all_rules
 
@@ -19,3 +20,8 @@ def test_rules_prints_a_footnote_per_gap(project, run_cli) -> None:
     for code, why in UNUSED_CODES.items():
         assert f"{code}: {why}." in result.stdout.splitlines()
 
+
+def test_the_readme_rules_table_names_the_gaps() -> None:
+    readme = (REPO / "README.md").read_text()
+    for code in UNUSED_CODES:
+        assert f"| {code} |" in readme

@@ -27,6 +27,12 @@ def test_the_build_extra_installs_no_tensorflow_and_the_dev_extra_does() -> None
     assert {_distribution(r) for r in _extra("dev")} & set(TENSORFLOW_DISTRIBUTIONS)
 
 
+def test_the_range_is_the_one_the_docs_state() -> None:
+    assert TENSORFLOW_RANGE == ">=2.16,<2.22"
+    assert f"tensorflow{TENSORFLOW_RANGE}" in (REPO / "README.md").read_text()
+    assert f"tensorflow{TENSORFLOW_RANGE}" in (REPO / "docs" / "cli.md").read_text()
+
+
 @pytest.mark.parametrize("installed", [{"tensorflow": "2.16.1"}, {"tensorflow-cpu": "2.21.0"},
                                        {"tensorflow": "2.20.0rc1"},
                                        {"tensorflow": "2.19.0", "tensorflow-intel": "2.19.0"}])
