@@ -3,7 +3,7 @@ has judged (../shared/JUDGING.md), and the per-rule precision they give.
 
     tfcheck check --no-cache --exit-zero --format json -o FINDINGS.json -j 2 CORPUS
     python benchmarks/verdicts.py pending FINDINGS.json --corpus CORPUS --verdicts benchmarks/verdicts/people.jsonl \\
-        [--sample 30 --seed 36] [--out pending.jsonl]
+        [--ran-in DIR] [--sample 30 --seed 36] [--out pending.jsonl]
     python benchmarks/verdicts.py add JUDGED.jsonl --verdicts benchmarks/verdicts/people.jsonl
     python benchmarks/verdicts.py table FINDINGS.json --corpus CORPUS --verdicts benchmarks/verdicts/people.jsonl
 
@@ -15,7 +15,8 @@ only those of a seeded random sample of that size: the sample is drawn over all 
 findings, judged or not, so the same seed keeps asking for the same ones). `add` appends judges'
 verdicts (one JSON object a line: key, verdict, reason, judge, judged_at). `table` prints, per rule,
 the findings, how many of them are judged, TRUE / FALSE / UNSURE, precision = TRUE / (TRUE + FALSE)
-over the judged ones, and findings per 1,000 lines when `--lines` is given.
+over the judged ones, and findings per 1,000 lines when `--lines` is given. TFC000 (a file that
+does not parse) is left out: it judges no code.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VERDICTS = ("TRUE", "FALSE", "UNSURE")
+# TFC000 says a file could not be read or parsed: it judges no code, so it has no precision to measure.
+UNJUDGED_RULES = frozenset({"TFC000"})
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,11 @@ class Judgeable:
 
     key: str
     path: str  # relative to the corpus
-    line: int
+    line: int  # in the file, or in the notebook cell `cell`
     code: str
     message: str
     source: str
+    cell: int | None = None
 
 
 def finding_key(path: str, code: str, source_line: str, occurrence: int) -> str:
@@ -51,28 +55,35 @@ def finding_key(path: str, code: str, source_line: str, occurrence: int) -> str:
     return digest[:16]
 
 
-def judgeables(findings_file: Path, corpus: Path) -> list[Judgeable]:
-    """The findings of a `--format json` report, keyed, with their line's text read from the corpus."""
+def judgeables(findings_file: Path, corpus: Path, ran_in: Path = Path(".")) -> list[Judgeable]:
+    """The findings of a `--format json` report, keyed, with their line's text read from the corpus.
+    `ran_in` is the folder `tfcheck check` ran in: the report's relative paths start there."""
     corpus = corpus.resolve()
     seen: Counter[tuple[str, str, str]] = Counter()
     found = []
-    for finding in sorted(json.loads(findings_file.read_text()), key=lambda f: (f["path"], f["line"], f["code"])):
-        absolute = Path(finding["path"]).resolve()
+    report = [f for f in json.loads(findings_file.read_text()) if f["code"] not in UNJUDGED_RULES]
+    for finding in sorted(report, key=lambda f: (f["path"], f["line"], f["code"])):
+        absolute = (ran_in / finding["path"]).resolve()
         relative = absolute.relative_to(corpus).as_posix() if absolute.is_relative_to(corpus) else finding["path"]
-        source = _line_of(absolute, finding["line"])
+        source = _line_of(absolute, finding["line"], finding.get("cell"))
         occurrence = seen[(relative, finding["code"], source.strip())]
         seen[(relative, finding["code"], source.strip())] += 1
         found.append(Judgeable(finding_key(relative, finding["code"], source, occurrence), relative, finding["line"],
-                               finding["code"], finding["message"], source.strip()))
+                               finding["code"], finding["message"], source.strip(), finding.get("cell")))
     return found
 
 
-def _line_of(path: Path, line: int) -> str:
+def _line_of(path: Path, line: int, cell: int | None) -> str:
+    """The finding's line: of the file, or of the notebook cell it names (cells count from 1)."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if cell is not None:
+            source = json.loads(text)["cells"][cell - 1]["source"]
+            text = source if isinstance(source, str) else "".join(source)
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
         return ""
-    return lines[line - 1] if path.suffix == ".py" and 1 <= line <= len(lines) else ""
+    lines = text.splitlines()
+    return lines[line - 1] if 1 <= line <= len(lines) else ""
 
 
 def read_verdicts(path: Path) -> dict[str, dict]:
@@ -152,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("findings", type=Path)
         sub.add_argument("--corpus", type=Path, required=True)
         sub.add_argument("--verdicts", type=Path, required=True)
+        sub.add_argument("--ran-in", type=Path, default=Path("."), help="where tfcheck check ran (default: here)")
     commands.choices["pending"].add_argument("--sample", type=int, default=30)
     commands.choices["pending"].add_argument("--seed", type=int, default=36)
     commands.choices["pending"].add_argument("--out", type=Path)
@@ -163,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "add":
         print(f"{add(args.judged.read_text().splitlines(), args.verdicts)} verdicts added to {args.verdicts}")
         return 0
-    found = judgeables(args.findings, args.corpus)
+    found = judgeables(args.findings, args.corpus, args.ran_in)
     verdicts = read_verdicts(args.verdicts)
     if args.command == "table":
         print(table(found, verdicts, args.lines))
