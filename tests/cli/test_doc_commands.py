@@ -22,10 +22,6 @@ CODE_SPAN = re.compile(r"`(tfcheck [^`]+)`")
 SEPARATORS = {"|", "||", "&&", ";", "&"}  # between the commands of one shell line
 # Lines known to be wrong, left to the developer who fixes the docs (issue 40, item 7): `tfcheck
 # cache` is not a command (`tfcheck clean` is).
-KNOWN_WRONG = {
-    ("docs/build.md", "tfcheck cache clean"),
-    ("docs/build.md", "tfcheck cache clear"),
-}
 
 
 @dataclass(frozen=True)
@@ -116,14 +112,6 @@ def _short_with_value(word: str, known: set[str]) -> bool:
     return len(word) > 2 and not word.startswith("--") and word[:2] in known
 
 
-def _marks(command: DocCommand) -> list[pytest.MarkDecorator]:
-    key = (command.doc, " ".join(str(command).split()[:3]))
-    if key in KNOWN_WRONG:
-        return [pytest.mark.xfail(reason=f"{command.doc}: `tfcheck cache` is no command (issue 40, item 7)",
-                                  strict=True)]
-    return []
-
-
 ALL = doc_commands()
 
 
@@ -131,6 +119,6 @@ def test_the_docs_show_commands() -> None:
     assert len(ALL) > 30 and {"check", "build", "run", "clean"} <= {c.words[0] for c in ALL if c.words}
 
 
-@pytest.mark.parametrize("command", [pytest.param(c, marks=_marks(c), id=f"{c.doc}:{c.line}") for c in ALL])
+@pytest.mark.parametrize("command", [pytest.param(c, id=f"{c.doc}:{c.line}") for c in ALL])
 def test_a_documented_command_exists_with_its_options(command: DocCommand) -> None:
     assert problems(command) == [], f"{command.doc}:{command.line}: {command}"
