@@ -5,6 +5,12 @@ the code built for one.
 code is linked and loaded here), never its CPU name, its `mattr` (the extensions a virtual machine
 hides) or its core count, so the schedules' decisions for it are the same on every host.
 
+`host_target()` is this machine's target as builds for the host have it (`host_cpu_target`), less
+the extensions this CPU cannot execute: the same target on a real machine (`host_cpu_target` already
+turns off what /proc/cpuinfo lacks), an AVX2 one under benchmarks/avx2_only/run.py, where CPUID hides
+AVX-512 but /proc/cpuinfo and LLVM's CPU name (from the model) do not. Tests that run code "on the
+host" use it, so that under the mask they build and decide as on an AVX2 machine.
+
 `skip_unless_runnable(target)` skips a test that executes code built for `target` where this CPU
 cannot execute it (code for AVX-512 on an AVX2-only CPU dies of SIGILL and takes the pytest worker
 with it). The CPU's features are read as the code that executes sees them: CPUID (through NumPy's
@@ -47,6 +53,16 @@ def named_target(mcpu: str, **attrs: Any) -> tvm.target.Target:
     """An llvm target for the CPU LLVM calls `mcpu` (`znver3`: AVX2; `znver4`, `skylake-avx512`:
     AVX-512; `x86-64`: SSE2), `CORES` cores unless `attrs` say otherwise, for this machine's triple."""
     return tvm.target.Target({"kind": "llvm", "mtriple": host_triple(), "mcpu": mcpu, "num-cores": CORES, **attrs})
+
+
+def host_target(**attrs: Any) -> tvm.target.Target:
+    """This machine's llvm target, with what this CPU cannot execute turned off in `mattr` (see the
+    module); `attrs` (`num-cores`) added."""
+    host = host_cpu_target()
+    hidden = [f"-{name}" for name in missing_isa(tvm.target.Target(host)) if name in ISA_EXTENSIONS]
+    if hidden:
+        host = {**host, "mattr": [*host.get("mattr", []), *hidden]}
+    return tvm.target.Target({**host, **attrs})
 
 
 @functools.cache
