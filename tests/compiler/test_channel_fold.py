@@ -19,11 +19,12 @@ from tvm import relax, tirx  # noqa: E402
 
 from tfcheck.compiler.importer import import_variant  # noqa: E402
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu  # noqa: E402
-from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.tf_side import freeze, lift_weights, to_tflite, weight_values  # noqa: E402
 from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
 
-TARGET = tvm.target.Target(host_cpu_target())
+from ..isa import host_target  # noqa: E402
+
+TARGET = host_target()  # under benchmarks/avx2_only/run.py, the AVX2 build an AVX2 host makes
 pytestmark = pytest.mark.slow  # each test compiles one or two small models
 
 

@@ -46,7 +46,8 @@ def test_gather_with_batch_dims_matches_tensorflow_semantics(data_shape, indices
     from tvm import relax
 
     from tfcheck.compiler.importer import _batched_take
-    from tfcheck.compiler.targets import host_cpu_target
+
+    from ..isa import host_target
 
     rng = np.random.default_rng(0)
     data = rng.standard_normal(data_shape).astype("float32")
@@ -58,6 +59,6 @@ def test_gather_with_batch_dims_matches_tensorflow_semantics(data_shape, indices
         with bb.dataflow():
             out = bb.emit_output(_batched_take(*params, list(data_shape), list(indices_shape), axis, batch_dims))
         bb.emit_func_output(out)
-    vm = relax.VirtualMachine(tvm.compile(bb.get(), target=tvm.target.Target(host_cpu_target())), tvm.cpu())
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), target=host_target()), tvm.cpu())
     actual = vm["main"](tvm.runtime.tensor(data), tvm.runtime.tensor(indices)).numpy()
     np.testing.assert_array_equal(actual, _tensorflow_gather(data, indices, axis, batch_dims))

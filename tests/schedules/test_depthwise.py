@@ -1,7 +1,7 @@
 """The depthwise rule: MobileNetV2-style depthwise 3x3 + bias + ReLU6 against NumPy, for AVX-512 and AVX2.
 
 The AVX2 build (``mcpu=znver3``: 8-float vectors, 16 registers) runs on an AVX-512 CPU too, so both
-tile shapes are checked by running them. Shapes cover stride 1 and 2, TensorFlow's 'same' padding
+tile shapes are checked by running them there. Shapes cover stride 1 and 2, TensorFlow's 'same' padding
 and Keras' ``ZeroPadding2D((0, 1), (0, 1))`` before a 'valid' stride-2 layer (MobileNetV2's),
 odd sizes, and channel counts that are not a multiple of the vector width.
 """
@@ -15,12 +15,12 @@ from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import depthwise, legalize_and_fuse, schedule_module
 from tfcheck.compiler.schedules.apply import RULE_ATTR
-from tfcheck.compiler.targets import host_cpu_target
 
+from ..isa import host_target, named_target
 from . import reference
 from .test_operators import check, module, rand, run
 
-TARGETS = {"host": {}, "avx2": {"mcpu": "znver3"}}
+TARGETS = {"host": None, "avx2": "znver3"}
 
 CASES = [
     # (input NHWC, strides, pads (top, left, bottom, right))
@@ -47,7 +47,8 @@ def test_depthwise_bias_relu6_matches_numpy(shape, strides, pads, target_name: s
     channels = shape[-1]
     x, w, b = rand(*shape), rand(3, 3, channels), rand(channels)
     mod = module([shape], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, strides, pads))
-    target = tvm.target.Target({**host_cpu_target(), **TARGETS[target_name]})
+    mcpu = TARGETS[target_name]
+    target = host_target() if mcpu is None else named_target(mcpu)
     actual, rules = run(mod, x, target=target)
     expected = reference.depthwise_nhwc(x, w[..., None], strides, pads, (1, 1)) + b
     check(actual, np.clip(expected, 0.0, 6.0))
@@ -58,7 +59,7 @@ def _scheduled_kernel(shape: tuple[int, ...], pads, num_cores: int = 2) -> tirx.
     """The one scheduled PrimFunc of a depthwise + bias + ReLU6 module (not compiled)."""
     w, b = rand(3, 3, shape[-1]), rand(shape[-1])
     mod = module([shape], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, (1, 1), pads))
-    target = tvm.target.Target({**host_cpu_target(), "num-cores": num_cores})
+    target = host_target(**{"num-cores": num_cores})
     scheduled = schedule_module(legalize_and_fuse(mod, target), target)
     [kernel] = [f for _, f in scheduled.functions_items() if isinstance(f, tirx.PrimFunc)]
     assert kernel.attrs[RULE_ATTR] == "schedule_depthwise"
@@ -88,7 +89,7 @@ def test_a_parallel_kernel_keeps_its_accumulators_on_the_stack() -> None:
     slower than serially even on one thread (docs/schedules.md, "Depthwise convolutions")."""
     w, b = rand(3, 3, 144), rand(144)
     mod = module([(1, 56, 56, 144)], lambda bb, x_var: depthwise_bias_relu6(x_var, w, b, (1, 1), (1, 1, 1, 1)))
-    target = tvm.target.Target({**host_cpu_target(), "num-cores": 2})
+    target = host_target(**{"num-cores": 2})
     [func] = [f for _, f in legalize_and_fuse(mod, target).functions_items() if isinstance(f, tirx.PrimFunc)]
     kernel = depthwise.schedule_depthwise(func, target).mod["main"]
     assert "T.parallel(" in kernel.script()

@@ -13,15 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tvm
 from tvm import relax
 
 from tfcheck.compiler.schedules.layer_norm import fuse_layer_norms
-from tfcheck.compiler.targets import host_cpu_target
 
-from .test_operators import check, module, run
+from .test_operators import TARGET, check, module, run
 
-TARGET = tvm.target.Target(host_cpu_target())
 GAMMA = np.random.default_rng(2).standard_normal(32).astype(np.float32)
 
 

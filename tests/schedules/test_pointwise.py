@@ -14,17 +14,18 @@ import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import contraction, legalize_and_fuse
-from tfcheck.compiler.targets import host_cpu_target
 
+from ..isa import host_target, named_target
 from .test_operators import check, module, rand, run
 
 # Compiled only: AVX-512 and AVX2 whatever the host. Run: the host's own target and AVX2.
-TARGETS = {"avx512": {"mcpu": "znver4"}, "avx2": {"mcpu": "znver3"}, "host": {}}
+TARGETS = {"avx512": "znver4", "avx2": "znver3", "host": None}
 RUN_ON = ("host", "avx2")
 
 
 def target_for(name: str) -> tvm.target.Target:
-    return tvm.target.Target({**host_cpu_target(), **TARGETS[name], "num-cores": 2})
+    mcpu = TARGETS[name]
+    return host_target(**{"num-cores": 2}) if mcpu is None else named_target(mcpu)
 
 
 def pointwise(size: int, channels: int, filters: int, epilogue: str) -> tuple[tvm.IRModule, list[np.ndarray], np.ndarray]:

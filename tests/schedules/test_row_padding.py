@@ -23,8 +23,8 @@ from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.schedules.channel_padding import pad_output_channels
 from tfcheck.compiler.schedules.contraction import schedule_contraction
 from tfcheck.compiler.schedules.tiling import register_tile
-from tfcheck.compiler.targets import host_cpu_target
 
+from ..isa import host_target, named_target
 from . import reference
 from .test_operators import check, conv_case, module, rand, run
 
@@ -62,7 +62,7 @@ def tile_rows(kernel: tirx.PrimFunc) -> tuple[int, int]:
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
 def test_a_prime_output_width_gets_several_rows_per_tile(shape, kernel, out, strides, pads, mcpu: str) -> None:
     mod, _x, _expected = conv_case(shape, kernel, out, strides, pads, (1, 1))
-    target = tvm.target.Target({**host_cpu_target(), "mcpu": mcpu})
+    target = named_target(mcpu)
     rows, columns = tile_rows(contraction_kernel(mod, target))
     assert columns == 18 and rows > 1
     assert rows == register_tile(18, out, *TARGETS[mcpu])[0]
@@ -83,7 +83,7 @@ def test_the_padded_kernel_matches_numpy(shape, kernel, out, strides, pads) -> N
     """On this machine's target: the extra column is computed, then dropped before bias and ReLU6,
     by each tile as it writes its output (a pass over the padded output cost InceptionV3 5%)."""
     mod, x, expected = conv_case(shape, kernel, out, strides, pads, (1, 1))
-    target = tvm.target.Target(host_cpu_target())
+    target = host_target()
     kernel = contraction_kernel(mod, target)
     rows, columns = tile_rows(kernel)
     assert rows > 1 and columns == 18
@@ -98,7 +98,7 @@ def test_the_padded_kernel_matches_numpy(shape, kernel, out, strides, pads) -> N
 def test_a_width_that_divides_well_is_left_alone(width: int) -> None:
     """DenseNet's and ResNet's maps (7, 14, 28, 56: 7 or 14 rows) compute no extra column."""
     mod, _x, _expected = conv_case((1, width, width, 16), (3, 3), 32, (1, 1), (1, 1, 1, 1), (1, 1))
-    target = tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"})
+    target = named_target("znver5")
     assert tile_rows(contraction_kernel(mod, target)) == (register_tile(width, 32, 16, 32)[0], width)
     assert "strided_slice" not in legalize_and_fuse(mod, target)["main"].script()
 
@@ -118,7 +118,7 @@ def _conv3d_relu(shape: tuple[int, ...], kernel: tuple[int, ...]) -> tvm.IRModul
 
 def _padded_width(mod: tvm.IRModule) -> int:
     """The output width the convolution computes once `pad_output_channels` has run."""
-    target = tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"})
+    target = named_target("znver5")
     padded = pad_output_channels(mod, target)["main"]
     [conv] = [binding.value for block in padded.body.blocks for binding in block.bindings
               if isinstance(binding.value, relax.Call) and getattr(binding.value.op, "name", "") == "relax.nn.conv3d"]
@@ -131,7 +131,7 @@ def test_a_conv3d_of_prime_width_is_padded_and_matches_tvms_own() -> None:
     mod = _conv3d_relu((1, 5, 6, 19, 16), (3, 3, 3, 16, 32))  # output width 17, 432 products each
     assert _padded_width(mod) == 18
     x = np.random.default_rng(0).standard_normal((1, 5, 6, 19, 16)).astype(np.float32)
-    actual, _rules = run(mod, x, target=tvm.target.Target(host_cpu_target()))
+    actual, _rules = run(mod, x, target=host_target())
     machine = relax.VirtualMachine(tvm.compile(mod, target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
     check(actual, machine["main"](tvm.runtime.tensor(x)).numpy())
 
@@ -155,7 +155,7 @@ def test_a_symbolic_batch_still_gets_the_wider_tile() -> None:
         with builder.dataflow():
             out = builder.emit_output(relax.op.nn.conv2d(x, weight, data_layout="NHWC", kernel_layout="HWIO"))
         builder.emit_func_output(out)
-    padded = pad_output_channels(builder.get(), tvm.target.Target({**host_cpu_target(), "mcpu": "znver5"}))
+    padded = pad_output_channels(builder.get(), named_target("znver5"))
     assert "R.Tensor((batch, 17, 18, 32)" in padded["main"].script()
 
 
@@ -177,7 +177,7 @@ def test_only_a_slice_from_the_first_column_joins_the_tile(shift: int, per_tile:
     data, weight = te.placeholder((1, 10, 10, 16), name="x"), te.placeholder((3, 3, 16, 32), name="w")
     conv = topi.nn.conv2d_nhwc(data, weight, 1, 0, 1)
     out = te.compute((1, 8, 7, 32), lambda n, h, w, c: te.max(conv[n, h, w + shift, c], tvm.tirx.const(0.0)))
-    target = tvm.target.Target(host_cpu_target())
+    target = host_target()
     sch = schedule_contraction(te.create_prim_func([data, weight, out]), target)
     assert output_written_per_tile(sch.mod["main"]) is per_tile
     x, w = rand(1, 10, 10, 16), rand(3, 3, 16, 32)
@@ -191,7 +191,7 @@ def test_a_channel_crop_stays_a_pass_of_its_own() -> None:
     """Dropping padded output channels would cut the tile's vectors; that slice keeps its own pass."""
     mod, x, conv = _conv_then((1, 6, 6, 8), 32, lambda bb, y: relax.op.nn.relu(
         bb.emit(relax.op.strided_slice(y, axes=[3], begin=[0], end=[24]))))
-    target = tvm.target.Target(host_cpu_target())
+    target = host_target()
     assert not output_written_per_tile(contraction_kernel(mod, target))
     actual, _rules = run(mod, x, target=target)
     check(actual, np.maximum(conv[..., :24], 0))
@@ -201,7 +201,7 @@ def test_a_leading_crop_of_any_axis_joins_the_tile() -> None:
     """Rows and outer axes: the tile's predicate drops what lies outside the crop."""
     mod, x, conv = _conv_then((1, 11, 11, 8), 32, lambda bb, y: relax.op.nn.relu(
         bb.emit(relax.op.strided_slice(y, axes=[1, 2], begin=[0, 0], end=[7, 8]))))
-    target = tvm.target.Target(host_cpu_target())
+    target = host_target()
     assert output_written_per_tile(contraction_kernel(mod, target))
     actual, _rules = run(mod, x, target=target)
     check(actual, np.maximum(conv[:, :7, :8], 0))
@@ -218,7 +218,7 @@ def test_a_symbolic_batch_slices_in_the_tile_too() -> None:
             out = builder.emit_output(relax.op.nn.relu(relax.op.nn.conv2d(
                 x, relax.const(weight), data_layout="NHWC", kernel_layout="HWIO")))
         builder.emit_func_output(out)
-    mod, target = builder.get(), tvm.target.Target(host_cpu_target())
+    mod, target = builder.get(), host_target()
     assert output_written_per_tile(contraction_kernel(mod, target))
     for size in (1, 3):
         images = rand(size, 19, 19, 8)

@@ -16,6 +16,7 @@ from tfcheck.compiler.schedules.apply import RULE_ATTR
 from tfcheck.compiler.schedules.tails import TAIL_ATTR, peel_tails
 from tfcheck.compiler.schedules.unswitch import loops_in, map_blocks
 
+from ..isa import skip_unless_runnable
 from . import reference
 from .test_operators import check, module, rand
 from .test_rows import target
@@ -47,6 +48,7 @@ def test_rows_of_any_length_match_numpy(emit: str, kind: str, peeled: bool) -> N
     (`tails.restore_check`), a row summed the first elements of the next one."""
     scheduled = apply_default_schedules(over_rows_of_any_length(emit), target(kind))
     assert [func.attrs[RULE_ATTR] for func in kernels(scheduled)] == ["schedule_rows"]
+    skip_unless_runnable(target(kind))
     executable = compile_cpu(scheduled, target(kind)) if peeled else tvm.compile(scheduled, target=target(kind))
     vm = relax.VirtualMachine(executable, tvm.cpu())
     for length in LENGTHS:
@@ -96,6 +98,7 @@ def test_a_softmax_over_a_square_of_any_size_is_computed_row_by_row() -> None:
     assert isinstance(outer, tirx.For)
     at_five = tvm_ffi.structural_map(outer.extent, (tirx.Var, lambda var: tirx.IntImm(str(var.ty), 5)))
     assert int(sym.Analyzer().simplify(at_five)) == 4 * 5
+    skip_unless_runnable(target("avx512"))
     vm = relax.VirtualMachine(compile_cpu(scheduled, target("avx512")), tvm.cpu())
     for size in (3, 17):
         x = rand(1, 4, size, size) * 8

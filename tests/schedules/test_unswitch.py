@@ -16,12 +16,11 @@ from tfcheck.compiler.schedules.contraction import SYMBOLIC_ROWS
 from tfcheck.compiler.schedules.target import vector_lanes, vector_registers
 from tfcheck.compiler.schedules.tiling import register_tile
 from tfcheck.compiler.schedules.unswitch import loops_in, unswitch_partial_tiles
-from tfcheck.compiler.targets import host_cpu_target
 
+from ..isa import named_target, skip_unless_runnable
 from .test_known_sizes import symbolic_kernel
-from .test_operators import check, rand
+from .test_operators import TARGET, check, rand
 
-TARGET = tvm.target.Target(host_cpu_target())
 # Rows of the register tile over a symbolic batch of the tests' 128 -> 256 layer on this machine.
 TILE_ROWS = register_tile(SYMBOLIC_ROWS, 256, vector_lanes(TARGET, 32), vector_registers(TARGET))[0]
 
@@ -174,10 +173,11 @@ def test_rows_of_a_full_tile_equal_the_same_rows_computed_alone(compiled_symboli
 def test_avx2_tiles_4_rows_in_halves_of_2_with_numpy_results() -> None:
     """With 16 vector registers the tile has 4 rows (the static batch-8 tile there): its partial
     tile runs in halves of 2 rows, then single rows."""
-    avx2 = tvm.target.Target({**host_cpu_target(), "mcpu": "znver3"})
+    avx2 = named_target("znver3")
     mod = dense(tirx.Var("batch", "int64"), W, B)
     branch = tiles_loop(kernel(mod, avx2)).body
     assert isinstance(branch, tirx.IfThenElse) and len(branch.else_case.seq) == 2
+    skip_unless_runnable(avx2)
     vm = relax.VirtualMachine(compile_cpu(apply_default_schedules(mod, avx2), avx2), tvm.cpu())
     for rows in (1, 2, 3, 5, 7):
         x = rand(rows, 128)
