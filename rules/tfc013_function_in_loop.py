@@ -75,6 +75,10 @@ class FunctionInLoop(Rule):
         "        conv_fn = tf.function(super(Conv3D, self).call, jit_compile=True)\n        return conv_fn(inputs)\n",
     )
     must_not_flag = (
+        # keras-cv 94b0a55 benchmarks/vectorized_auto_contrast.py:131-147, cut down: one tf.function per layer.
+        "import tensorflow as tf\nfor aug in [tf.keras.layers.RandomFlip, tf.keras.layers.RandomZoom]:\n"
+        "    layer = aug()\n    @tf.function()\n    def apply_aug(inputs):\n        return layer(inputs)\n"
+        "    for n in [10, 100]:\n        apply_aug(tf.zeros([n, 8, 8, 3]))\n",
         "import tensorflow as tf\ndef train_step(b):\n    return b\n"
         "step = tf.function(train_step)\nfor batch in range(10):\n    step(batch)\n",
         # The guide: a new Function forces retracing on purpose, at module level.
@@ -140,6 +144,8 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
     if uses is None or not uses:
         return None
     if loop is not None:
+        if _varies_per_iteration(facts, creation, loop):
+            return None  # each iteration wraps something else: a new trace per iteration is the point
         if any(facts.is_inside(use, loop) for use in uses):
             return ("tf.function created inside a loop and called in it: every iteration traces a new graph; "
                     "create it once, before the loop")
@@ -149,6 +155,16 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")
+
+
+def _varies_per_iteration(facts: FileFacts, creation: ast.AST, loop: ast.AST) -> bool:
+    """The created function reads a name the loop binds anew on each iteration (its target, or a name
+    assigned in its body): keras-cv 94b0a55's benchmarks/vectorized_*.py wrap each augmentation layer
+    of a list in a tf.function of its own to time its graph mode."""
+    body = creation.body if isinstance(creation, (ast.FunctionDef, ast.AsyncFunctionDef)) else creation.args
+    loads = (node for part in body for node in ast.walk(part) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
+    return any(facts.is_inside(binding.node, loop) and not facts.is_inside(binding.node, creation)
+               and binding.node is not creation for name in loads for binding in facts.bindings_of(name))
 
 
 def _is_callback(function: FunctionInfo) -> bool:
