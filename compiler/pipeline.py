@@ -147,15 +147,20 @@ def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any],
 
 
 def compiled_cpu_features(target: Any) -> list[str]:
-    """The ISA features the code may use: LLVM's features for the target's CPU that this (the
-    building) machine's /proc/cpuinfo also lists. LLVM's list mixes in tuning flags such as
-    `prefer-256-bit` that no CPU reports; keeping only real flags lets the runtime compare."""
+    """The ISA features the code may use: LLVM's features for the target's CPU that are x86 vector
+    extensions (`targets.VECTOR_FEATURES`) or that this (the building) machine's /proc/cpuinfo
+    lists. LLVM's list mixes in tuning flags such as `prefer-256-bit` that no CPU reports; keeping
+    only real flags lets the runtime compare. The vector extensions are kept whatever the building
+    machine has: built for `znver4` on an AVX2 machine, the code still needs AVX-512, and the runtime
+    must refuse it on an AVX2 CPU (issue 39)."""
     from tvm.target.codegen import llvm_get_cpu_features
 
+    from tfcheck.compiler.targets import VECTOR_FEATURES
     from tfcheck.runtime.target import feature_key, host_cpu_features
 
     host = host_cpu_features()
-    return sorted(name for name in llvm_get_cpu_features(target) if feature_key(name) in host)
+    return sorted(name for name in llvm_get_cpu_features(target)
+                  if name in VECTOR_FEATURES or feature_key(name) in host)
 
 
 def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> dict[str, Any]:

@@ -48,9 +48,9 @@ _LLVM_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 _OFF_FEATURE = re.compile(r"-[a-z0-9.-]{1,32}")
 # x86 vector extensions LLVM's code generation may use on its own, by their LLVM names: where the
 # CPU name implies one that the machine does not list, it is turned off.
-_VECTOR_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
-                    "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg",
-                    "avx512vpopcntdq", "avx512bf16", "avx512fp16")
+VECTOR_FEATURES = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
+                   "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg",
+                   "avx512vpopcntdq", "avx512bf16", "avx512fp16")
 
 
 class TargetError(ValueError):
@@ -93,7 +93,7 @@ def _hidden_vector_features(triple: str, implied: set[str], listed: frozenset[st
     `listed` flags (normalized by `feature_key`) lack; none where the flags cannot be read."""
     if not triple.startswith(("x86_64", "i686", "i386")) or not listed:
         return []
-    return [name for name in _VECTOR_FEATURES if name in implied and runtime_target.feature_key(name) not in listed]
+    return [name for name in VECTOR_FEATURES if name in implied and runtime_target.feature_key(name) not in listed]
 
 
 def host_fingerprint() -> str | None:

@@ -176,6 +176,29 @@ def test_vector_extensions_the_machine_hides_are_turned_off(without_avx512: None
     assert resolve_target("cpu", None, tmp_path) == host
 
 
+# The flags of an AMD Zen 3 (AVX2, no AVX-512) in /proc/cpuinfo, normalized, as far as LLVM names them.
+ZEN3_FLAGS = frozenset({"sse", "sse2", "pni", "ssse3", "sse41", "sse42", "popcnt", "avx", "avx2", "fma", "f16c",
+                        "bmi1", "bmi2", "abm", "movbe", "aes", "pclmulqdq", "xsave", "cx16", "sse4a"})
+
+
+def test_a_build_for_avx512_needs_avx512_whatever_machine_built_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built for `znver4` on a Zen 3, the manifest listed only what the Zen 3 has, and the runtime
+    would have loaded AVX-512 code on an AVX2 CPU (issue 39). Tuning flags are still left out."""
+    import tvm
+
+    from tfcheck.compiler.pipeline import compiled_cpu_features
+    from tfcheck.runtime import target as runtime_target
+
+    znver4 = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"})
+    on_this_machine = compiled_cpu_features(znver4)
+    monkeypatch.setattr(runtime_target, "host_cpu_features", lambda: ZEN3_FLAGS)
+    on_zen3 = compiled_cpu_features(znver4)
+    assert {"avx512f", "avx512bw", "avx512vl", "avx2", "fma"} <= set(on_zen3)
+    assert not [name for name in on_zen3 if name.startswith(("prefer-", "fast-", "slow-", "tuning"))]
+    vector = set(targets.VECTOR_FEATURES)
+    assert vector & set(on_zen3) == vector & set(on_this_machine)
+
+
 def test_nothing_is_turned_off_where_the_flags_list_what_the_name_implies() -> None:
     implied = {"avx", "avx2", "fma", "avx512f", "prefer-256-bit", "amx-tile"}
     listed = frozenset({"avx", "avx2", "fma", "avx512f"})
