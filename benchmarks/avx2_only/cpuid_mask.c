@@ -71,6 +71,9 @@ static void pass_on(int signal, siginfo_t *info, void *context) {
     } else { /* the default action: returning re-runs the faulting instruction, which now kills */
         struct sigaction fallback = {.sa_handler = SIG_DFL};
         real_sigaction(SIGSEGV, &fallback, NULL);
+        if (info->si_code <= 0) { /* sent by kill or raise (run.py ending as its command did): no */
+            raise(signal);        /* instruction to re-run, so send it again, now to the default */
+        }
     }
 }
 

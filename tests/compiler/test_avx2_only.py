@@ -38,6 +38,13 @@ def test_a_real_segmentation_fault_still_ends_the_process_and_reaches_faulthandl
     assert reported.returncode == -11 and "Segmentation fault" in reported.stderr
 
 
+def test_a_segmentation_fault_a_process_sends_itself_still_ends_it() -> None:
+    """No instruction to re-run: the shim sends it again (run.py ends this way as its command did,
+    so run.py under run.py, as the tests are under the mask, ended with status 245 instead)."""
+    killed = _run(sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert killed.returncode == -11
+
+
 def test_without_a_command_it_says_so() -> None:
     result = subprocess.run([sys.executable, str(RUN)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "no command given" in result.stderr
