@@ -144,6 +144,16 @@ class TensorLeak(Rule):
         _T + _SQUASH + "@tf.function\ndef apply(x):\n    squash = Squash(2)\n    return squash.unflatten(squash.flatten(x))\n",
         # A scratch pad each block starts afresh and the model reads in the same trace.
         _T + _BLOCK_ENDPOINTS,
+        # google/automl 6a54c87 efficientdet/backbone/efficientnet_model.py:360-400, 530-600 and 766-778, cut
+        # down: the block stores it in a closure of `call`; the head stores items into the dict of `__init__`.
+        _T + "class Block(tf.keras.layers.Layer):\n    def call(self, inputs):\n        def _call(x):\n"
+        "            self.endpoints = {'expansion_output': x}\n            return x\n        return _call(inputs)\n"
+        "class Head(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.endpoints = {}\n    def call(self, x):\n        self.endpoints['head'] = tf.reduce_mean(x)\n"
+        "        return x\nclass Net(tf.keras.Model):\n    def call(self, inputs):\n        self.endpoints = {}\n"
+        "        x = self._block(inputs)\n        self.endpoints['block'] = self._block.endpoints\n"
+        "        x = self._head(x)\n        self.endpoints.update(self._head.endpoints)\n"
+        "        return [x, self.endpoints.get('head')]\n",
         # A scratch pad each trace empties, fills and reads back itself (retinanet-tensorflow2.x 0df3de0
         # retinanet/model/backbone/efficientnet.py:783-854, TensorFlow's reference EfficientNet).
         _T + "class Backbone(tf.keras.Model):\n    def call(self, x):\n        self.endpoints = {}\n"

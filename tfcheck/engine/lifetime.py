@@ -9,10 +9,10 @@ later call misses (TFC002) nor a tensor read out of its graph (TFC009):
   a local and used there only as a receiver. tf_agents' `BatchSquash` (networks/utils.py, copied into
   many projects) caches a tensor's shape in `flatten` for `unflatten`, and is built where it is used;
   an input processor built inside a `Dataset.map` function is another.
-- **Scratch attributes**: an attribute that each trace starts afresh (an unconditional
-  `self.endpoints = {...}` at the top level of the graph method that writes it, before any read of it
-  there) and that the file reads only in the trace that wrote it: in that method, or on the object
-  just called (`block(x)`, then `block.endpoints`). TensorFlow's reference EfficientNet
+- **Scratch attributes**: an attribute that every graph method writing it stores into before it reads
+  it (`self.endpoints = {...}`, `self.endpoints['head'] = x`), never in a graph loop, and that the file
+  reads only in the trace that wrote it: in that method, or on the object just called (`block(x)`,
+  then `block.endpoints`). TensorFlow's reference EfficientNet
   (tensorflow/tpu efficientnet_model.py, copied into many repositories) fills `self.endpoints` in each
   block's `call` and the model's `call` reads `block.endpoints` in the same trace. Written but never
   read in the file, it is kept for someone else, and stays a finding.
@@ -44,6 +44,7 @@ class Lifetimes:
         self._creations: dict[ClassInfo, list[tuple[ast.Call, FunctionInfo | None]]] | None = None
         self._attribute_reads: dict[str, list[ast.Attribute]] | None = None
         self._subclasses: dict[ClassInfo, list[ClassInfo]] | None = None
+        self._touches: dict[str, list[tuple[ast.Attribute, FunctionInfo]]] | None = None
 
     # -- objects made per call ----------------------------------------------------------------------
     def made_per_call(self, cls: ClassInfo) -> bool:
@@ -94,19 +95,36 @@ class Lifetimes:
 
     # -- scratch attributes -------------------------------------------------------------------------
     def is_scratch(self, cls: ClassInfo, attr: str) -> bool:
-        """Whether `self.<attr>` of `cls` is each trace's own scratch: started afresh by every graph
-        method that writes it, and read somewhere in the file, always in graph code."""
+        """Whether `self.<attr>` of `cls` is each trace's own scratch: stored into before it is read by
+        every graph method that writes it, and read in the file only by the trace that wrote it."""
         key = (cls, attr)
         if key not in self._scratch:
             writers = self._graph_writers(cls, attr)
             self._scratch[key] = self._read_within_trace(attr, writers) and all(
-                self._starts_afresh(method, attr) and not self._written_in_graph_loop(method, attr)
+                self._written_first(method, attr) and not self._written_in_graph_loop(method, attr)
                 for method in writers)
         return self._scratch[key]
 
     def _graph_writers(self, cls: ClassInfo, attr: str) -> set[FunctionInfo]:
-        writers = {self.index.function_of(node) for node, _ in self.index.self_attribute_values(cls, attr)}
-        return {w for w in writers if w is not None and self.graph.is_graph_function(w)}
+        """The graph functions that store into `self.<attr>` of `cls` (or of a class related to it by
+        inheritance): methods, and functions nested in them (a `recompute_grad` closure in `call`)."""
+        related = {id(c) for c in self._descendants(cls)} | {id(c) for c in self.index.class_chain(cls)}
+        writers = set()
+        for touch, function in self._self_touches().get(attr, []):
+            owner = self.index.class_of_self(touch)
+            if owner is not None and id(owner) in related and self._stores(touch) and self.graph.is_graph_function(function):
+                writers.add(function)
+        return writers
+
+    def _self_touches(self) -> dict[str, list[tuple[ast.Attribute, FunctionInfo]]]:
+        """Every `self.<attr>` in the file's functions, by attribute name (once per file)."""
+        if self._touches is None:
+            self._touches = {}
+            for function in self.index.functions:
+                for node in function.nodes:
+                    if isinstance(node, ast.Attribute) and self.index.is_self_attribute(node):
+                        self._touches.setdefault(node.attr, []).append((node, function))
+        return self._touches
 
     def _written_in_graph_loop(self, method: FunctionInfo, attr: str) -> bool:
         """Whether `method` stores into `self.<attr>` inside a graph loop (tensorflow#57756: TensorArrays
@@ -117,19 +135,30 @@ class Lifetimes:
                    and node.attr == attr and self.index.is_self_attribute(node)
                    and (not isinstance(node.ctx, ast.Load) or _stored_into(node, self.index.parent(node))))
 
-    def _starts_afresh(self, method: FunctionInfo, attr: str) -> bool:
-        """The method's first statement touching `self.<attr>` is a plain top-level `self.<attr> = ...`."""
-        body = method.node.body if isinstance(method.node.body, list) else []
-        for stmt in body:
-            if _rebinds_self(self.index, stmt, attr):
-                return not any(self._reads_self(node, attr) for node in ast.walk(stmt.value))
-            if any(self._reads_self(node, attr) or _writes_self(self.index, node, attr) for node in ast.walk(stmt)):
-                return False
-        return False
+    def _written_first(self, method: FunctionInfo, attr: str) -> bool:
+        """Whether the method's first touch of `self.<attr>`, in the order Python evaluates it, stores
+        into it (`self.endpoints = {...}`, `self.endpoints[k] = v`, `.update(...)`): what the trace reads
+        back is then what it wrote. A read first (`self.x += 1`, `if self.cache:`) sees an older trace."""
+        touches = [node for node, function in self._self_touches().get(attr, []) if function is method]
+        if not touches:
+            return False
+        first = min(touches, key=self._evaluation_order)
+        return self._stores(first)
 
-    def _reads_self(self, node: ast.AST, attr: str) -> bool:
-        return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.ctx, ast.Load) \
-            and self.index.is_self_attribute(node)
+    def _evaluation_order(self, node: ast.Attribute) -> tuple[int, int]:
+        """Where a touch happens: an assignment's targets after its value, everything else in place."""
+        statement = self.index.enclosing_statement(node)
+        value = getattr(statement, "value", None)
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and value is not None \
+                and not self.index.is_inside(node, value):
+            return statement.end_lineno or statement.lineno, statement.end_col_offset or 0
+        return node.lineno, node.col_offset
+
+    def _stores(self, node: ast.Attribute) -> bool:
+        """A store into `self.<attr>` that reads nothing first (an augmented assignment reads)."""
+        if isinstance(node.ctx, ast.Load):
+            return _stored_into(node, self.index.parent(node))
+        return not isinstance(self.index.parent(node), ast.AugAssign)
 
     def _read_within_trace(self, attr: str, writers: set[FunctionInfo]) -> bool:
         """Whether `.<attr>` is read in the file, each time by the trace that wrote it: in a graph method
@@ -146,7 +175,14 @@ class Lifetimes:
             return True
         receiver = self.index.text(read.value)
         return any(isinstance(node, ast.Call) and (node.lineno, node.col_offset) < (read.lineno, read.col_offset)
-                   and self.index.text(_callee_object(node.func)) == receiver for node in function.nodes)
+                   and receiver in self._called_objects(node.func) for node in function.nodes)
+
+    def _called_objects(self, func: ast.expr) -> tuple[str, ...]:
+        """What a call may run, as source text: `self._head` for `self._head(x)` (the object called) and
+        `block` for `block.call(x)` (a method of the object)."""
+        if isinstance(func, ast.Attribute):
+            return self.index.text(func), self.index.text(func.value)
+        return (self.index.text(func),)
 
     def _reads_of(self) -> dict[str, list[ast.Attribute]]:
         """Every `<anything>.<attr>` read in the file, by attribute name (once per file); storing into
@@ -160,11 +196,6 @@ class Lifetimes:
         return self._attribute_reads
 
 
-def _callee_object(func: ast.expr) -> ast.expr:
-    """The object a call runs: `block` of `block(x)` and of `block.call(x)`."""
-    return func.value if isinstance(func, ast.Attribute) else func
-
-
 def _used_as_receiver(node: ast.AST, parent: ast.AST | None) -> bool:
     """`node.attr` or `node(...)`: the object is used, not passed on, stored or returned."""
     return (isinstance(parent, ast.Attribute) and parent.value is node) or \
@@ -176,14 +207,3 @@ def _stored_into(node: ast.AST, parent: ast.AST | None) -> bool:
     if isinstance(parent, ast.Subscript) and parent.value is node:
         return not isinstance(parent.ctx, ast.Load)
     return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in MUTATING_METHODS
-
-
-def _rebinds_self(index: FileIndex, stmt: ast.stmt, attr: str) -> bool:
-    return isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and any(
-        isinstance(t, ast.Attribute) and t.attr == attr and index.is_self_attribute(t)
-        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))
-
-
-def _writes_self(index: FileIndex, node: ast.AST, attr: str) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.ctx, (ast.Store, ast.Del)) \
-        and index.is_self_attribute(node)
