@@ -95,6 +95,12 @@ class PythonIterationOverTensor(Rule):
         "        return tf.concat(expanded, axis=1)\n",
     )
     must_not_flag = (
+        # TensorFlow calls that return Python tuples and lists (deepmind/acme a6d7199
+        # acme/agents/tf/mpo/learning.py:245; google/edward2 ee02560 layers/posterior_network.py:81).
+        "import tensorflow as tf\n@tf.function\ndef step(grads, alphas):\n"
+        "    clipped = tuple(tf.clip_by_global_norm(grads, 40.0)[0])\n"
+        "    probs, _ = tf.linalg.normalize(alphas, ord=1, axis=-1)\n    first, second = tf.unstack(probs)\n"
+        "    return clipped, first + second\n",
         # Reference: tf.map_fn, and a for statement that AutoGraph converts.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return tf.map_fn(lambda i: i ** 2 if i > 0 else i, x)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    r = tf.TensorArray(x.dtype, 0, dynamic_size=True)\n"

@@ -48,6 +48,23 @@ _TF_NOT_TENSOR_PREFIXES = (
     "tensorflow.as_dtype", "tensorflow.is_tensor", "tensorflow.executing_eagerly", "tensorflow.lite.",
     "tensorflow.TensorShape",
 )
+# tensorflow.* calls that return a Python tuple or list of tensors, not a tensor: iterating or unpacking
+# them is plain Python (`probs, _ = tf.linalg.normalize(x)`, `tf.clip_by_global_norm(g, 1.0)[0]`).
+_TF_SEQUENCES = {
+    **dict.fromkeys(("tensorflow.linalg.normalize", "tensorflow.clip_by_global_norm", "tensorflow.nn.moments",
+                     "tensorflow.nn.weighted_moments", "tensorflow.nn.sufficient_statistics", "tensorflow.unique",
+                     "tensorflow.unique_with_counts", "tensorflow.math.top_k", "tensorflow.nn.top_k",
+                     "tensorflow.linalg.eigh", "tensorflow.linalg.eig", "tensorflow.linalg.svd", "tensorflow.linalg.qr",
+                     "tensorflow.linalg.lu", "tensorflow.math.unique"), TUPLE),
+    **dict.fromkeys(("tensorflow.unstack", "tensorflow.split", "tensorflow.meshgrid", "tensorflow.gradients",
+                     "tensorflow.dynamic_partition", "tensorflow.identity_n", "tensorflow.shape_n"), LIST),
+}
+# tensorflow.* calls that return whatever structure their arguments give (a tensor or a tuple of them).
+_TF_STRUCTURES = frozenset({
+    "tensorflow.while_loop", "tensorflow.cond", "tensorflow.case", "tensorflow.switch_case", "tensorflow.map_fn",
+    "tensorflow.scan", "tensorflow.foldl", "tensorflow.foldr", "tensorflow.vectorized_map", "tensorflow.recompute_grad",
+    "tensorflow.custom_gradient", "tensorflow.tuple", "tensorflow.group",
+})
 _NUMPY_NOT_ARRAY = ("numpy.dtype", "numpy.float32", "numpy.float64", "numpy.int32", "numpy.int64",
                     "numpy.pi", "numpy.e", "numpy.inf", "numpy.nan", "numpy.finfo", "numpy.iinfo",
                     "numpy.prod", "numpy.sum", "numpy.mean", "numpy.max", "numpy.min", "numpy.isscalar",
@@ -100,6 +117,10 @@ def _named_call_kind(index: FileIndex, name: str) -> str | None:
         return DATASET
     if name.startswith("tensorflow.distribute.") and (name.endswith("Strategy") or name in _STRATEGY_GETTERS):
         return STRATEGY
+    if name in _TF_SEQUENCES:
+        return _TF_SEQUENCES[name]
+    if name in _TF_STRUCTURES:
+        return None
     if name in ("tensorflow.Variable", "keras.Variable"):
         return VARIABLE
     if name == "tensorflow.TensorArray":
