@@ -104,6 +104,12 @@ class TraceTimeValue(Rule):
         "@tf.function\ndef f(x):\n    return x + tf.random.stateless_uniform([2], seed=[random_seed(), 0])\n",
     )
     must_not_flag = (
+        # tensorflow/docs 7c36502 site/en/guide/data_performance.ipynb, cells 62-64, cut down: the decorator hands
+        # the map function to tf.py_function, so its clock reads run eagerly for every element.
+        "import time\nimport tensorflow as tf\ndef map_decorator(func):\n    def wrapper(steps, times):\n"
+        "        return tf.py_function(func, inp=(steps, times), Tout=(tf.string, tf.float32))\n    return wrapper\n"
+        "@map_decorator\ndef naive_map(steps, times):\n    map_enter = time.perf_counter()\n"
+        "    return steps, times + map_enter\nds = tf.data.Dataset.range(2).map(naive_map)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x + tf.random.normal(tf.shape(x))\n",
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return x * np.pi + np.sqrt(2.0)\n",
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    return x * tf.timestamp()\n",

@@ -81,7 +81,6 @@ class GraphCode:
     reasons: dict[FunctionInfo, str] = field(default_factory=dict)
     # the kinds of roots (FROM_*) that reach each graph function
     origins: dict[FunctionInfo, set[str]] = field(default_factory=dict)
-    eager: set[FunctionInfo] = field(default_factory=set)
     external_calls: list[ExternalCall] = field(default_factory=list)
     _excluded_cache: dict[FunctionInfo, frozenset[ast.AST]] = field(default_factory=dict, repr=False)
 
@@ -182,6 +181,16 @@ class GraphCode:
                 yield node, info
 
 
+def _nested_in(function: FunctionInfo, outer: FunctionInfo) -> bool:
+    """`function` is `outer` or defined (at any depth) inside it."""
+    current: FunctionInfo | None = function
+    while current is not None:
+        if current is outer:
+            return True
+        current = current.parent
+    return False
+
+
 def function_arguments(call: ast.Call, spec: _Spec) -> list[ast.expr]:
     """The arguments of `call` at the positions and keywords of `spec`."""
     positions, keywords = spec
@@ -211,14 +220,38 @@ class _Discovery:
         self.edges: dict[FunctionInfo, list[FunctionInfo]] = {}
         # functions traced by functional control flow, with the function the call is in (None: module level)
         self.traced_in: list[tuple[FunctionInfo | None, FunctionInfo]] = []
+        # local decorators, with whether they hand the decorated function to tf.py_function
+        self.python_decorators: dict[FunctionInfo, bool] = {}
 
     def mark(self, info: FunctionInfo, reason: str, origin: str | None = None) -> None:
         """`info` is graph code; the first reason found is kept. `origin`: the kind of root it is."""
+        if self._runs_in_python(info):
+            return
         if origin is not None:
             self.graph.origins.setdefault(info, set()).add(origin)
         if info not in self.graph.reasons:
             self.graph.reasons[info] = reason
             self.queue.append(info)
+
+    def _runs_in_python(self, info: FunctionInfo) -> bool:
+        """Decorated by a function of the file that hands what it decorates to `tf.py_function` or
+        `tf.numpy_function` (the tf.data guide's `map_decorator`, data_performance.ipynb): the name is
+        bound to the wrapper, and the body runs eagerly on every call, never traced."""
+        decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
+        return any(self._hands_to_python(wrapper) for decorator in decorators
+                   for wrapper in self.index.function_target(decorator))
+
+    def _hands_to_python(self, decorator: FunctionInfo) -> bool:
+        """Whether `decorator` (or a function nested in it) passes its first parameter to py_function."""
+        if decorator not in self.python_decorators:
+            nested = [f for f in self.index.functions if _nested_in(f, decorator)]
+            first = decorator.params[0] if decorator.params else None
+            self.python_decorators[decorator] = first is not None and any(
+                isinstance(arg, ast.Name) and arg.id == first and self.index.binding_scope(arg) is decorator.scope
+                for function in nested for node in function.nodes if isinstance(node, ast.Call)
+                and self.index.resolve(node.func) in EAGER_FUNCTION_ARGS
+                for arg in function_arguments(node, EAGER_FUNCTION_ARGS[self.index.resolve(node.func)]))
+        return self.python_decorators[decorator]
 
     def find_roots(self, extra_roots: Mapping[str, str]) -> None:
         index = self.index
@@ -253,9 +286,6 @@ class _Discovery:
                 for info in index.function_target(arg):
                     self.mark(info, f"traced by {name.replace('tensorflow.', 'tf.')} at {index.line_name(call.lineno)}")
                     self.traced_in.append((caller, info))
-        elif name in EAGER_FUNCTION_ARGS:
-            for arg in function_arguments(call, EAGER_FUNCTION_ARGS[name]):
-                self.graph.eager.update(index.function_target(arg))
         elif isinstance(func, ast.Attribute) and func.attr in DATASET_FUNCTION_ARGS and _is_dataset(index, func.value):
             for arg in function_arguments(call, DATASET_FUNCTION_ARGS[func.attr]):
                 for info in index.function_target(arg):
