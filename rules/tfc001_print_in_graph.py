@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
@@ -12,6 +13,10 @@ from tfcheck.rule import Rule
 # A debugging flag off at module level, read in a Keras call.
 _DEBUG_FLAG = ("import tensorflow as tf\nDEBUG = False\nclass Actor(tf.keras.Model):\n    def call(self, state):\n"
                "        mean = self.dense(state)\n        if DEBUG:\n            print(mean)\n        return mean\n")
+
+
+# Words that say a print reports tracing itself: "Tracing with", "traced", "retracing".
+_TRACING = re.compile(r"\b(re)?trac(e|ed|es|ing)\b", re.IGNORECASE)
 
 
 class PrintInGraph(Rule):
@@ -85,11 +90,25 @@ class PrintInGraph(Rule):
         for call, function in facts.graph_calls("builtins.print"):
             if facts.in_eager_only_branch(call, function):
                 continue  # `if tf.executing_eagerly(): print(x.numpy())` never runs while tracing
+            if _meant_for_tracing(facts, call):
+                continue
             fix = None
             if tf_alias is not None:
                 fix = Fix(f"Replace `print` with `{tf_alias}.print`", (_callee_edit(facts, call, f"{tf_alias}.print"),))
             yield self.finding(facts, call, "print() runs only while tracing, not on every call; use tf.print()",
                                fix, function)
+
+
+def _meant_for_tracing(facts: FileFacts, call: ast.Call) -> bool:
+    """A print whose text says it reports tracing (`print("Tracing with", x)`, the TensorFlow guide's own
+    way to show when a function traces), or that prints only static shapes and dtypes (`print(x.shape)`):
+    once per trace is what its author wants, and tf.print would not do better."""
+    texts = [node.value for arg in call.args for node in ast.walk(arg)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    if any(_TRACING.search(text) for text in texts):
+        return True
+    values = [arg for arg in call.args if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str))]
+    return bool(values) and all(facts.tensor_metadata(value) for value in values)
 
 
 def _callee_edit(facts: FileFacts, call: ast.Call, replacement: str) -> Edit:

@@ -54,7 +54,7 @@ def test_diff_shows_safe_fixes_and_writes_nothing(fixture_copy, run_cli) -> None
     assert result.exit_code == 1, result.output
     assert path.read_bytes() == before
     assert "--- a/state_fixable.py" in result.stdout and "+++ b/state_fixable.py" in result.stdout
-    assert '+    tf.print( "tracing train_step" , x )   # TFC001: safe fix -> tf.print' in result.stdout
+    assert '+    tf.print( "train_step got" , x )   # TFC001: safe fix -> tf.print' in result.stdout
     assert "+    tf.debugging.assert_greater(tf.reduce_sum(x), 0" in result.stdout
     assert "reduce_all(tf.math.is_finite" not in result.stdout  # unsafe: not without --unsafe-fixes
     assert "1 more fixable with --unsafe-fixes" in result.stderr
@@ -83,7 +83,7 @@ def test_fix_applies_safe_fixes_keeps_formatting_and_reports_the_rest(fixture_co
     after = _lines(path)
     libcst.parse_module(path.read_text(encoding="utf-8"))  # still parses
     assert _changed_lines(before, after) == [9, 10, 11]
-    assert after[8] == '    tf.print( "tracing train_step" , x )   # TFC001: safe fix -> tf.print'
+    assert after[8] == '    tf.print( "train_step got" , x )   # TFC001: safe fix -> tf.print'
     assert after[9].startswith("    tf.debugging.assert_greater(tf.reduce_sum(x), 0, message=\"empty batch\")  #")
     # What is left: the unsafe TFC008 and the TFC002 without a fix; exit 1 because findings remain.
     assert result.exit_code == 1
@@ -113,7 +113,7 @@ def test_fix_keeps_crlf_newlines_and_a_byte_order_mark(fixture_copy, run_cli) ->
     data = path.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf"), result.output
     assert data.count(b"\r\n") == original.count("\n") and b"\n" not in data.replace(b"\r\n", b"")
-    assert b"    tf.print( \"tracing train_step\" , x )" in data
+    assert b"    tf.print( \"train_step got\" , x )" in data
 
 
 def test_fix_on_a_folder_fixes_every_file(fixture_copy, run_cli) -> None:

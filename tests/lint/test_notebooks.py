@@ -298,7 +298,6 @@ CORPUS = os.environ.get("TFCHECK_NOTEBOOK_CORPUS")
 # tensorflow/docs site/en/guide/function.ipynb at commit 7c3650212740204359d4ceae481abc79345541be:
 # the guide's deliberate pitfalls, (cell, line, code).
 FUNCTION_GUIDE_PITFALLS = [
-    (20, 3, "TFC001"),  # print("Tracing with", a): "Tracing" shows which calls trace
     (82, 5, "TFC001"), (82, 6, "TFC002"),  # external_list.append(x): "The list append only happened once!"
     (84, 10, "TFC002"),  # self.counter += 1 in a tf.function: Python state changed only while tracing
     (94, 6, "TFC009"), (96, 4, "TFC009"),  # leaking a tensor out of a tf.function into a global

@@ -175,7 +175,8 @@ measure_graph_size(train, tf.data.Dataset.from_generator(
 measure_graph_size(train, tf.data.Dataset.from_generator(
     lambda: big_data, (tf.int32, tf.int32)))
 """, set()),
-    # The guide's function prints on purpose, to show when tracing happens: TFC001 is right there.
+    # The guide's function prints on purpose, to show when tracing happens: a print that says it reports
+    # tracing is no finding (issue 36: judged deliberate wherever it was met).
     "retrace-python-numbers-bad": ("""
 def train_one_step():
   pass
@@ -190,7 +191,7 @@ def train(num_steps):
 print("Retracing occurs for different Python arguments.")
 train(num_steps=10)
 train(num_steps=20)
-""", {"TFC001", "TFC012"}),
+""", {"TFC012"}),
     "retrace-python-numbers-fix": ("""
 def train_one_step():
   pass

@@ -41,8 +41,7 @@ recursive_fn(tf.constant(5))  # Bad - maximum recursion error.
     # (tf_function_guide_older.txt's tf.py_function "exit hatch", reported as TFC015 only, is a case of
     # tests/lint/test_reference_a.py: "side-effect-in-py-function".)
     # tf_function_guide.txt, "Controlling retracing": a new Function forces retracing, on purpose, at
-    # module level (not a loop). The prints are there to show tracing: TFC001 reports them, as its
-    # documentation says (suppress where deliberate).
+    # module level (not a loop). The prints are there to show tracing, which they say: no finding.
     "guide-new-function-forces-retrace": ("""
 import tensorflow as tf
 
@@ -52,7 +51,7 @@ def f():
 
 tf.function(f)()
 tf.function(f)()
-""", {"TFC001"}),
+""", set()),
     # tf_function_guide.txt, "Obtaining concrete functions": asserts outside graph code are fine.
     "guide-concrete-function-assert": ("""
 import tensorflow as tf

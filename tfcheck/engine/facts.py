@@ -69,6 +69,11 @@ class FileFacts(FileIndex):
             self._eager_guarded[info] = tensors.eager_guarded(self, info)
         return self._eager_guarded[info]
 
+    def tensor_metadata(self, expr: ast.AST) -> bool:
+        """Whether `expr` is a tensor's static shape, dtype or name, known in full while tracing
+        (tfcheck.engine.tensors)."""
+        return tensors.tensor_metadata(self, expr)
+
     def in_eager_only_branch(self, node: ast.AST, info: FunctionInfo) -> bool:
         """Whether `node` is in a branch of `info` that only eager execution takes (tfcheck.engine.tensors)."""
         return tensors.in_eager_only_branch(self, node, info)

@@ -71,6 +71,31 @@ def surely_tensor(index: FileIndex, expr: ast.AST | None, depth: int = 0) -> boo
     return False
 
 
+def tensor_metadata(index: FileIndex, expr: ast.AST | None, depth: int = 0) -> bool:
+    """Whether `expr` is information about a tensor that tracing knows in full: its static shape, dtype
+    or name (`x.shape`, `x.shape[0]`, `len(x.shape)`, `x.get_shape().as_list()`, an f-string or a tuple of
+    them). Printing it once per trace shows everything there is; printing a tensor's value does not."""
+    if expr is None or depth > 6:
+        return False
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in STATIC_ATTRIBUTES or tensor_metadata(index, expr.value, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        return tensor_metadata(index, expr.value, depth + 1)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("get_shape", "as_list", "numpy_shape"):
+            return True
+        name = index.resolve(func)
+        return name in ("builtins.len", "builtins.str", "builtins.tuple", "builtins.list", "tensorflow.TensorShape") \
+            and bool(expr.args) and all(tensor_metadata(index, arg, depth + 1) for arg in expr.args)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return bool(expr.elts) and all(tensor_metadata(index, element, depth + 1) for element in expr.elts)
+    if isinstance(expr, ast.JoinedStr):
+        values = [v.value for v in expr.values if isinstance(v, ast.FormattedValue)]
+        return bool(values) and all(tensor_metadata(index, value, depth + 1) for value in values)
+    return False
+
+
 def _is_tensor_call(index: FileIndex, call: ast.Call) -> bool:
     name = index.resolve(call.func)
     if name is None or name in _STATIC_CALLS:
