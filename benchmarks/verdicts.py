@@ -6,6 +6,7 @@ has judged (../shared/JUDGING.md), and the per-rule precision they give.
         [--ran-in DIR] [--sample 30 --seed 36] [--out pending.jsonl]
     python benchmarks/verdicts.py add JUDGED.jsonl --verdicts benchmarks/verdicts/people.jsonl
     python benchmarks/verdicts.py table FINDINGS.json --corpus CORPUS --verdicts benchmarks/verdicts/people.jsonl
+    python benchmarks/verdicts.py recall benchmarks/verdicts/people-hunt.jsonl FINDINGS.json --corpus CORPUS
 
 A finding is known by its file (relative to the corpus), its rule and the text of its line, not by its
 line number, so a verdict stays attached when the linter or the corpus moves lines around; the number
@@ -16,7 +17,9 @@ findings, judged or not, so the same seed keeps asking for the same ones). `add`
 verdicts (one JSON object a line: key, verdict, reason, judge, judged_at). `table` prints, per rule,
 the findings, how many of them are judged, TRUE / FALSE / UNSURE, precision = TRUE / (TRUE + FALSE)
 over the judged ones, and findings per 1,000 lines when `--lines` is given. TFC000 (a file that
-does not parse) is left out: it judges no code.
+does not parse) is left out: it judges no code. `recall` reads a hunt: candidate sites found and
+judged without the linter, each with the rule that claims its pitfall (`none` when no rule does), and
+counts per rule the real pitfalls the report has a finding of that rule on.
 """
 
 from __future__ import annotations
@@ -138,6 +141,42 @@ def _row(label: str, items: list[Judgeable], verdicts: dict[str, dict], lines: i
             f"{counts['UNSURE']} | {precision} |")
 
 
+def recall(hunt_file: Path, findings_file: Path, corpus: Path, ran_in: Path) -> str:
+    """Found/missed per rule over the real pitfalls of a hunt: sites found without the linter (one JSON
+    object a line: path, line, cell, rule, real, reason, hunter), a site being found when a finding of
+    its rule is on its line. The missed sites are named."""
+    reported = {(j.path, j.cell, j.line, j.code) for j in _all_findings(findings_file, corpus, ran_in)}
+    sites = [json.loads(line) for line in hunt_file.read_text().splitlines() if line.strip()]
+    real = [site for site in sites if site["real"]]
+    found = Counter(site["rule"] for site in real if _reported(site, reported))
+    total = Counter(site["rule"] for site in real)
+    rows = [f"{len(sites)} candidate sites read, {len(real)} real pitfalls", "",
+            "| rule | real pitfalls | found | missed | recall |", "|---|---:|---:|---:|---:|"]
+    for rule in sorted(total):
+        rows.append(f"| {rule} | {total[rule]} | {found[rule]} | {total[rule] - found[rule]} | "
+                    f"{found[rule] / total[rule]:.2f} |")
+    covered = [site for site in real if site["rule"] != "none"]
+    hits = sum(found[rule] for rule in total if rule != "none")
+    rows.append(f"| **all rules** | {len(covered)} | {hits} | {len(covered) - hits} | "
+                f"{hits / len(covered):.2f} |" if covered else "| **all rules** | 0 | 0 | 0 | - |")
+    rows += ["", "Missed:"] + [f"- {site['path']}{_cell(site)}:{site['line']} {site['rule']}: {site['reason']}"
+                                for site in real if not _reported(site, reported)]
+    return "\n".join(rows)
+
+
+def _all_findings(findings_file: Path, corpus: Path, ran_in: Path) -> list[Judgeable]:
+    """Every finding of the report, TFC000 aside, unsampled."""
+    return judgeables(findings_file, corpus, ran_in)
+
+
+def _reported(site: dict, reported: set[tuple[str, int | None, int, str]]) -> bool:
+    return (site["path"], site.get("cell"), site["line"], site["rule"]) in reported
+
+
+def _cell(site: dict) -> str:
+    return f":cell {site['cell']}" if site.get("cell") else ""
+
+
 def add(judged: Iterable[str], verdicts_file: Path) -> int:
     """Append well-formed verdicts; returns how many."""
     records = []
@@ -168,10 +207,18 @@ def main(argv: list[str] | None = None) -> int:
     commands.choices["pending"].add_argument("--seed", type=int, default=36)
     commands.choices["pending"].add_argument("--out", type=Path)
     commands.choices["table"].add_argument("--lines", type=int, help="lines in the corpus, for the rate")
+    sub = commands.add_parser("recall")
+    sub.add_argument("hunt", type=Path)
+    sub.add_argument("findings", type=Path)
+    sub.add_argument("--corpus", type=Path, required=True)
+    sub.add_argument("--ran-in", type=Path, default=Path("."))
     sub = commands.add_parser("add")
     sub.add_argument("judged", type=Path)
     sub.add_argument("--verdicts", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command == "recall":
+        print(recall(args.hunt, args.findings, args.corpus, args.ran_in))
+        return 0
     if args.command == "add":
         print(f"{add(args.judged.read_text().splitlines(), args.verdicts)} verdicts added to {args.verdicts}")
         return 0

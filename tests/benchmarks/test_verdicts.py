@@ -37,3 +37,17 @@ def test_sample_is_seeded_per_rule() -> None:
     items = [verdicts.Judgeable(f"k{i}", "a.py", i, "TFC002", "", "") for i in range(50)]
     assert verdicts.sampled(items, 30, 1) == verdicts.sampled(items, 30, 1)
     assert len(verdicts.sampled(items, 30, 1)) == 30 and len(verdicts.sampled(items[:10], 30, 1)) == 10
+
+
+def test_recall_counts_a_site_found_when_its_rule_is_on_its_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.py").write_text(BUGGY)
+    hunt = tmp_path / "hunt.jsonl"
+    sites = [{"path": "a.py", "line": 4, "rule": "TFC001", "real": True, "reason": "print", "hunter": "h"},
+             {"path": "a.py", "line": 5, "rule": "TFC009", "real": True, "reason": "made up", "hunter": "h"},
+             {"path": "a.py", "line": 3, "rule": "TFC002", "real": False, "reason": "no", "hunter": "h"}]
+    hunt.write_text("".join(json.dumps(site) + "\n" for site in sites))
+    table = verdicts.recall(hunt, _report(corpus, 4, tmp_path / "f.json"), corpus, Path("."))
+    assert "| TFC001 | 1 | 1 | 0 | 1.00 |" in table and "| TFC009 | 1 | 0 | 1 | 0.00 |" in table
+    assert "- a.py:5 TFC009: made up" in table and "3 candidate sites read, 2 real pitfalls" in table
