@@ -25,8 +25,11 @@ class StaleCapture(Rule):
     of an eager function) and get a new value after the function is defined: rebound later at module
     level, in a loop, or through `global`/`nonlocal` in some function. Names bound once are constants
     and are not flagged, and neither are `tf.Variable`s, functions, classes and imports. A module-level
-    tf.function used only in module-level calls, all before a rebinding or all after it (a script read
-    top to bottom), is not flagged for that rebinding: no trace made with the old value sees the new one.
+    tf.function that the module itself runs only before a rebinding or only after it (a script or
+    notebook read top to bottom: calls, `get_concrete_function`, through module-level functions, and only
+    while the name is bound to this definition) is not flagged for that rebinding: no trace made with the
+    old value runs with the new one. Functions that only `tf.data` traces are left alone: a pipeline
+    traces its function when it is built, and keeps the values it was built with.
 
     ## Why is this bad
     `tf.function` captures the value a global or closure variable has when the function is traced
@@ -76,6 +79,22 @@ class StaleCapture(Rule):
         "    return helper(x)\nthreshold = 0.9\n",
     )
     must_not_flag = (
+        # A notebook section rebinds the model and defines a new train_step, as each section does
+        # (sayakpaul/Supervised-Contrastive-Learning-in-TensorFlow-2 9c67014, Contrastive_Training_Imagenet_subset_Adam.ipynb,
+        # cells 22 and 32, cut down).
+        _T + "encoder = make_encoder()\n@tf.function\ndef train_step(images):\n    return encoder(images)\n"
+        "def train(data):\n    for images in data:\n        train_step(images)\ntrain(batches)\n"
+        "encoder = make_encoder(width=2)\n@tf.function\ndef train_step(images):\n    return encoder(images)\n"
+        "train(batches)\n",
+        # A pipeline traces its map function when it is built; a later pipeline uses the new vectorizer
+        # (fchollet/deep-learning-with-python-notebooks dea84a4 chapter14_text-classification.ipynb, cells 49 and 58).
+        _T + "vectorize = make_vectorizer(1)\nds1 = raw.map(lambda x, y: (vectorize(x), y))\n"
+        "vectorize = make_vectorizer(2)\nds2 = raw.map(lambda x, y: (vectorize(x), y))\n",
+        # The optimizer is rebound before the first call traces (tensorflow/docs 7c36502
+        # site/en/tutorials/generative/style_transfer.ipynb, cells 74-78, cut down).
+        _T + "@tf.function\ndef train_step(image):\n    opt.apply_gradients([(image, image)])\n"
+        "opt = tf.keras.optimizers.Adam(0.02)\nopt = tf.keras.optimizers.Adam(0.01)\nfor n in range(10):\n"
+        "    train_step(image)\n",
         _T + "@tf.function\ndef recommended_add(foo):\n    return 1 + foo\nfoo = 1\nprint(recommended_add(foo))\n"
         "foo = 100\nprint(recommended_add(foo))\n",
         _T + "@tf.function\ndef variable_add():\n    return 1 + foo\nfoo = tf.Variable(1)\nprint(variable_add())\n"
@@ -127,6 +146,8 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
         return None  # the function rebinds it itself: TFC002 reports that
     if facts.outer_name_owner(name, info) is None:
         return None
+    if facts.input_pipeline_only(info):
+        return None  # `Dataset.map` traces it when the pipeline is built: each pipeline keeps the value it was built with
     scope = facts.binding_scope(name)
     assert scope is not None
     bindings = scope.bindings.get(name.id, [])
@@ -150,23 +171,61 @@ def _later_rebinding(facts: FileFacts, name: ast.Name, info: FunctionInfo) -> Bi
 
 
 def _calls_on_one_side(facts: FileFacts, info: FunctionInfo, binding: Binding) -> bool:
-    """A module-level tf.function whose every use in the file is a call at module level, all of them in
-    statements that run before the one rebinding the name, or all after it: no trace made with the old
-    value is called with the new one.
+    """A module-level function whose every run the module starts itself, all in statements before the
+    one rebinding the name, or all after it (a script or notebook read top to bottom): no trace made with
+    the old value is run with the new one.
 
-    Straight-line order at module level is visible; a call inside a function (run at any time), any other
-    use of the function (passed on, stored), or no use at all (it may be imported and called later) is not.
+    A run starts at a module-level statement that calls the function, traces it (`f.get_concrete_function`)
+    or passes it on, or that calls a module-level function that does, transitively; such a statement counts
+    for this definition only while the function's name is bound to it (a notebook that rebinds the model
+    and defines a new `train_step` in one cell runs the new one after). A use in a method, a nested
+    function or a function no module-level statement calls may run at any time: then it is not known.
     """
     if info.parent is not None or info.cls is not None:
         return False
-    tree = facts.source.tree
-    rebinding = facts.statement_in(binding.node, tree)
-    uses = [use for use in facts.loads_under(None).get(info.name, ()) if facts.binding_scope(use) is facts.module_scope]
-    if not uses or not all(isinstance(call := facts.parent(use), ast.Call) and call.func is use
-                           and facts.function_of(use) is None for use in uses):
+    entries = _entry_statements(facts, info)
+    if entries is None:
         return False
-    sides = {_side(facts.statement_in(use, tree), rebinding) for use in uses}
+    rebinding = facts.statement_in(binding.node, facts.source.tree)
+    sides = {_side(statement, rebinding) for statement in entries}
     return sides in ({"before"}, {"after"})
+
+
+def _entry_statements(facts: FileFacts, info: FunctionInfo) -> set[ast.AST] | None:
+    """The module-level statements that run `info` (see `_calls_on_one_side`), or None when unknown."""
+    tree = facts.source.tree
+    definition = facts.statement_in(info.node, tree)
+    entries: set[ast.AST] = set()
+    pending, seen = [info], set()
+    while pending:
+        function = pending.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        uses = _module_uses(facts, function.name)
+        if not uses:
+            return None  # imported and run elsewhere, at any time
+        for use in uses:
+            user = facts.function_of(use)
+            if user is None:
+                entries.add(facts.statement_in(use, tree))
+            elif user.parent is None and user.cls is None:
+                pending.append(user)
+            else:
+                return None
+    return {entry for entry in entries if _bound_to(facts, info.name, entry, tree) is definition}
+
+
+def _module_uses(facts: FileFacts, name: str) -> list[ast.Name]:
+    return [use for use in facts.loads_under(None).get(name, ()) if facts.binding_scope(use) is facts.module_scope]
+
+
+def _bound_to(facts: FileFacts, name: str, statement: ast.AST, tree: ast.AST) -> ast.AST | None:
+    """The module-level statement whose binding of `name` is in effect when `statement` runs: the last
+    one before it (None when the name is bound only after)."""
+    before = [facts.statement_in(b.node, tree) for b in facts.module_scope.bindings.get(name, ())]
+    before = [s for s in before if s.lineno <= statement.lineno]  # type: ignore[attr-defined]
+    return max(before, key=lambda s: s.lineno, default=None)  # type: ignore[attr-defined]
 
 
 def _side(statement: ast.AST, rebinding: ast.AST) -> str:
