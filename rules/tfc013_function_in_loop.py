@@ -75,6 +75,14 @@ class FunctionInLoop(Rule):
         "        conv_fn = tf.function(super(Conv3D, self).call, jit_compile=True)\n        return conv_fn(inputs)\n",
     )
     must_not_flag = (
+        # A function over each call's own parameters (tensorflow/gnn 5d7251e graph/batching_utils.py:488-530, cut down).
+        "import tensorflow as tf\ndef get_constraints(ds, sample_size):\n    @tf.function\n"
+        "    def get_sizes():\n        return ds.take(sample_size).reduce(0, lambda a, b: a + 1)\n"
+        "    return get_sizes()\n",
+        # A composite op marked for TFLite where the export traces (google/automl 6a54c87 efficientdet/tf2/postprocess.py:365).
+        "import tensorflow as tf\ndef postprocess(boxes):\n    @tf.function(experimental_implements='TFLite_Detection_PostProcess')\n"
+        "    def dummy_post_processing(box_encodings):\n        return tf.zeros([1])\n"
+        "    return dummy_post_processing(boxes)\n",
         # keras-cv 94b0a55 benchmarks/vectorized_auto_contrast.py:131-147, cut down: one tf.function per layer.
         "import tensorflow as tf\nfor aug in [tf.keras.layers.RandomFlip, tf.keras.layers.RandomZoom]:\n"
         "    layer = aug()\n    @tf.function()\n    def apply_aug(inputs):\n        return layer(inputs)\n"
@@ -151,7 +159,8 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
                     "create it once, before the loop")
         return None
     if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) or _is_callback(function) \
-            or any(facts.enclosing_loop(use) is not None for use in uses):
+            or any(facts.enclosing_loop(use) is not None for use in uses) or _closes_over_call(facts, creation, function) \
+            or _marks_composite(creation):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")
@@ -165,6 +174,36 @@ def _varies_per_iteration(facts: FileFacts, creation: ast.AST, loop: ast.AST) ->
     loads = (node for part in body for node in ast.walk(part) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
     return any(facts.is_inside(binding.node, loop) and not facts.is_inside(binding.node, creation)
                and binding.node is not creation for name in loads for binding in facts.bindings_of(name))
+
+
+def _closes_over_call(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> bool:
+    """A new function, defined in `function`, that reads `function`'s own parameters or locals: each call
+    needs a function of its own (tensorflow/gnn 5d7251e graph/batching_utils.py:488 traces one over each
+    call's sample size; tensorflow/federated's computations close over the models they build). Wrapping
+    an existing function (`tf.function(model)`, `tf.function(self.impl)`) is not one."""
+    body = _defined_body(facts, creation, function)
+    return any(facts.binding_scope(node) is function.scope for part in body for node in ast.walk(part)
+               if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
+
+
+def _defined_body(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> list[ast.AST]:
+    """The body of the function a creation makes when it is defined right there: the decorated def, a
+    lambda, or a def of `function` passed by name; nothing for an existing function wrapped."""
+    if isinstance(creation, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return list(creation.body)
+    argument = creation.args[0] if isinstance(creation, ast.Call) and creation.args else None
+    if isinstance(argument, ast.Lambda):
+        return [argument.body]
+    defined = facts.function_target(argument) if isinstance(argument, ast.Name) else []
+    return [part for target in defined if target.parent is function for part in target.node.body]
+
+
+def _marks_composite(creation: ast.AST) -> bool:
+    """`@tf.function(experimental_implements=...)`: it marks a composite op for TFLite inside the trace that
+    exports it (google/automl efficientdet/tf2/postprocess.py:365), so it is made there on purpose."""
+    decorators = creation.decorator_list if isinstance(creation, (ast.FunctionDef, ast.AsyncFunctionDef)) else [creation]
+    return any(isinstance(d, ast.Call) and any(k.arg == "experimental_implements" for k in d.keywords)
+               for d in decorators)
 
 
 def _is_callback(function: FunctionInfo) -> bool:
