@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.state import OuterMutation, owner_phrase as _owner
 from tfcheck.engine.tensors import may_hold_tensor
 from tfcheck.findings import Finding, Severity
@@ -119,6 +118,22 @@ class OuterMutationRule(Rule):
         _T + _RECORDER.replace("call_list, activation", "activation, call_list=[]") + "layer = Recorder('relu')\n",
     )
     must_not_flag = (
+        # Set up once behind a test of emptiness (NVIDIA/DeepLearningExamples 729963d
+        # TensorFlow2/LanguageModeling/BERT/optimization.py:246, cut down).
+        _T + "class Accumulator:\n    def __init__(self):\n        self._gradients = []\n    @tf.function\n"
+        "    def __call__(self, gradients):\n        if not self._gradients:\n"
+        "            self._gradients.extend([tf.Variable(tf.zeros_like(g)) for g in gradients])\n"
+        "        return self._gradients\n",
+        # A flag the first run clears (google-research/deeplab2 64bc1c1 model/layers/axial_block_groups.py:455-462).
+        _T + "class Group(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
+        "        self._first_building_call = True\n    def call(self, x):\n        if self._first_building_call:\n"
+        "            self._blocks = [tf.keras.layers.Dense(2)]\n            self._first_building_call = False\n"
+        "        return self._blocks[0](x)\n",
+        # A weight drawn anew by each call, of the shape of the last one (google/edward2 ee02560
+        # edward2/tensorflow/layers/dense.py:70-80, cut down).
+        _T + "class DenseReparameterization(tf.keras.layers.Dense):\n    def call_weights(self):\n"
+        "        self.bias = self.bias_initializer(self.bias.shape, self.dtype)\n    def call(self, inputs):\n"
+        "        self.call_weights()\n        return inputs + self.bias\n",
         # Lazy creation in a container item (dm-sonnet 2.0.2 src/conformance/optimizer_test.py:46).
         _T + "def test(module_fn, x):\n    mod = [None]\n    @tf.function(autograph=False)\n    def f():\n"
         "        if not mod[0]:\n            mod[0] = module_fn()\n        return mod[0](x)\n    f()\n",
@@ -198,8 +213,6 @@ class OuterMutationRule(Rule):
         for mutation in facts.outer_mutations:
             if mutation.rebuilt:
                 continue  # set-up work a trace redoes on purpose (a `build` for a new shape): TFC009's if a tensor
-            if mutation.how == "subscript" and first_call_guard(facts, mutation.node) is not None:
-                continue  # attributes and names behind such a guard are left out by the engine already
             if not may_hold_tensor(facts, mutation.value, mutation.function):
                 yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
 

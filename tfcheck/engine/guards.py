@@ -11,7 +11,9 @@ and the guarded branch sets exactly that:
   (a name, `obj.a`, an item `box[0]`, `cache`) assigned in the branch, or set by a method of the class the branch calls
   (`if not self.built: self.build(shape)`); the `else` branch of the opposite test counts too;
 - `X = X if X is not None else make()` and `X = X or make()`: the fallback of the value assigned to X;
-- `except KeyError:` (or `AttributeError`, `LookupError`): the miss of a cache lookup.
+- `except KeyError:` (or `AttributeError`, `LookupError`): the miss of a cache lookup;
+- `if X:` whose branch sets `X = False` (or `None`, `0`): a flag true until the first run clears it
+  (deeplab2's `if self._first_building_call: ...; self._first_building_call = False`).
 
 Code under `with tf.init_scope():` is not graph code at all (tfcheck.engine.graphcode).
 """
@@ -40,6 +42,8 @@ def first_call_guard(index: FileIndex, node: ast.AST) -> ast.AST | None:
 
 def _guards(index: FileIndex, guard: ast.AST, child: ast.AST) -> bool:
     """Whether `guard`, holding `child`, runs `child` only while what it tests is not yet set."""
+    if isinstance(guard, ast.If) and child in guard.body and _clears_itself(index, guard):
+        return True
     if isinstance(guard, (ast.If, ast.IfExp)) and child is not guard.test:
         in_body = child in guard.body if isinstance(guard, ast.If) else child is guard.body
         tested = _unset_test(index, guard.test, want_unset=in_body)
@@ -52,6 +56,15 @@ def _guards(index: FileIndex, guard: ast.AST, child: ast.AST) -> bool:
         caught = guard.type.elts if isinstance(guard.type, ast.Tuple) else [guard.type]
         return any(isinstance(error, ast.Name) and error.id in _MISS_ERRORS for error in caught)
     return False
+
+
+def _clears_itself(index: FileIndex, guard: ast.If) -> bool:
+    """`if X:` whose body assigns `X = False` (or `None`, `0`) at its top level: it runs once."""
+    if not isinstance(guard.test, (ast.Name, ast.Attribute)):
+        return False
+    flag = index.text(guard.test)
+    return any(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and not stmt.value.value
+               and any(index.text(target) == flag for target in stmt.targets) for stmt in guard.body)
 
 
 def _unset_test(index: FileIndex, test: ast.expr, want_unset: bool) -> str | None:

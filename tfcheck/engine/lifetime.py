@@ -100,7 +100,7 @@ class Lifetimes:
         key = (cls, attr)
         if key not in self._scratch:
             writers = self._graph_writers(cls, attr)
-            self._scratch[key] = self._read_within_trace(attr, writers) and all(
+            self._scratch[key] = self._read_within_trace(attr, writers, self._related(cls)) and all(
                 self._written_first(method, attr) and not self._written_in_graph_loop(method, attr)
                 for method in writers)
         return self._scratch[key]
@@ -108,13 +108,17 @@ class Lifetimes:
     def _graph_writers(self, cls: ClassInfo, attr: str) -> set[FunctionInfo]:
         """The graph functions that store into `self.<attr>` of `cls` (or of a class related to it by
         inheritance): methods, and functions nested in them (a `recompute_grad` closure in `call`)."""
-        related = {id(c) for c in self._descendants(cls)} | {id(c) for c in self.index.class_chain(cls)}
+        related = self._related(cls)
         writers = set()
         for touch, function in self._self_touches().get(attr, []):
             owner = self.index.class_of_self(touch)
             if owner is not None and id(owner) in related and self._stores(touch) and self.graph.is_graph_function(function):
                 writers.add(function)
         return writers
+
+    def _related(self, cls: ClassInfo) -> set[int]:
+        """`cls`, its bases and the classes built on it, by identity: those whose `self` may be `cls`'s."""
+        return {id(c) for c in self._descendants(cls)} | {id(c) for c in self.index.class_chain(cls)}
 
     def _self_touches(self) -> dict[str, list[tuple[ast.Attribute, FunctionInfo]]]:
         """Every `self.<attr>` in the file's functions, by attribute name (once per file)."""
@@ -139,7 +143,7 @@ class Lifetimes:
         """Whether the method's first touch of `self.<attr>`, in the order Python evaluates it, stores
         into it (`self.endpoints = {...}`, `self.endpoints[k] = v`, `.update(...)`): what the trace reads
         back is then what it wrote. A read first (`self.x += 1`, `if self.cache:`) sees an older trace."""
-        touches = [node for node, function in self._self_touches().get(attr, []) if function is method]
+        touches = self._touches_in(method, attr)
         if not touches:
             return False
         first = min(touches, key=self._evaluation_order)
@@ -154,28 +158,47 @@ class Lifetimes:
             return statement.end_lineno or statement.lineno, statement.end_col_offset or 0
         return node.lineno, node.col_offset
 
+    def _touches_in(self, method: FunctionInfo, attr: str) -> list[ast.Attribute]:
+        """`self.<attr>` in `method`, but for reads of its static shape or dtype (`self.bias.shape`, to
+        draw a new sample of the same shape), which see no tensor of another trace."""
+        return [node for node, function in self._self_touches().get(attr, []) if function is method
+                and not self._metadata_read(node)]
+
+    def _metadata_read(self, node: ast.Attribute) -> bool:
+        parent = self.index.parent(node)
+        return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in ("shape", "dtype")
+
     def _stores(self, node: ast.Attribute) -> bool:
         """A store into `self.<attr>` that reads nothing first (an augmented assignment reads)."""
         if isinstance(node.ctx, ast.Load):
             return _stored_into(node, self.index.parent(node))
         return not isinstance(self.index.parent(node), ast.AugAssign)
 
-    def _read_within_trace(self, attr: str, writers: set[FunctionInfo]) -> bool:
+    def _read_within_trace(self, attr: str, writers: set[FunctionInfo], related: set[int]) -> bool:
         """Whether `.<attr>` is read in the file, each time by the trace that wrote it: in a graph method
         that starts it afresh, or on an object (`block.endpoints`) that the reading graph function
         called earlier (`block(x)`), in the same trace."""
         reads = self._reads_of().get(attr, [])
-        return bool(reads) and all(self._same_trace_read(read, writers) for read in reads)
+        return bool(reads) and all(self._same_trace_read(read, writers, related) for read in reads)
 
-    def _same_trace_read(self, read: ast.Attribute, writers: set[FunctionInfo]) -> bool:
+    def _same_trace_read(self, read: ast.Attribute, writers: set[FunctionInfo], related: set[int]) -> bool:
+        if self.index.is_self_attribute(read) and id(self.index.class_of_self(read)) not in related:
+            return True  # another class's attribute of the same name
         function = self.index.function_of(read)
         if function is None or not self.graph.is_graph_function(function):
             return False
-        if function in writers and self.index.is_self_attribute(read):
-            return True
+        if self.index.is_self_attribute(read):
+            return function in writers or self._writer_called_before(read, function, writers)
         receiver = self.index.text(read.value)
         return any(isinstance(node, ast.Call) and (node.lineno, node.col_offset) < (read.lineno, read.col_offset)
                    and receiver in self._called_objects(node.func) for node in function.nodes)
+
+    def _writer_called_before(self, read: ast.Attribute, function: FunctionInfo, writers: set[FunctionInfo]) -> bool:
+        """`self.call_weights()` earlier in `function`, a method that writes what `read` reads (edward2's
+        layers draw their weights so, then read them)."""
+        return any(isinstance(node, ast.Call) and (node.lineno, node.col_offset) < (read.lineno, read.col_offset)
+                   and isinstance(node.func, ast.Attribute) and self.index.is_self_attribute(node.func)
+                   and self.index.called_function(node) in writers for node in function.nodes)
 
     def _called_objects(self, func: ast.expr) -> tuple[str, ...]:
         """What a call may run, as source text: `self._head` for `self._head(x)` (the object called) and

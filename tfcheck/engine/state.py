@@ -150,7 +150,8 @@ class OuterState:
             return
         if isinstance(target, ast.Subscript):
             owner = self.container_owner(target.value, info)
-            if owner is not None and not (owner == "self" and self._lives_one_trace(target.value)):
+            if owner is not None and not (owner == "self" and self._lives_one_trace(target.value)) \
+                    and first_call_guard(self.index, stmt) is None:
                 yield OuterMutation(stmt, info, how or "subscript", self.index.text(target.value), owner, value)
 
     def _method_mutation(self, call: ast.Call, info: FunctionInfo) -> Iterator[OuterMutation]:
@@ -158,8 +159,9 @@ class OuterState:
         if not (isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS):
             return
         owner = self.container_owner(func.value, info)
-        if owner is None or (owner == "self" and self._lives_one_trace(func.value)):
-            return
+        if owner is None or (owner == "self" and self._lives_one_trace(func.value)) \
+                or first_call_guard(self.index, call) is not None:
+            return  # `if not self._slots: self._slots.extend(...)`: set up once
         position = STORING_METHODS.get(func.attr)
         value = call.args[position] if position is not None and position < len(call.args) else None
         yield OuterMutation(call, info, "method", self.index.text(func.value), owner, value)
