@@ -94,6 +94,13 @@ class MutableAttributeRead(Rule):
         "    def inference(self, input_ids):\n        return dynamic_decode(input_ids, maximum_iterations=self.maximum_iterations)\n",
     )
     must_not_flag = (
+        # Lazy set-up on the first call, from the first input (tensorflow/gnn 5d7251e
+        # tensorflow_gnn/keras/layers/map_features.py:255-263, cut down).
+        "import tensorflow as tf\nclass MapFeatures(tf.keras.layers.Layer):\n    def __init__(self):\n"
+        "        super().__init__()\n        self._is_initialized = False\n    def _init_from_spec(self, spec):\n"
+        "        if not self._is_initialized:\n            self._models = {}\n            self._is_initialized = True\n"
+        "    def call(self, graph):\n        self._init_from_spec(graph)\n        if not self._is_initialized:\n"
+        "            raise ValueError('not initialized')\n        return graph\n",
         # OpenNMT-tf 2.32.0 opennmt/decoders/decoder.py:247: None at set-up says nothing about what the
         # setter stores; here the encoder's output, set by `initial_state` in the same trace before `call`.
         _T + "class Decoder(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
@@ -263,9 +270,11 @@ class _AttributeWrites:
         return min(later, key=lambda stmt: stmt.lineno) if later else None
 
     def _is_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
-        """Assigned outside set-up methods and outside the reading function (TFC002 reports those)."""
+        """Assigned outside set-up methods, outside the reading function (TFC002 reports those) and not
+        behind a first-call guard (tensorflow/gnn's `if not self._is_initialized:` lazy set-up)."""
         owner = self.facts.function_of(stmt)
-        return owner is not None and owner is not reader and not self._is_setup(owner, 0)
+        return owner is not None and owner is not reader and not self._is_setup(owner, 0) \
+            and self.facts.first_call_guard(stmt) is None
 
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
         """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`)."""

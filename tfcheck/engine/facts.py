@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 
-from tfcheck.engine import tensors, tfcalls, tfobjects, values
+from tfcheck.engine import guards, tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.flow import reaches_graph
 from tfcheck.engine.graphcode import ExternalCall, GraphCode, find_graph_code
@@ -68,6 +68,11 @@ class FileFacts(FileIndex):
         if info not in self._eager_guarded:
             self._eager_guarded[info] = tensors.eager_guarded(self, info)
         return self._eager_guarded[info]
+
+    def first_call_guard(self, node: ast.AST) -> ast.AST | None:
+        """The test in `node`'s function that runs it only until what it sets is set: set up once
+        (tfcheck.engine.guards)."""
+        return guards.first_call_guard(self, node)
 
     def tensor_metadata(self, expr: ast.AST) -> bool:
         """Whether `expr` is a tensor's static shape, dtype or name, known in full while tracing
