@@ -104,6 +104,9 @@ class TraceTimeValue(Rule):
         "@tf.function\ndef f(x):\n    return x + tf.random.stateless_uniform([2], seed=[random_seed(), 0])\n",
     )
     must_not_flag = (
+        # Seeded right before: the same draw on purpose (horovod 2626dc8 test/parallel/test_xla.py:163-164).
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef allreduce_test(tensor):\n"
+        "    np.random.seed(1234)\n    factor = np.random.uniform()\n    return tensor * factor\n",
         # tensorflow/docs 7c36502 site/en/guide/data_performance.ipynb, cells 62-64, cut down: the decorator hands
         # the map function to tf.py_function, so its clock reads run eagerly for every element.
         "import time\nimport tensorflow as tf\ndef map_decorator(func):\n    def wrapper(steps, times):\n"
@@ -150,12 +153,23 @@ class TraceTimeValue(Rule):
         for node, function in facts.graph_nodes(ast.Call):
             assert isinstance(node, ast.Call)
             what = _trace_time_source(facts, node)
+            if what == "a random number" and _seeded_before(facts, node, function):
+                continue  # the function fixes the sequence itself: the same numbers on every trace, on purpose
             if what is not None and _frozen(facts, node, function):
                 yield self.finding(
                     facts, node,
                     f"`{facts.text(node.func)}()` is {what} evaluated once while tracing and frozen into the graph; "
                     f"use {'tf.timestamp()' if what == 'a clock' else 'tf.random.* or a tf.random.Generator'}",
                     function=function)
+
+
+def _seeded_before(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> bool:
+    """`np.random.seed(1234)` (or `random.seed`) earlier in the same function: the draw is meant to be the
+    same every time (horovod 2626dc8 test/parallel/test_xla.py:163-164, a test's fixed scale factor)."""
+    name = facts.resolve(call.func) or ""
+    module = name.rsplit(".", 1)[0]
+    return any(isinstance(node, ast.Call) and facts.resolve(node.func) == f"{module}.seed"
+               and (node.lineno, node.col_offset) < (call.lineno, call.col_offset) for node in function.nodes)
 
 
 def _frozen(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> bool:
