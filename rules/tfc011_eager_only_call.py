@@ -100,6 +100,9 @@ class EagerOnlyCall(Rule):
         # A parameter the file does not type may be a NumPy array or Python value.
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x, weights):\n"
         "    return x * np.sum(weights)\n",
+        # Only for a NumPy input, which graph code never has (keras-cv 94b0a55 keras_cv/src/backend/tf_ops.py:111).
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef crop(x):\n    img = tf.image.resize(x, (8, 8))\n"
+        "    if isinstance(x, np.ndarray):\n        return img.numpy()\n    return img\n",
         # Guarded by an eager check.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    if tf.executing_eagerly():\n"
         "        print(x.numpy())\n    return x\n",

@@ -44,6 +44,9 @@ _EAGER_CHECK_CALLS = frozenset({"executing_eagerly", "executing_eagerly_outside_
 # The checks that are true only when execution is eager (`inside_function()` and `is_symbolic_tensor()` are
 # true while tracing).
 _TRUE_WHEN_EAGER = frozenset({"executing_eagerly"})
+# `hasattr(x, "numpy")`, `isinstance(x, EagerTensor)`, `isinstance(x, np.ndarray)`: true for a value only
+# outside a trace (while tracing, the value is a symbolic tensor; keras-cv 94b0a55 backend/tf_ops.py:111).
+_EAGER_MARKERS = ("'numpy'", '"numpy"', "EagerTensor", "ndarray")
 
 
 def surely_tensor(index: FileIndex, expr: ast.AST | None, depth: int = 0) -> bool:
@@ -190,7 +193,7 @@ def _is_eager_check(index: FileIndex, call: ast.Call) -> bool:
     if name in _EAGER_CHECK_CALLS:
         return True
     if name in ("hasattr", "isinstance") and len(call.args) == 2:
-        return any(marker in index.text(call.args[1]) for marker in ("'numpy'", '"numpy"', "EagerTensor"))
+        return any(marker in index.text(call.args[1]) for marker in _EAGER_MARKERS)
     return False
 
 
