@@ -95,6 +95,10 @@ class VariableInGraph(Rule):
         "        return x\n",
     )
     must_not_flag = (
+        # A demonstration: the function is only called where the error is expected (tensorflow/docs 7c36502
+        # site/en/guide/function.ipynb, cell 121).
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    v = tf.Variable(1.0)\n    return v\n"
+        "with assert_raises(ValueError):\n    f(1.0)\n",
         # A None guard on an item, set in the branch (dm-sonnet 2.0.2 src/distribute/replicator_test.py:180).
         "import tensorflow as tf\ndef test():\n    variables = [None, None]\n    def f():\n"
         "        if variables[0] is None:\n            v1 = tf.Variable(tf.ones([]))\n"

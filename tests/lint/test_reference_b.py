@@ -23,6 +23,8 @@ from tests.lint.helpers import FIXTURES, codes_of_all_rules, expected_findings, 
 IMPORT = "import tensorflow as tf\n"
 
 CASES: dict[str, tuple[str, set[str]]] = {
+    # The guide calls its bad functions inside `assert_raises`: a demonstration, whose author knows the
+    # error (judged so on issue 36's corpus, which holds the guide). Called as code is, TFC004 reports it.
     "creating-variables-bad": ("""
 @tf.function
 def f(x):
@@ -31,6 +33,15 @@ def f(x):
 
 with assert_raises(ValueError):
   f(1.0)
+""", set()),
+    "creating-variables-bad-called": ("""
+@tf.function
+def f(x):
+  v = tf.Variable(1.0)
+  return v
+
+f(1.0)
+f(2.0)
 """, {"TFC004"}),
     "creating-variables-bad-older": ("""
 @tf.function
@@ -41,7 +52,7 @@ def f(x):
 
 with assert_raises(ValueError):
   f(1.0)
-""", {"TFC004"}),
+""", set()),
     "creating-variables-guard-fix": ("""
 class Count(tf.Module):
   def __init__(self):

@@ -10,6 +10,7 @@ runs eagerly, and so does the body of `with tf.init_scope():` inside graph code.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -60,6 +61,8 @@ EAGER_FUNCTION_ARGS: dict[str, _Spec] = {
     "tensorflow.py_function": ((0,), ("func",)),
     "tensorflow.numpy_function": ((0,), ("func",)),
 }
+# Context managers that expect the code they hold to raise: assert_raises, pytest.raises, assertRaises(Regex).
+_RAISES = re.compile(r"(^|[._])(assert_?[Rr]aises\w*|raises)$")
 _NOT_USER_CODE = ("builtins.", "tensorflow.", "keras.", "numpy.", "math.", "functools.", "typing.")
 
 
@@ -225,7 +228,7 @@ class _Discovery:
 
     def mark(self, info: FunctionInfo, reason: str, origin: str | None = None) -> None:
         """`info` is graph code; the first reason found is kept. `origin`: the kind of root it is."""
-        if self._runs_in_python(info):
+        if self._runs_in_python(info) or self._expected_to_raise(info):
             return
         if origin is not None:
             self.graph.origins.setdefault(info, set()).add(origin)
@@ -240,6 +243,23 @@ class _Discovery:
         decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
         return any(self._hands_to_python(wrapper) for decorator in decorators
                    for wrapper in self.index.function_target(decorator))
+
+    def _expected_to_raise(self, info: FunctionInfo) -> bool:
+        """Called only inside `with assert_raises(...)`, `pytest.raises(...)`, `self.assertRaises(...)`: code
+        that shows an error on purpose (the tf.function guide's cells, tests of error messages), whose
+        pitfalls its author knows; its findings would all be wanted nowhere."""
+        calls = self.calls.callers(info)
+        return bool(calls) and all(self._in_raises_block(call) for call, _ in calls)
+
+    def _in_raises_block(self, node: ast.AST) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return False
+            if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+                    isinstance(item.context_expr, ast.Call) and _RAISES.search(self.index.text(item.context_expr.func))
+                    for item in ancestor.items):
+                return True
+        return False
 
     def _hands_to_python(self, decorator: FunctionInfo) -> bool:
         """Whether `decorator` (or a function nested in it) passes its first parameter to py_function."""
