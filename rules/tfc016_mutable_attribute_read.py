@@ -225,12 +225,12 @@ class _AttributeWrites:
         return found
 
     @cached_property
-    def _self_method_callers(self) -> dict[str, set[FunctionInfo | None]]:
-        """The functions that call `self.<name>(...)`, by name."""
-        found: dict[str, set[FunctionInfo | None]] = {}
+    def _self_method_calls(self) -> dict[str, list[tuple[ast.Call, FunctionInfo | None]]]:
+        """The calls `self.<name>(...)`, with the function each is in, by name."""
+        found: dict[str, list[tuple[ast.Call, FunctionInfo | None]]] = {}
         for call, caller in self.facts.calls:
             if isinstance(call.func, ast.Attribute) and self.facts.is_self_attribute(call.func):
-                found.setdefault(call.func.attr, set()).add(caller)
+                found.setdefault(call.func.attr, []).append((call, caller))
         return found
 
     def reassignment(self, read: ast.Attribute, info: FunctionInfo) -> ast.stmt | None:
@@ -277,20 +277,24 @@ class _AttributeWrites:
             and self.facts.first_call_guard(stmt) is None
 
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
-        """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`)."""
+        """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`) or
+        behind a first-call guard (tensorflow/gnn's `if not self._is_initialized: self._init_from_updates(...)`)."""
         if method.name in _SETUP_METHODS or is_setup_method(method.name):
             return True
         if depth > 3 or method.cls is None:
             return False
-        callers = self._self_method_callers.get(method.name, set())
-        return bool(callers) and method not in callers and self._only_called_from_setup(method.name, depth)
+        calls = self._self_method_calls.get(method.name, [])
+        return bool(calls) and all(caller is not method for _, caller in calls) \
+            and self._only_called_to_set_up(method.name, depth)
 
-    def _only_called_from_setup(self, name: str, depth: int) -> bool:
-        """Every `self.<name>(...)` is in a set-up method; once per name, as classes share method names."""
+    def _only_called_to_set_up(self, name: str, depth: int) -> bool:
+        """Every `self.<name>(...)` is in a set-up method or behind a first-call guard; once per name, as
+        classes share method names."""
         key = (name, depth)
         if key not in self._called_from_setup:
-            self._called_from_setup[key] = all(caller is not None and self._is_setup(caller, depth + 1)
-                                               for caller in self._self_method_callers[name])
+            self._called_from_setup[key] = all(
+                caller is not None and (self._is_setup(caller, depth + 1) or self.facts.first_call_guard(call) is not None)
+                for call, caller in self._self_method_calls[name])
         return self._called_from_setup[key]
 
 

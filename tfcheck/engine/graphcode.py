@@ -248,8 +248,15 @@ class _Discovery:
         """Called only inside `with assert_raises(...)`, `pytest.raises(...)`, `self.assertRaises(...)`: code
         that shows an error on purpose (the tf.function guide's cells, tests of error messages), whose
         pitfalls its author knows; its findings would all be wanted nowhere."""
-        calls = self.calls.callers(info)
-        return bool(calls) and all(self._in_raises_block(call) for call, _ in calls)
+        calls = [call for call, caller in self.calls.callers(info) if caller is not None or self._runs_this(call, info)]
+        return bool(calls) and all(self._in_raises_block(call) for call in calls)
+
+    def _runs_this(self, call: ast.Call, info: FunctionInfo) -> bool:
+        """A module-level `f(...)` runs `info` only while the name is bound to it (a notebook defines `f` anew)."""
+        if not isinstance(call.func, ast.Name) or info.parent is not None or info.cls is not None:
+            return True
+        binding = self.index.binding_in_effect(call.func.id, call)
+        return binding is None or binding.node is info.node
 
     def _in_raises_block(self, node: ast.AST) -> bool:
         for ancestor in self.index.ancestors(node):

@@ -205,6 +205,16 @@ class FileIndex:
     def bindings_of(self, name: ast.Name) -> list[Binding]:
         return self.lookup(name.id, self._name_scopes.get(name))[1]
 
+    def binding_in_effect(self, name: str, node: ast.AST) -> Binding | None:
+        """The module-level binding of `name` that module-level code at `node` sees: the one made by the
+        last statement before `node`'s (a script, or a notebook's cells, read top to bottom, where a
+        name such as `f` or `train_step` is often defined again). None when no earlier statement binds it."""
+        tree = self.source.tree
+        here = self.statement_in(node, tree)
+        earlier = [b for b in self.module_scope.bindings.get(name, ())
+                   if self.statement_in(b.node, tree).lineno < here.lineno]  # type: ignore[attr-defined]
+        return max(earlier, key=lambda b: self.statement_in(b.node, tree).lineno, default=None)  # type: ignore[attr-defined]
+
     def binding_scope(self, name: ast.Name) -> Scope | None:
         return self.lookup(name.id, self._name_scopes.get(name))[0]
 
