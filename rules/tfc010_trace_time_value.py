@@ -17,7 +17,6 @@ _CLOCKS = frozenset({
     "time.ctime", "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
     "datetime.date.today",
 })
-_ENTROPY = frozenset({"uuid.uuid1", "uuid.uuid4", "os.urandom", "os.getrandom"})
 _RANDOM_MODULES = ("numpy.random.", "random.", "secrets.")
 # Calls in those modules that make a generator or set state rather than produce a value; values drawn
 # from a generator made this way are caught at the method call (`rng.normal()`).
@@ -36,11 +35,14 @@ class TraceTimeValue(Rule):
     ## What it does
     Finds calls in graph code that produce a different value on every Python call: NumPy and Python
     random numbers (`np.random.*`, `random.*`, draws from a `np.random.default_rng()` or
-    `random.Random()` generator, `secrets`), clocks (`time.time()`, `datetime.now()`, ...) and other
-    entropy (`uuid.uuid4()`, `os.urandom()`), whose value reaches the graph: an operand of a TensorFlow
-    operation, a returned value, the test of an `if` or the bound of a loop. Values used only in Python
-    bookkeeping (timing a step for a log line or a metric, an op `name=`, a `shared_name=`), constants
-    such as `np.pi`, and calls that only create a generator or set a seed are not reported. A seed
+    `random.Random()` generator, `secrets`) and clocks (`time.time()`, `datetime.now()`, ...), whose
+    value reaches the graph: an operand of a TensorFlow operation, a returned value, the test of an `if`
+    or the bound of a loop. Values used only in Python bookkeeping (timing a step for a log line or a
+    metric, an op `name=`, a `shared_name=`), constants such as `np.pi`, calls that only create a
+    generator or set a seed, a draw right after the function seeds its generator, and a draw made
+    into `tf.constant(...)` (a random constant, on purpose) are not reported. Unique tokens
+    (`uuid.uuid4()`, `os.urandom()`) are not either: graph code uses them as names and separators,
+    which one value per trace serves (google-research/text-to-text-transfer-transformer's t5 preprocessors). A seed
     helper (a function whose name says seed, `make_default_seed()`) returns a seed fixed at trace time
     on purpose: its draw is reported only where a call of it in the file's graph code puts the value
     in the graph other than as the `seed=` of a stateful op (a stateless op's seed is reported).
@@ -85,8 +87,6 @@ class TraceTimeValue(Rule):
         "import time\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return x * time.time()\n",
         "from datetime import datetime\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
         "    stamp = datetime.now().isoformat()\n    return tf.strings.join([x, stamp])\n",
-        "import uuid\nimport tensorflow as tf\ndef key():\n    return str(uuid.uuid4())\n"
-        "@tf.function\ndef f(x):\n    return tf.strings.join([x, key()])\n",
         # Draws from a NumPy generator made outside the function.
         "import numpy as np\nimport tensorflow as tf\nrng = np.random.default_rng(0)\n"
         "@tf.function\ndef f(x):\n    return x + rng.normal()\n",
@@ -104,6 +104,13 @@ class TraceTimeValue(Rule):
         "@tf.function\ndef f(x):\n    return x + tf.random.stateless_uniform([2], seed=[random_seed(), 0])\n",
     )
     must_not_flag = (
+        # A unique token per trace, as a separator (google-research/text-to-text-transfer-transformer e081111
+        # t5/data/preprocessors.py:702, cut down), and a random constant said so (tensorflow/docs
+        # site/en/guide/graph_optimization.ipynb, cell 13).
+        "import uuid\nimport tensorflow as tf\ndef key():\n    return str(uuid.uuid4())\n"
+        "@tf.function\ndef f(x):\n    return tf.strings.join([x, key()])\n",
+        "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f():\n"
+        "    a = tf.constant(np.random.randn(20, 20), dtype=tf.float32)\n    return tf.matmul(a, a)\n",
         # Seeded right before: the same draw on purpose (horovod 2626dc8 test/parallel/test_xla.py:163-164).
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef allreduce_test(tensor):\n"
         "    np.random.seed(1234)\n    factor = np.random.uniform()\n    return tensor * factor\n",
@@ -153,14 +160,21 @@ class TraceTimeValue(Rule):
         for node, function in facts.graph_nodes(ast.Call):
             assert isinstance(node, ast.Call)
             what = _trace_time_source(facts, node)
-            if what == "a random number" and _seeded_before(facts, node, function):
-                continue  # the function fixes the sequence itself: the same numbers on every trace, on purpose
+            if what == "a random number" and (_seeded_before(facts, node, function) or _made_constant(facts, node)):
+                continue  # the same numbers on every trace, on purpose
             if what is not None and _frozen(facts, node, function):
                 yield self.finding(
                     facts, node,
                     f"`{facts.text(node.func)}()` is {what} evaluated once while tracing and frozen into the graph; "
                     f"use {'tf.timestamp()' if what == 'a clock' else 'tf.random.* or a tf.random.Generator'}",
                     function=function)
+
+
+def _made_constant(facts: FileFacts, call: ast.Call) -> bool:
+    """`tf.constant(np.random.randn(2000, 2000))`: a random constant, said so (tensorflow/docs 7c36502
+    site/en/guide/graph_optimization.ipynb, cell 13)."""
+    parent = facts.parent(call)
+    return isinstance(parent, ast.Call) and call in parent.args and facts.resolve(parent.func) == "tensorflow.constant"
 
 
 def _seeded_before(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> bool:
@@ -189,14 +203,12 @@ def _later_uses(facts: FileFacts, sequence: ast.expr, function: FunctionInfo) ->
 
 
 def _trace_time_source(facts: FileFacts, call: ast.Call) -> str | None:
-    """`a random number`, `a clock` or `entropy` when the call produces one in Python, else None."""
+    """`a random number` or `a clock` when the call produces one in Python, else None."""
     name = facts.resolve(call.func)
     if name is None:
         return "a random number" if _is_generator_draw(facts, call.func) else None
     if name in _CLOCKS:
         return "a clock"
-    if name in _ENTROPY:
-        return "entropy"
     if name.startswith(_RANDOM_MODULES) and name not in _GENERATOR_FACTORIES and name not in _STATE_SETTERS:
         return "a random number"
     return None
