@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.state import OuterMutation, owner_phrase as _owner
-from tfcheck.engine.tensors import may_hold_tensor
+from tfcheck.engine.facts import OuterMutation
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -213,7 +212,7 @@ class OuterMutationRule(Rule):
         for mutation in facts.outer_mutations:
             if mutation.rebuilt:
                 continue  # set-up work a trace redoes on purpose (a `build` for a new shape): TFC009's if a tensor
-            if not may_hold_tensor(facts, mutation.value, mutation.function):
+            if not facts.may_hold_tensor(mutation.value, mutation.function):
                 yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
 
 
@@ -221,8 +220,8 @@ def _message(mutation: OuterMutation) -> str:
     what = {
         "rebind": f"rebinds {mutation.owner} `{mutation.target}`",
         "attribute": f"assigns `{mutation.target}`",
-        "subscript": f"changes an item of the {_owner(mutation)}container `{mutation.target}`",
-        "method": f"mutates the {_owner(mutation)}container `{mutation.target}`",
+        "subscript": f"changes an item of the {mutation.owner_phrase}container `{mutation.target}`",
+        "method": f"mutates the {mutation.owner_phrase}container `{mutation.target}`",
     }.get(mutation.how, f"deletes from `{mutation.target}`")
     return (f"graph code {what}: this runs only while tracing, not on every call; return the value, keep state "
             "in a tf.Variable, or move one-time work under `with tf.init_scope():`")

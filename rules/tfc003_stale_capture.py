@@ -6,8 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine import kinds
-from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.index import LOOPS
+from tfcheck.engine.facts import LOOPS, FileFacts
 from tfcheck.engine.scopes import Binding, FunctionInfo, Scope
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule

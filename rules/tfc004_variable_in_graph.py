@@ -6,7 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -170,5 +169,5 @@ def _guarded_path(facts: FileFacts, node: ast.AST, function: FunctionInfo, depth
 def _guarded_in(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> bool:
     """Behind a first-call guard of `function` (tfcheck.engine.guards): not any `if`, since a test of a
     setting or an argument lets a later trace with another value create the variable anew."""
-    guard = first_call_guard(facts, node)
+    guard = facts.first_call_guard(node)
     return guard is not None and facts.function_of(guard) is function

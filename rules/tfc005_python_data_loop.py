@@ -6,11 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine import kinds
-from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.loops import may_be_graph_loop
-from tfcheck.engine.pydata import LARGE_RANGE, is_number_data, looks_like_data, module_constant, python_data
+from tfcheck.engine.facts import LARGE_RANGE, FileFacts
 from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tfcalls import arguments_for
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -112,7 +109,7 @@ class PythonDataLoop(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
-            what = None if may_be_graph_loop(facts, loop) else _unrolled_data(facts, loop, function)
+            what = None if facts.may_be_graph_loop(loop) else _unrolled_data(facts, loop, function)
             if what is not None:
                 yield self.finding(facts, loop, _message(what), function=function)
 
@@ -121,7 +118,7 @@ def _unrolled_data(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> s
     if isinstance(loop, ast.While):
         return _counted_while(facts, loop.test, function)
     assert isinstance(loop, (ast.For, ast.AsyncFor))
-    return python_data(facts, loop.iter) or _data_parameter(facts, loop.iter, function)
+    return facts.python_data(loop.iter) or _data_parameter(facts, loop.iter, function)
 
 
 def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo) -> str | None:
@@ -131,9 +128,9 @@ def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo
     scope = facts.binding_scope(iterable)
     if scope is None or scope.node is not function.node:
         return None
-    for tf_call, argument in arguments_for(facts.tf_function_calls_of(function), iterable.id):
-        listed = is_number_data(argument) and looks_like_data(argument)
-        what = python_data(facts, argument) or ("a Python list" if listed else None)
+    for tf_call, argument in facts.arguments_to(function, iterable.id):
+        listed = facts.is_number_data(argument) and facts.looks_like_data(argument)
+        what = facts.python_data(argument) or ("a Python list" if listed else None)
         if what is not None:
             return f"`{iterable.id}`, which {facts.line_name(tf_call.call.lineno)} passes {what}"
     return None
@@ -147,7 +144,7 @@ def _counted_while(facts: FileFacts, test: ast.expr, function: FunctionInfo) -> 
         return None
     bound = test.comparators[0]
     if isinstance(bound, ast.Name):
-        bound = module_constant(facts, bound) or _local_value(facts, bound, function) or bound
+        bound = facts.module_constant(bound) or _local_value(facts, bound, function) or bound
     if isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value >= LARGE_RANGE:
         return f"a Python counter up to {bound.value}"
     if facts.kinds(bound) == {kinds.NUMBER} and _length_of_argument(facts, bound, function):

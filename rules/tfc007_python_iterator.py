@@ -6,8 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.pydata import is_python_iterator
-from tfcheck.engine.tfcalls import arguments_for
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -118,7 +116,7 @@ def _outer_python_iterator(facts: FileFacts, expr: ast.expr, function: FunctionI
     if isinstance(expr, ast.Attribute) and facts.is_self_attribute(expr):
         cls = facts.class_of_self(expr)
         assigned = facts.self_attribute_values(cls, expr.attr) if cls is not None else []
-        if assigned and all(is_python_iterator(facts, value) for _, value in assigned):
+        if assigned and all(facts.is_python_iterator(value) for _, value in assigned):
             return f"the Python iterator `self.{expr.attr}`"
         return None
     if not isinstance(expr, ast.Name):
@@ -127,14 +125,14 @@ def _outer_python_iterator(facts: FileFacts, expr: ast.expr, function: FunctionI
     if scope is None:
         return None
     if scope.node is not function.node:
-        return f"the Python iterator `{expr.id}`" if is_python_iterator(facts, expr) else None
+        return f"the Python iterator `{expr.id}`" if facts.is_python_iterator(expr) else None
     if expr.id in function.params:
         return _iterator_argument(facts, expr.id, function)
     return None
 
 
 def _iterator_argument(facts: FileFacts, parameter: str, function: FunctionInfo) -> str | None:
-    for tf_call, argument in arguments_for(facts.tf_function_calls_of(function), parameter):
-        if is_python_iterator(facts, argument):
+    for tf_call, argument in facts.arguments_to(function, parameter):
+        if facts.is_python_iterator(argument):
             return f"`{parameter}`, a Python iterator ({facts.line_name(tf_call.call.lineno)} passes one)"
     return None

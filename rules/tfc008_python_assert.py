@@ -6,7 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.tensors import surely_tensor
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.edits import call_code, expression_code, replace_statement
 from tfcheck.rule import Rule
@@ -95,7 +94,7 @@ class PythonAssert(Rule):
         tf_alias = facts.tensorflow_alias
         for node, function in facts.graph_nodes(ast.Assert):
             assert isinstance(node, ast.Assert)
-            if not surely_tensor(facts, node.test):
+            if not facts.surely_tensor(node.test):
                 continue
             fix = _fix(facts, node, tf_alias) if tf_alias is not None else None
             yield self.finding(facts, node, "Python `assert` on a tensor value raises while tracing; use "

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.state import OuterMutation, owner_phrase as _owner
-from tfcheck.engine.tensors import may_hold_tensor
+from tfcheck.engine.facts import OuterMutation
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -163,7 +162,7 @@ class TensorLeak(Rule):
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for mutation in facts.outer_mutations:
-            if may_hold_tensor(facts, mutation.value, mutation.function):
+            if facts.may_hold_tensor(mutation.value, mutation.function):
                 yield self.finding(facts, mutation.node, _message(mutation), function=mutation.function)
 
 
@@ -171,6 +170,6 @@ def _message(mutation: OuterMutation) -> str:
     where = {
         "rebind": f"in the {mutation.owner} name `{mutation.target}`",
         "attribute": f"in `{mutation.target}`",
-    }.get(mutation.how, f"in the {_owner(mutation)}container `{mutation.target}`")
+    }.get(mutation.how, f"in the {mutation.owner_phrase}container `{mutation.target}`")
     return (f"a tensor of the traced graph is stored {where}, where it outlives the call and cannot be used "
             "(out of scope); return it instead, or assign it to a tf.Variable")

@@ -6,9 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine import kinds
-from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.graphcode import KERAS_TRACING_METHODS
-from tfcheck.engine.tensors import surely_tensor
+from tfcheck.engine.facts import KERAS_TRACING_METHODS, FileFacts
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -147,7 +145,7 @@ def _eager_only(facts: FileFacts, call: ast.Call) -> str | None:
     name = facts.resolve(func)
     if name is None or not name.startswith("numpy.") or name.startswith("numpy.random.") or name in _NON_CONVERTING:
         return None
-    tensor = next((arg for arg in _arguments(call) if surely_tensor(facts, arg)), None)
+    tensor = next((arg for arg in _arguments(call) if facts.surely_tensor(arg)), None)
     if tensor is None:
         return None
     return (f"`{facts.text(func)}()` converts the tensor `{facts.text(tensor)}` to a NumPy array, which raises "

@@ -6,9 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine import kinds
-from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.facts import FileFacts, TfFunctionCall, ValueOf
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.tfcalls import TfFunctionCall, ValueOf, varying_arguments
 from tfcheck.findings import Finding, Fix, Severity
 from tfcheck.edits import call_code, expression_code, replace_node
 from tfcheck.rule import Rule
@@ -158,7 +157,7 @@ class RetracePythonArg(Rule):
                     yield self.finding(facts, argument, f"`{tf_call.function.name}` is traced again for every "
                                        f"{reason} passed as `{parameter}`; pass a tensor (tf.constant) or give "
                                        "the tf.function an input_signature", fix)
-        for tf_call, parameter, argument in varying_arguments(calls, _number_for(facts)):
+        for tf_call, parameter, argument in facts.varying_arguments(calls, _number_for(facts)):
             yield self.finding(facts, argument, f"`{tf_call.function.name}` is called with different Python numbers "
                                f"for `{parameter}`, which it only uses as a tensor: each value is a new trace; "
                                "pass tf.constant(...) instead", _to_tensor_fix(facts, argument, tf_alias))

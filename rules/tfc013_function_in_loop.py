@@ -6,7 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.modules import is_test_path
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -124,7 +123,7 @@ class FunctionInLoop(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        if is_test_path(facts.path):
+        if facts.is_test_file:
             return  # each test makes its tf.functions once, deliberately
         for creation, function in _creations(facts):
             if facts.is_graph_function(function) and not facts.keras_only(function):

@@ -6,7 +6,6 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.modules import is_test_path
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -76,7 +75,7 @@ class EagerModeLeftOn(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        if is_test_path(facts.path) or "functions_eagerly" not in facts.source.text:
+        if facts.is_test_file or "functions_eagerly" not in facts.source.text:
             return  # test sessions switch eager mode on deliberately; most files never mention the switch
         by_scope: dict[object, list[ast.Call]] = {}
         for call, function in facts.calls:

@@ -9,7 +9,6 @@ from functools import cached_property
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.state import is_setup_method
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -279,7 +278,7 @@ class _AttributeWrites:
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
         """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`) or
         behind a first-call guard (tensorflow/gnn's `if not self._is_initialized: self._init_from_updates(...)`)."""
-        if method.name in _SETUP_METHODS or is_setup_method(method.name):
+        if method.name in _SETUP_METHODS or self.facts.is_setup_method(method.name):
             return True
         if depth > 3 or method.cls is None:
             return False

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.loops import surely_graph_loop
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -109,7 +108,7 @@ class PythonContainerInGraphLoop(Rule):
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         reported: set[ast.AST] = set()  # nested graph loops: report at the outer one only (visited first)
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
-            if not surely_graph_loop(facts, loop):
+            if not facts.surely_graph_loop(loop):
                 continue
             for node, container, kind in _container_growth(facts, loop, function):
                 if node in reported:

@@ -6,8 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from tfcheck.engine import kinds
-from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.tfcalls import TfFunctionCall, varying_arguments
+from tfcheck.engine.facts import FileFacts, TfFunctionCall
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -116,7 +115,7 @@ def _second_stateful_arguments(facts: FileFacts) -> Iterator[tuple[TfFunctionCal
         found = _stateful_objects(facts, argument)
         return tuple(found[0]) if found is not None else None
 
-    for tf_call, parameter, argument in varying_arguments(facts.tf_function_calls, identities):
+    for tf_call, parameter, argument in facts.varying_arguments(facts.tf_function_calls, identities):
         found = _stateful_objects(facts, argument)
         assert found is not None
         yield tf_call, parameter, found[1]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine.facts import FileFacts
-from tfcheck.engine.tfobjects import TENSOR_ARRAY_UPDATES, chain_root
+from tfcheck.engine.facts import TENSOR_ARRAY_UPDATES, FileFacts
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -112,7 +111,7 @@ class TensorArrayWriteDiscarded(Rule):
             origins = facts.tensor_array_origins(call.func.value)
             if not origins or not all(facts.in_graph_code(origin) for origin in origins):
                 continue  # an array made eagerly (in __init__, at module level) is written in place
-            array = chain_root(call) or call.func.value
+            array = facts.tensor_array_root(call) or call.func.value
             yield self.finding(
                 facts, call, f"`{facts.text(call.func)}(...)` returns a new TensorArray and its result is dropped: "
                 f"in graph code the write is lost (the array stacks to zeros); assign it, `{facts.text(array)} = "

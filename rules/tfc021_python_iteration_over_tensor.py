@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import values
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
@@ -192,7 +192,7 @@ def _iteration_outcome(facts: FileFacts, iterable: ast.expr, comprehension: bool
     if facts.is_single_tensor(iterable):
         return ("a symbolic tensor: tracing raises OperatorNotAllowedInGraphError (AutoGraph converts only "
                 "`for` statements); use a `for` statement, tf.map_fn, or tf.unstack when the size is static")
-    if comprehension and facts.kinds(iterable) == {values.DATASET}:
+    if comprehension and facts.kinds(iterable) == {kinds.DATASET}:
         return ("a tf.data.Dataset: its elements are graph ops that never end the Python loop, so tracing "
                 "never finishes; use a `for` statement or Dataset.reduce")
     return None

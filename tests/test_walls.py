@@ -119,6 +119,10 @@ def _is_core(module: str) -> bool:
                                                        "tfcheck.commands", "tfcheck.cli")
 
 
+# The engine's front for rules: FileFacts (which re-exports the vocabulary rules name), what a value
+# can be, and scopes' FunctionInfo/ClassInfo/Binding. An analysis a rule needs is a FileFacts method.
+RULES_MAY_IMPORT = frozenset({"tfcheck.engine", "tfcheck.engine.facts", "tfcheck.engine.kinds", "tfcheck.engine.scopes"})
+
 # (what, who, may not import what): each a predicate on the importing and the imported module.
 WALLS = {
     "the runtime (and tfcheck.aot) imports no TensorFlow outside runtime/tf_bridge.py": (
@@ -131,6 +135,9 @@ WALLS = {
     "the runtime imports no compiler": (
         lambda importer: _within(importer, "tfcheck.runtime", "tfcheck.aot"),
         lambda imported: _within(imported, "tfcheck.compiler")),
+    "rules read the engine only through its facts and vocabulary (facts, kinds, scopes)": (
+        lambda importer: _within(importer, "tfcheck.rules"),
+        lambda imported: _within(imported, "tfcheck.engine") and imported not in RULES_MAY_IMPORT),
     "rules import no compiler": (
         lambda importer: _within(importer, "tfcheck.rules"),
         lambda imported: _within(imported, "tfcheck.compiler")),

@@ -13,17 +13,24 @@ import ast
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 
-from tfcheck.engine import guards, tensors, tfcalls, tfobjects, values
+from tfcheck.engine import guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.flow import reaches_graph
-from tfcheck.engine.graphcode import ExternalCall, GraphCode, find_graph_code
-from tfcheck.engine.index import EngineSettings, FileIndex
+from tfcheck.engine.graphcode import KERAS_TRACING_METHODS, ExternalCall, GraphCode, find_graph_code
+from tfcheck.engine.index import LOOPS, EngineSettings, FileIndex
+from tfcheck.engine.modules import is_test_path
+from tfcheck.engine.pydata import LARGE_RANGE
 from tfcheck.engine.recursion import RecursiveCall, recursive_calls
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.engine.source import SourceFile
 from tfcheck.engine.state import OuterMutation, OuterState
+from tfcheck.engine.tfcalls import TfFunctionCall, ValueOf
+from tfcheck.engine.tfobjects import TENSOR_ARRAY_UPDATES
 
-__all__ = ["EngineSettings", "ExternalCall", "FileFacts", "GraphCode"]
+# What rules may name besides FileFacts: the engine's vocabulary, re-exported so that rules import
+# nothing of the engine but this module, `kinds` and `scopes` (tests/test_walls.py).
+__all__ = ["KERAS_TRACING_METHODS", "LARGE_RANGE", "LOOPS", "TENSOR_ARRAY_UPDATES", "EngineSettings", "ExternalCall",
+           "FileFacts", "GraphCode", "OuterMutation", "TfFunctionCall", "ValueOf"]
 
 
 class FileFacts(FileIndex):
@@ -138,6 +145,12 @@ class FileFacts(FileIndex):
         """`tf_function_calls` that call `info`, in source order."""
         return self._tf_function_calls_by_function.get(info, [])
 
+    def arguments_to(self, info: FunctionInfo, parameter: str) -> Iterator[tuple[TfFunctionCall, ast.expr]]:
+        """The argument each call of the tf.function `info` in this file gives `parameter`."""
+        return tfcalls.arguments_for(self.tf_function_calls_of(info), parameter)
+
+    varying_arguments = staticmethod(tfcalls.varying_arguments)
+
     @cached_property
     def explicit_traces(self) -> frozenset[tuple[FunctionInfo, FunctionInfo]]:
         """(function, traced) for each `traced.get_concrete_function(...)` in `function`."""
@@ -169,3 +182,48 @@ class FileFacts(FileIndex):
 
     def is_keras_model(self, expr: ast.expr | None) -> bool:
         return tfobjects.is_keras_model(self, expr)
+
+    def tensor_array_root(self, value: ast.expr | None) -> ast.expr | None:
+        """The TensorArray a chain of updates starts from (`ta` of `ta.write(0, a).write(1, b)`)."""
+        return tfobjects.chain_root(value)
+
+    # -- tensors and Python data (tfcheck.engine.tensors, tfcheck.engine.pydata) ----------------------
+    def surely_tensor(self, expr: ast.AST | None) -> bool:
+        """Whether `expr` is surely a tensor value while tracing (the narrow answer)."""
+        return tensors.surely_tensor(self, expr)
+
+    def may_hold_tensor(self, expr: ast.expr | None, function: FunctionInfo) -> bool:
+        """Whether `expr` may hold a tensor computed in the graph function `function` (the broad answer)."""
+        return tensors.may_hold_tensor(self, expr, function)
+
+    def python_data(self, expr: ast.expr) -> str | None:
+        """What Python or NumPy data `expr` is (`a Python list`, `range(500)`, ...), or None."""
+        return pydata.python_data(self, expr)
+
+    def module_constant(self, name: ast.Name) -> ast.expr | None:
+        """The constant a module-level name is bound to once, if it is."""
+        return pydata.module_constant(self, name)
+
+    def is_python_iterator(self, expr: ast.expr | None) -> bool:
+        """Whether `expr` is a Python iterator or generator (not a tf.data one)."""
+        return pydata.is_python_iterator(self, expr)
+
+    looks_like_data = staticmethod(pydata.looks_like_data)
+    is_number_data = staticmethod(pydata.is_number_data)
+
+    # -- loops (tfcheck.engine.loops) ---------------------------------------------------------------
+    def may_be_graph_loop(self, loop: ast.AST) -> bool:
+        """Whether AutoGraph may turn this `for`/`while` into a graph loop."""
+        return loops.may_be_graph_loop(self, loop)
+
+    def surely_graph_loop(self, loop: ast.AST) -> bool:
+        """Whether AutoGraph converts this `for`/`while`, judged only from direct evidence."""
+        return loops.surely_graph_loop(self, loop)
+
+    # -- the file and its functions ---------------------------------------------------------------------
+    @cached_property
+    def is_test_file(self) -> bool:
+        """A test module (`*_test.py`, `test_*.py`, under `tests/`): it makes its tf.functions once, on purpose."""
+        return is_test_path(self.path)
+
+    is_setup_method = staticmethod(state.is_setup_method)

@@ -50,15 +50,15 @@ class OuterMutation:
     # values are no side effect to report, but whose tensors are the trace's (TFC009).
     rebuilt: bool = False
 
+    @property
+    def owner_phrase(self) -> str:
+        """`module-level ` / `enclosing ` before a container's name in a message; nothing for `self.x`."""
+        return "" if self.owner == "self" else f"{self.owner} "
+
 
 def is_setup_method(name: str) -> bool:
     """`__init__`, `build` and build helpers (`_build_from_signature`, `build_from_config`)."""
     return name in SETUP_METHODS or name.startswith(("build", "_build"))
-
-
-def owner_phrase(mutation: OuterMutation) -> str:
-    """`module-level ` / `enclosing ` before a container's name in a message; nothing for `self.x`."""
-    return "" if mutation.owner == "self" else f"{mutation.owner} "
 
 
 class OuterState:
