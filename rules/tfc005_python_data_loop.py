@@ -123,10 +123,7 @@ def _unrolled_data(facts: FileFacts, loop: ast.AST, function: FunctionInfo) -> s
 
 def _data_parameter(facts: FileFacts, iterable: ast.expr, function: FunctionInfo) -> str | None:
     """A parameter of a tf.function that a call in this file fills with Python data."""
-    if not isinstance(iterable, ast.Name) or iterable.id not in function.params:
-        return None
-    scope = facts.binding_scope(iterable)
-    if scope is None or scope.node is not function.node:
+    if not isinstance(iterable, ast.Name) or not facts.is_parameter(iterable, function):
         return None
     for tf_call, argument in facts.arguments_to(function, iterable.id):
         listed = facts.is_number_data(argument) and facts.looks_like_data(argument)
@@ -163,8 +160,7 @@ def _local_value(facts: FileFacts, name: ast.Name, function: FunctionInfo) -> as
 def _length_of_argument(facts: FileFacts, bound: ast.expr, function: FunctionInfo) -> bool:
     """`bound` holds `len(p)` of a parameter `p` of the graph function (a Python int while tracing)."""
     return any(isinstance(node, ast.Call) and facts.resolve(node.func) == "builtins.len" and len(node.args) == 1
-               and isinstance(node.args[0], ast.Name) and node.args[0].id in function.params
-               and facts.binding_scope(node.args[0]) is function.scope for node in ast.walk(bound))
+               and facts.is_parameter(node.args[0], function) for node in ast.walk(bound))
 
 
 def _message(what: str) -> str:

@@ -14,7 +14,6 @@ from tfcheck.rule import Rule
 
 _T = "import tensorflow as tf\n"
 # Methods that set attributes up before any trace (or, for Keras `compile`, drop the traced functions).
-_SETUP_METHODS = frozenset({"__setstate__", "setup", "setUp", "compile", "reset_states", "reset_state"})
 # What set-up may have given an attribute for a setter (`self.a = a`) to count as changing a traced
 # constant: a number or a bool, perhaps None as well. None alone says nothing about what the setter
 # stores (a tensor of the same trace, an object). Containers and objects passed in are another story (identity).
@@ -245,7 +244,7 @@ class _AttributeWrites:
         return None
 
     def _is_parameter(self, name: ast.expr, info: FunctionInfo) -> bool:
-        return isinstance(name, ast.Name) and name.id in info.params and self.facts.binding_scope(name) is info.scope
+        return self.facts.is_parameter(name, info)
 
     def _for_class(self, cls: ClassInfo, attr: str, reader: FunctionInfo) -> ast.stmt | None:
         inside = self.facts.self_attribute_values(cls, attr)
@@ -278,7 +277,7 @@ class _AttributeWrites:
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
         """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`) or
         behind a first-call guard (tensorflow/gnn's `if not self._is_initialized: self._init_from_updates(...)`)."""
-        if method.name in _SETUP_METHODS or self.facts.is_setup_method(method.name):
+        if self.facts.is_setup_method(method.name):
             return True
         if depth > 3 or method.cls is None:
             return False
@@ -300,8 +299,7 @@ class _AttributeWrites:
 def _from_parameter(facts: FileFacts, stmt: ast.AST, value: ast.expr | None) -> bool:
     """`self.a = a` in a method that takes `a`: a setter, which can be called again with another value."""
     owner = facts.function_of(stmt)
-    return isinstance(value, ast.Name) and owner is not None and value.id in owner.params \
-        and facts.binding_scope(value) is owner.scope
+    return owner is not None and facts.is_parameter(value, owner)
 
 
 def _is_none(value: ast.expr | None) -> bool:

@@ -100,7 +100,7 @@ def _dataset_iterator(facts: FileFacts, expr: ast.expr, function: FunctionInfo) 
     """How to name `expr` when it is surely a tf.data iterator, else None."""
     if facts.is_dataset_iterator(expr):
         return f"the tf.data iterator `{facts.text(expr)}`"
-    if isinstance(expr, ast.Name) and expr.id in function.params and facts.binding_scope(expr) is function.scope:
+    if facts.is_parameter(expr, function):
         calls = facts.tf_function_calls_of(function)
         if calls and all(facts.is_dataset_iterator(call.arguments.get(expr.id)) for call in calls):
             return f"`{expr.id}`, a tf.data iterator ({facts.line_name(calls[0].call.lineno)} passes one)"

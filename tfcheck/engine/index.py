@@ -205,6 +205,10 @@ class FileIndex:
     def bindings_of(self, name: ast.Name) -> list[Binding]:
         return self.lookup(name.id, self._name_scopes.get(name))[1]
 
+    def is_parameter(self, expr: ast.AST | None, function: FunctionInfo) -> bool:
+        """`expr` is a name that reads a parameter of `function` (not a local of the same name in a nested scope)."""
+        return isinstance(expr, ast.Name) and expr.id in function.params and self.binding_scope(expr) is function.scope
+
     def binding_in_effect(self, name: str, node: ast.AST) -> Binding | None:
         """The module-level binding of `name` that module-level code at `node` sees: the one made by the
         last statement before `node`'s (a script, or a notebook's cells, read top to bottom, where a

@@ -26,7 +26,10 @@ from tfcheck.engine.tfcalls import TfFunctionCall, arguments_for
 STORING_METHODS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "setdefault": 1}
 # Methods that set an object up: `__init__` fills a new object, and `build` (Keras' lazy set-up, also
 # reached from graph code on the first call) runs once, under the layer's own `built` guard.
-SETUP_METHODS = frozenset({"__init__", "__new__", "__post_init__", "build", "_build"})
+# `setUp`/`setup` (tests, frameworks), `compile`, `reset_state(s)` (Keras metrics) and `__setstate__` set an
+# object up anew too: what they assign is configuration, not state a trace changes.
+SETUP_METHODS = frozenset({"__init__", "__new__", "__post_init__", "build", "_build", "__setstate__", "setup",
+                           "setUp", "compile", "reset_states", "reset_state"})
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ class OuterState:
     def _plain_object_argument(self, name: ast.Name, info: FunctionInfo) -> bool:
         """A parameter of the tf.function `info` that every call of it in this file (one at least) passes a
         plain Python object: the caller's object, which outlives the call (tensorflow#31362)."""
-        if name.id not in info.params or self.index.binding_scope(name) is not info.scope:
+        if not self.index.is_parameter(name, info):
             return False
         passed = [values.expr_kinds(self.index, argument)
                   for _, argument in arguments_for(self.calls_of(info), name.id)]

@@ -157,7 +157,7 @@ def _tensor_operand(index: FileIndex, expr: ast.expr, info: FunctionInfo, depth:
 
 def _traced_parameter(index: FileIndex, name: ast.Name, info: FunctionInfo) -> bool:
     """A parameter of the graph function, other than `self`/`cls` of a method."""
-    if name.id not in info.params or index.binding_scope(name) is not info.scope:
+    if not index.is_parameter(name, info):
         return False
     return not (info.cls is not None and info.params and info.params[0] == name.id)
 
