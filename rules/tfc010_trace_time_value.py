@@ -80,6 +80,19 @@ class TraceTimeValue(Rule):
     name = "trace-time-value"
     severity = Severity.WARNING
     must_flag = (
+        # A choice that picks the code traced (google/uncertainty-baselines 163351d
+        # baselines/drug_cardiotoxicity/augmentation_utils.py:112-118, cut down).
+        "import random\nimport tensorflow as tf\nclass GraphAugment:\n    def __init__(self, names):\n"
+        "        self.names = names\n        self.available = {'drop': tf.nn.dropout, 'noise': tf.identity}\n"
+        "    def augment(self, x):\n        name = random.choice(self.names)\n        return self.available[name](x)\n"
+        "augmenter = GraphAugment(['drop', 'noise'])\n@tf.function\ndef train_step(x):\n    return augmenter.augment(x)\n",
+        # Indices drawn in a replay buffer's sampler, returned in a dict (lazyprogrammer/machine_learning_examples
+        # 9c35878 tf2.0/rl_trader.py:54-60 and 285-288, cut down).
+        "import numpy as np\nimport tensorflow as tf\nclass ReplayBuffer:\n    def __init__(self):\n"
+        "        self.obs = np.zeros([500, 4])\n        self.size = 0\n    def sample_batch(self, batch_size=32):\n"
+        "        idxs = np.random.randint(0, self.size, size=batch_size)\n        return dict(s=self.obs[idxs])\n"
+        "class Agent:\n    def __init__(self):\n        self.memory = ReplayBuffer()\n    @tf.function\n"
+        "    def replay(self):\n        batch = self.memory.sample_batch(32)\n        return tf.reduce_sum(batch['s'])\n",
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
         "    return x + np.random.normal(size=[3])\n",
         "import random\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"

@@ -31,7 +31,8 @@ _NAME_KEYWORDS = frozenset({"name", "shared_name", "container", "scope", "op_nam
 _TRANSPARENT_CALLS = frozenset({"builtins.str", "builtins.int", "builtins.float", "builtins.round", "builtins.abs",
                                 "builtins.min", "builtins.max", "builtins.sum", "builtins.bool", "builtins.format",
                                 "builtins.list", "builtins.tuple", "builtins.sorted", "builtins.hash", "builtins.range",
-                                "builtins.enumerate", "builtins.zip", "builtins.reversed"})
+                                "builtins.enumerate", "builtins.zip", "builtins.reversed", "builtins.dict",
+                                "builtins.set", "builtins.frozenset"})
 _TRANSPARENT_PREFIXES = ("math.", "numpy.")
 _INTERNAL_GRAPH_MODULES = ("tensorflow.python.ops.", "tensorflow.python.framework.constant_op.",
                            "tensorflow.python.framework.ops.convert_to_tensor")
@@ -55,6 +56,8 @@ def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: as
             return True
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and node is parent.iter:
             return True
+        if isinstance(parent, ast.Subscript) and node is parent.slice and _called(index, parent):
+            return True  # `augmentations[name](x)`: it picks the code traced (uncertainty-baselines' GraphAugment)
         if isinstance(parent, ast.keyword):
             call = index.parent(parent)
             if parent.arg in _NAME_KEYWORDS or (parent.arg == "seed" and "stateless" not in index.text(call.func)):
@@ -72,6 +75,11 @@ def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: as
                                                  for use in _uses_of_targets(index, parent, function))
         else:
             return False
+
+
+def _called(index: FileIndex, expr: ast.expr) -> bool:
+    parent = index.parent(expr)
+    return isinstance(parent, ast.Call) and parent.func is expr
 
 
 def _returned_reaches(index: FileIndex, graph: GraphCode, calls: CallGraph, returning: FunctionInfo | None,

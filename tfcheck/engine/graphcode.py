@@ -528,10 +528,25 @@ def _external_targets(index: FileIndex, call: ast.Call) -> list[str]:
 
 def _foreign_classes(index: FileIndex, expr: ast.expr) -> list[str]:
     """The classes of other modules of the project whose instance a name or `self.` attribute is bound to
-    (`Runner()`: CapWords names only, so that a factory function's result is not taken for a class)."""
-    classes = (index.resolve(value.func) for value in _bound_values(index, expr) if isinstance(value, ast.Call))
+    (`Runner()`: CapWords names only, so that a factory function's result is not taken for a class), or
+    that a parameter is annotated with (`graph_augmenter: augmentation_utils.GraphAugment`,
+    google/uncertainty-baselines' drug_cardiotoxicity/deterministic.py:158)."""
+    classes = [index.resolve(value.func) for value in _bound_values(index, expr) if isinstance(value, ast.Call)]
+    classes += [index.resolve(annotation) for annotation in _annotations(index, expr)]
     return [name for name in dict.fromkeys(classes)
             if name is not None and _is_user_code(index, name) and name.rsplit(".", 1)[-1][:1].isupper()]
+
+
+def _annotations(index: FileIndex, expr: ast.expr) -> list[ast.expr]:
+    """The annotations of the parameter a name reads, if it reads one."""
+    if not isinstance(expr, ast.Name):
+        return []
+    found = []
+    for binding in index.bindings_of(expr):
+        if binding.kind == "param" and isinstance(binding.node, ast.arguments):
+            every = binding.node.posonlyargs + binding.node.args + binding.node.kwonlyargs
+            found += [a.annotation for a in every if a.arg == expr.id and a.annotation is not None]
+    return found
 
 
 def _is_user_code(index: FileIndex, name: str) -> bool:
