@@ -55,6 +55,7 @@ class PrintInGraph(Rule):
     code = "TFC001"
     name = "print-in-graph"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    print(x)\n    return x\n",
         "import tensorflow as tf\ndef helper(x):\n    print(x)\n@tf.function\ndef f(x):\n    helper(x)\n",

@@ -72,6 +72,7 @@ class OuterMutationRule(Rule):
     code = "TFC002"
     name = "outer-mutation"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         _T + "external_list = []\n@tf.function\ndef side_effect(x):\n    print('Python side effect')\n"
         "    external_list.append(x)\n",

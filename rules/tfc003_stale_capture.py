@@ -60,6 +60,7 @@ class StaleCapture(Rule):
     code = "TFC003"
     name = "stale-capture"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         _T + "@tf.function\ndef buggy_add():\n    return 1 + foo\nfoo = 1\nprint(buggy_add())\nfoo = 100\n"
         "print(buggy_add())\n",

@@ -50,6 +50,7 @@ class PythonDataLoop(Rule):
     code = "TFC005"
     name = "python-data-loop"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         # Reference: looping over Python data passed to a tf.function (through a measuring helper).
         "import tensorflow as tf\ndef measure_graph_size(f, *args):\n  g = f.get_concrete_function(*args).graph\n"

@@ -79,6 +79,7 @@ class TensorLeak(Rule):
     code = "TFC009"
     name = "tensor-leak"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         _T + "x = None\n@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return a + 2\n",
         _T + "@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return x\n",

@@ -78,7 +78,7 @@ class TraceTimeValue(Rule):
 
     code = "TFC010"
     name = "trace-time-value"
-    severity = Severity.WARNING
+    severity = Severity.ERROR
     must_flag = (
         # A choice that picks the code traced (google/uncertainty-baselines 163351d
         # baselines/drug_cardiotoxicity/augmentation_utils.py:112-118, cut down).

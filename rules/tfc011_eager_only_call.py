@@ -61,6 +61,7 @@ class EagerOnlyCall(Rule):
     code = "TFC011"
     name = "eager-only-call"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    y = tf.reduce_sum(x)\n    return y.numpy()\n",
         "import numpy as np\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    return np.mean(tf.abs(x))\n",

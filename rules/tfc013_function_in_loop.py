@@ -59,6 +59,7 @@ class FunctionInLoop(Rule):
     code = "TFC013"
     name = "function-in-loop"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         "import tensorflow as tf\ndef train_step(b):\n    return b\n"
         "for batch in range(10):\n    step = tf.function(train_step)\n    step(batch)\n",

@@ -55,6 +55,7 @@ class PythonContainerInGraphLoop(Rule):
     code = "TFC017"
     name = "python-container-in-graph-loop"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    outputs = []\n    for i in tf.range(10):\n"
         "        outputs.append(x * tf.cast(i, tf.float32))\n    return tf.stack(outputs)\n",

@@ -74,6 +74,7 @@ class PythonIterationOverTensor(Rule):
     code = "TFC021"
     name = "python-iteration-over-tensor"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         # From a real issue: the AutoGraph guide's function, called with a tensor.
         "import tensorflow as tf\n@tf.function\ndef square_if_positive(x):\n"

@@ -58,6 +58,7 @@ class SetSeedInGraph(Rule):
     code = "TFC023"
     name = "set-seed-in-graph"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         # From a real issue: a tensor seed.
         "import tensorflow as tf\n@tf.function\ndef f(X):\n    tf.random.set_seed(X)\n"

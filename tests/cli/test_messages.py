@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-BAD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    print(x)\n    return x\n"
+BAD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    assert tf.reduce_sum(x) > 0\n    return x\n"
 GOOD = "import tensorflow as tf\n\n@tf.function\ndef f(x):\n    return x\n"
 BROKEN = "def f(:\n    pass\n"
 

@@ -85,7 +85,8 @@ def test_select_and_ignore(project, run_cli) -> None:
     assert codes() == ["TFC000", "TFC001"]
     assert codes("--select", "TFC001") == ["TFC001"]
     assert codes("--ignore", "TFC00") == []
-    assert codes("--select", "TFC0", "--ignore", "TFC000") == ["TFC001"]
+    assert codes("--select", "ALL", "--ignore", "TFC000") == ["TFC001"]
+    assert codes("--select", "TFC0", "--ignore", "TFC000") == []  # a prefix turns no opt-in rule (TFC001) on
 
 
 @pytest.mark.parametrize("comment", ["# tfcheck: ignore[TFC001]", "# tfcheck: ignore", "# noqa: TFC001",
@@ -136,6 +137,7 @@ def test_internal_error_in_a_rule_keeps_other_findings(project, run_cli, monkeyp
 def test_config_select_ignore_per_file_and_exclude(project, run_cli) -> None:
     root = project({"a.py": BAD, "tests/t.py": BAD, "gen/g.py": BAD}, config="""
         [tool.tfcheck]
+        extend-select = ["TFC001"]
         exclude = ["gen"]
         per-file-ignores = { "tests/*" = ["TFC001"] }
     """)
@@ -173,6 +175,7 @@ def test_config_function_aliases_and_keras_call(project, run_cli) -> None:
             "class L(keras.layers.Layer):\n    def call(self, x):\n        print(x)\n        return x\n")
     root = project({"a.py": code}, config="""
         [tool.tfcheck]
+        select = ["ALL"]
         function-aliases = ["tf_agents.utils.common.function"]
         keras-call-is-graph = true
     """)
@@ -221,7 +224,7 @@ def test_nothing_at_min_severity_exits_zero(project, run_cli) -> None:
 
 def test_opt_in_rule_needs_its_own_code(project, run_cli) -> None:
     """A prefix selects the default rules only; an opt-in rule is on when named or with ALL."""
-    root = project({"a.py": SEVERITIES})
+    root = project({"a.py": SEVERITIES}, config="[tool.tfcheck]\n")
     codes = lambda *args: {f["code"] for f in findings(run_cli(root, "check", "--format", "json", *args, "."))}
     assert "TFC015" not in codes() | codes("--select", "TFC0")
     assert "TFC015" in codes("--select", "TFC015") & codes("--select", "ALL")

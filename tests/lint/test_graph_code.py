@@ -599,7 +599,7 @@ def test_keras_call_and_methods_reached_across_files(project, run_cli) -> None:
                 def __call__(self, x):
                     return self.runner.run_inner(self.encoder(x))
         """,
-    }, config="[tool.tfcheck]\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
+    }, config="[tool.tfcheck]\nselect = ['ALL']\nkeras-call-is-graph = false\n")  # reach alone: Unused.call is not reached
     flagged = [(f["path"], f["line"], f["code"], f["message"]) for f in json_findings(run_cli, root)]
     assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/blocks.py", 5, "TFC001"),
                                                                          ("pkg/runner.py", 5, "TFC001")]

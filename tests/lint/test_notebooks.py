@@ -51,7 +51,7 @@ def lint(tmp_path: Path) -> Callable[..., list[Finding]]:
     def run(files: dict[str, str], config: Config | None = None) -> list[Finding]:
         for name, text in files.items():
             (tmp_path / name).write_text(text, encoding="utf-8")
-        result = lint_paths([tmp_path], config or Config(root=tmp_path), jobs=1)
+        result = lint_paths([tmp_path], config or Config(root=tmp_path, select=("ALL",)), jobs=1)
         assert not result.errors
         return result.findings
 
@@ -151,7 +151,7 @@ def test_a_broken_notebook_is_tfc000_with_the_reason_and_the_run_goes_on(lint, r
 
 def test_a_notebook_that_is_not_utf8_is_tfc000(tmp_path: Path) -> None:
     (tmp_path / "latin.ipynb").write_bytes(notebook("x = 'caf\u00e9'\n").encode("latin-1"))
-    [finding] = lint_paths([tmp_path], Config(root=tmp_path), jobs=1).findings
+    [finding] = lint_paths([tmp_path], Config(root=tmp_path, select=("ALL",)), jobs=1).findings
     assert finding.code == "TFC000" and "not UTF-8" in finding.message
 
 
@@ -173,7 +173,8 @@ def test_a_fix_that_touches_ipython_syntax_or_leaves_its_cell_is_dropped() -> No
 def test_a_folder_includes_notebooks_unless_include_says_otherwise(lint, tmp_path: Path) -> None:
     files = {"nb.ipynb": notebook(SETUP, TRACED_PRINT), "script.pyw": "import tensorflow as tf\n" + TRACED_PRINT}
     assert [Path(f.path).name for f in lint(files)] == ["nb.ipynb"]
-    only_python = parse_table({"include": ["*.py"], "extend-include": ["*.pyw"]}, tmp_path / "tfcheck.toml")
+    only_python = parse_table({"include": ["*.py"], "extend-include": ["*.pyw"], "select": ["ALL"]},
+                              tmp_path / "tfcheck.toml")
     assert [Path(f.path).name for f in lint(files, only_python)] == ["script.pyw"]
 
 
@@ -190,8 +191,8 @@ def test_the_pre_commit_hook_passes_notebooks() -> None:
 
 def test_findings_keep_their_cell_through_the_lint_cache(tmp_path: Path) -> None:
     (tmp_path / "nb.ipynb").write_text(notebook(SETUP, TRACED_PRINT), encoding="utf-8")
-    cold = lint_paths([tmp_path], Config(root=tmp_path), jobs=1, cache_dir=tmp_path / ".cache")
-    warm = lint_paths([tmp_path], Config(root=tmp_path), jobs=1, cache_dir=tmp_path / ".cache")
+    cold = lint_paths([tmp_path], Config(root=tmp_path, select=("ALL",)), jobs=1, cache_dir=tmp_path / ".cache")
+    warm = lint_paths([tmp_path], Config(root=tmp_path, select=("ALL",)), jobs=1, cache_dir=tmp_path / ".cache")
     assert warm.analyzed == 0 and warm.findings == cold.findings and warm.findings[0].cell == 2
 
 
@@ -311,7 +312,7 @@ def test_public_notebooks() -> None:
     """Every notebook of the corpus is linted without an internal error; the tf.function guide's
     pitfalls are found at their cells."""
     folder = Path(CORPUS or ".")
-    result = lint_paths([folder], Config(root=folder), jobs=1)
+    result = lint_paths([folder], Config(root=folder, select=("ALL",)), jobs=1)
     assert not result.errors and not result.path_errors
     assert not [f for f in result.findings if f.code == "TFC000"]
     guide = {(f.cell, f.line, f.code) for f in result.findings if Path(f.path).name == "function.ipynb"}
