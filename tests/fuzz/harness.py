@@ -53,8 +53,8 @@ from tfcheck.jobs import FileJob
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 18  # issue 18; any fixed value works, the point is that it is fixed
-CONFIGS = (Config(root=REPO),
-           Config(root=REPO, engine=EngineSettings(function_aliases=("helpers.graph",), keras_call_is_graph=True)))
+CONFIGS = (Config(root=REPO, select=("ALL",)),
+           Config(root=REPO, select=("ALL",), engine=EngineSettings(function_aliases=("helpers.graph",), keras_call_is_graph=True)))
 _IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]")
 

@@ -45,12 +45,12 @@ def _analyse(code: str, tmp_path: Path) -> None:
     """Analyse generated code as a graph-code candidate, so the engine and all rules see all of it."""
     path = tmp_path / "generated.py"
     path.write_text(PROLOGUE + code, encoding="utf-8")
-    config = Config(root=tmp_path)
+    config = Config(root=tmp_path, select=("ALL",))
     result = analyze(FileJob(path, "generated.py", "generated.py", "generated", False), config, _RULES)
     assert not result.errors, "\n".join(map(str, result.errors)) + "\n---\n" + code
 
 
-_RULES = selected_rules(Config())
+_RULES = selected_rules(Config(select=("ALL",)))
 _QUIET = dict(deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                      HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])

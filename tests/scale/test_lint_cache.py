@@ -24,7 +24,7 @@ from pkg import helpers
 
 @tf.function
 def step(x):
-    print("tracing")
+    print("step")
     return helpers.scale(x)
 """
 HELPERS = """
@@ -43,7 +43,7 @@ def tree(project, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def lint(root: Path, **options) -> RunResult:
-    return lint_paths([root / "pkg"], Config(root=root), jobs=1, cache_dir=root / "cache", **options)
+    return lint_paths([root / "pkg"], Config(root=root, select=("ALL",)), jobs=1, cache_dir=root / "cache", **options)
 
 
 def summary(result: RunResult) -> list[tuple[str, int, str, str]]:
@@ -72,7 +72,7 @@ def test_one_changed_file_is_the_only_one_analysed(tree: Path) -> None:
     lint(tree)
     (tree / "pkg/plain.py").write_text(PLAIN + "\ndef more():\n    return 2\n")
     assert lint(tree).analyzed == 1
-    (tree / "pkg/caller.py").write_text(CALLER.replace('print("tracing")', "pass"))
+    (tree / "pkg/caller.py").write_text(CALLER.replace('print("step")', "pass"))
     result = lint(tree)
     assert [(name, code) for name, _, code, _ in summary(result)] == [("helpers.py", "TFC001")]
     assert result.analyzed == 1  # helpers.py keeps the same roots, so its entry still holds

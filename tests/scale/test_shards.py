@@ -22,7 +22,7 @@ from pkg import {callee}
 
 @tf.function
 def step(x):
-    print("tracing")
+    print("step")
     return {callee}.work(x)
 """
 CALLEE = "def work(x):\n    print(x)\n    return x\n"
@@ -42,7 +42,7 @@ def keys(findings: list[dict]) -> list[tuple]:
 
 
 def lint(root: Path, shard: Shard | None) -> list[tuple]:
-    result = lint_paths([root / "pkg"], Config(root=root), jobs=1, shard=shard)
+    result = lint_paths([root / "pkg"], Config(root=root, select=("ALL",)), jobs=1, shard=shard)
     return keys([f.to_dict() for f in result.findings])
 
 
