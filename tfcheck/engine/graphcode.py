@@ -131,7 +131,7 @@ class GraphCode:
         binds once, unconditionally, to a constant (`DEBUG = False`) and never rebinds; none otherwise.
 
         A user's debugging prints behind such a flag (`if DEBUG_ACTOR_NET: print(mean.numpy())`) are
-        dead code, traced or not: 38 findings on one file of SAC-HER-Tensorflow2 (docs/precision.md).
+        dead code, traced or not: 38 findings on one file of SAC-HER-Tensorflow2 (docs/journal/precision.md).
         Setting the flag brings them back, where they are then right.
         """
         test, negated = node.test, False
@@ -453,7 +453,7 @@ def is_strategy(index: FileIndex, receiver: ast.expr) -> bool:
     """Whether `receiver` holds a tf.distribute strategy: its value says so, or, as a fallback, its name
     (`strategy`, `*_strategy`, and `distribution`, the name TensorFlow's test combinations give it):
     strategies usually come from a helper or a parameter the file cannot see. On 2.1 million lines
-    (docs/precision.md) the name found 43 of 44 receivers, and each of the 43 is a strategy."""
+    (docs/journal/precision.md) the name found 43 of 44 receivers, and each of the 43 is a strategy."""
     if kinds.STRATEGY in values.expr_kinds(index, receiver):
         return True
     name = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", "")

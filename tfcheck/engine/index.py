@@ -33,7 +33,7 @@ class EngineSettings:
     """The configuration that changes what the engine considers graph code."""
 
     function_aliases: tuple[str, ...] = ()
-    # Keras traces `call` of every layer and model under fit/predict/evaluate (docs/precision.md,
+    # Keras traces `call` of every layer and model under fit/predict/evaluate (docs/journal/precision.md,
     # "Keras call as graph code: the decision")
     keras_call_is_graph: bool = True
 

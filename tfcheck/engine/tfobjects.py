@@ -48,7 +48,7 @@ _SEQUENCE_RETURNING = frozenset({
     "py_function", "numpy_function", "py_func", "eager_py_func", "custom_gradient", "recompute_grad", "tuple", "group",
     "max_pool_with_argmax", "fractional_max_pool", "fractional_avg_pool", "ctc_greedy_decoder",
     "ctc_beam_search_decoder", "unicode_decode_with_offsets", "broadcast_gradient_args", "batch_gather_nd",
-    # Several outputs, unpacked in real code (docs/precision.md, issue 14 evaluation), and their siblings.
+    # Several outputs, unpacked in real code (docs/journal/precision.md, issue 14 evaluation), and their siblings.
     "clip_by_global_norm", "combined_non_max_suppression", "non_max_suppression_padded",
     "non_max_suppression_with_scores", "sample_distorted_bounding_box", "stateless_sample_distorted_bounding_box",
     "parse_single_sequence_example", "parse_sequence_example", "decode_csv", "slogdet", "fused_batch_norm",
