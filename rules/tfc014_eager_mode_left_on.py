@@ -22,8 +22,10 @@ class EagerModeLeftOn(Rule):
     it back off later in the same scope, with `run_functions_eagerly(False)` or by restoring the
     previous setting (`run_functions_eagerly(previous)`). A switch that depends on a run-time option
     (`run_functions_eagerly(args.eager)`, or under `if args.eager:`) is the user's choice and is not
-    reported. Test files are not checked: turning eager mode on for a test session is what the switch
-    is for.
+    reported. In test files, only a switch at module level is reported (not in a `conftest.py`, and not
+    when the file switches it back off anywhere): a test or `setUp` that turns eager mode on does so on
+    purpose, but pytest imports every test module while collecting, before any test runs, so a module-level
+    switch makes every test of the session, in every file, run its tf.functions eagerly.
 
     ## Why is this bad
     The switch is global. Once on, every tf.function in the process runs as plain Python: no graph,
@@ -75,18 +77,34 @@ class EagerModeLeftOn(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        if facts.is_test_file or "functions_eagerly" not in facts.source.text:
-            return  # test sessions switch eager mode on deliberately; most files never mention the switch
+        if "functions_eagerly" not in facts.source.text:
+            return  # most files never mention the switch
         by_scope: dict[object, list[ast.Call]] = {}
         for call, function in facts.calls:
             if facts.resolve(call.func) in _SWITCHES and not _under_option(facts, call):
                 by_scope.setdefault(function, []).append(call)
+        if facts.is_test_file:
+            # Tests switch eager mode on deliberately, and switch it back; only the module's own switch, which
+            # runs when pytest collects the file, outlives its tests.
+            if _is_conftest(facts.path) or any(not _turns_on(call) for calls in by_scope.values() for call in calls):
+                return
+            by_scope = {None: by_scope.get(None, [])}
         for calls in by_scope.values():
             for index, call in enumerate(calls):
                 if _turns_on(call) and not any(not _turns_on(later) for later in calls[index + 1:]):
-                    yield self.finding(facts, call, "`run_functions_eagerly(True)` is never switched back off in "
-                                       "this scope: every tf.function in the process runs eagerly (slowly); "
-                                       "restore it with run_functions_eagerly(False) in a `finally:`")
+                    yield self.finding(facts, call, _TEST_MESSAGE if facts.is_test_file else _MESSAGE)
+
+
+_MESSAGE = ("`run_functions_eagerly(True)` is never switched back off in this scope: every tf.function in the "
+            "process runs eagerly (slowly); restore it with run_functions_eagerly(False) in a `finally:`")
+_TEST_MESSAGE = ("`run_functions_eagerly(True)` at module level of a test file runs when pytest imports it to "
+                 "collect its tests, before any test runs: every tf.function of the whole test session then runs "
+                 "eagerly, and graph mode is never tested; switch it on in a fixture or `setUp` and back off after")
+
+
+def _is_conftest(path: str) -> bool:
+    """pytest's `conftest.py`: configures a test session on purpose."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1] == "conftest.py"
 
 
 def _under_option(facts: FileFacts, call: ast.Call) -> bool:
