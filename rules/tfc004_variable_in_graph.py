@@ -15,6 +15,7 @@ VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "keras.backend
                          "tensorflow.python.ops.resource_variable_ops.ResourceVariable")
 _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
 _MAX_CALL_DEPTH = 6
+_T = "import tensorflow as tf\n"
 
 
 class VariableInGraph(Rule):
@@ -92,6 +93,18 @@ class VariableInGraph(Rule):
         "        self.use_bias = use_bias\n    @tf.function\n    def __call__(self, x):\n"
         "        if self.use_bias:\n            self.b = tf.Variable(0.0)\n            x = x + self.b\n"
         "        return x\n",
+        # google/automl 6a54c87 efficientdet/tf2/train_lib.py:516-530 (cut down): a loss that Keras's train_step
+        # reaches creates a variable under a check of the config, on every trace. (There the model's Keras base
+        # class is defined in another file, efficientdet_keras.py, which graph-code discovery does not follow.)
+        _T + "class EfficientDetNetTrain(tf.keras.Model):\n    def _detection_loss(self, labels):\n"
+        "        num_positives_sum = tf.reduce_sum(labels['mean_num_positives']) + 1.0\n"
+        "        positives_momentum = self.config.positives_momentum or 0\n        if positives_momentum > 0:\n"
+        "            moving_normalizer_var = tf.Variable(0.0, name='moving_normalizer', trainable=False)\n"
+        "            num_positives_sum = tf.keras.backend.moving_average_update(\n"
+        "                moving_normalizer_var, num_positives_sum, momentum=self.config.positives_momentum)\n"
+        "        return num_positives_sum\n    def train_step(self, data):\n        images, labels = data\n"
+        "        with tf.GradientTape() as tape:\n            loss = self._detection_loss(labels)\n"
+        "        return {'loss': loss}\n",
     )
     must_not_flag = (
         # A demonstration: the function is only called where the error is expected (tensorflow/docs 7c36502
