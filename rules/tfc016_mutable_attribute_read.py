@@ -349,6 +349,7 @@ class _AttributeWrites:
         self.facts = facts
         self._called_from_setup: dict[tuple[str, int], bool] = {}
         self.tensor_writes: set[int] = set()  # the statements `_eager_tensor_write` found
+        self._callers_memo: dict[tuple[FunctionInfo, bool], set[FunctionInfo | None]] = {}
 
     @cached_property
     def external(self) -> dict[tuple[ClassInfo, str], list[ast.stmt]]:
@@ -472,8 +473,8 @@ class _AttributeWrites:
                     or not _from_arguments(self.facts, value, owner):
                 continue
             if tracers is None:
-                tracers = _eager_callers(self.facts, [traced_in], graph=True)
-            if _eager_callers(self.facts, [owner], graph=False) & tracers:
+                tracers = self._eager_callers(traced_in, graph=True)
+            if self._eager_callers(owner, graph=False) & tracers:
                 self.tensor_writes.add(id(stmt))
                 return stmt
         return None
@@ -509,6 +510,12 @@ class _AttributeWrites:
                     return node
         return None
 
+    def _eager_callers(self, start: FunctionInfo, graph: bool) -> set[FunctionInfo | None]:
+        key = (start, graph)
+        if key not in self._callers_memo:
+            self._callers_memo[key] = _eager_callers(self.facts, [start], graph)
+        return self._callers_memo[key]
+
     def _is_outside_reassignment(self, stmt: ast.AST, reader: FunctionInfo) -> bool:
         owner = self.facts.function_of(stmt)
         return owner is None or (owner is not reader and not self._is_setup(owner, 0)
@@ -521,6 +528,12 @@ class _AttributeWrites:
         return owner is not None and owner is not reader and not self._is_setup(owner, 0) \
             and self.facts.first_call_guard(stmt) is None
 
+    @cached_property
+    def _self_method_callers(self) -> dict[str, set[FunctionInfo | None]]:
+        """The functions each `self.<name>(...)` is in, by name: classes share method names (`_reset`), so a
+        method asks whether it calls itself in one look, not by scanning every class's calls."""
+        return {name: {caller for _, caller in calls} for name, calls in self._self_method_calls.items()}
+
     def _is_setup(self, method: FunctionInfo, depth: int) -> bool:
         """A set-up method, or a helper called only from set-up methods (`self._create_trackers()`) or
         behind a first-call guard (tensorflow/gnn's `if not self._is_initialized: self._init_from_updates(...)`)."""
@@ -528,8 +541,7 @@ class _AttributeWrites:
             return True
         if depth > 3 or method.cls is None:
             return False
-        calls = self._self_method_calls.get(method.name, [])
-        return bool(calls) and all(caller is not method for _, caller in calls) \
+        return method.name in self._self_method_calls and method not in self._self_method_callers[method.name] \
             and self._only_called_to_set_up(method.name, depth)
 
     def _only_called_to_set_up(self, name: str, depth: int) -> bool:
