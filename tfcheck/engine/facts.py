@@ -151,6 +151,11 @@ class FileFacts(FileIndex):
 
     varying_arguments = staticmethod(tfcalls.varying_arguments)
 
+    def tf_function_object(self, expr: ast.expr) -> tuple[FunctionInfo, ast.AST, bool] | None:
+        """What a callable expression (called or handed on) is when it is a tf.function of this file:
+        (function, identity, has an input_signature) (tfcheck.engine.tfcalls)."""
+        return tfcalls.tf_function_object(self, expr)
+
     @cached_property
     def explicit_traces(self) -> frozenset[tuple[FunctionInfo, FunctionInfo]]:
         """(function, traced) for each `traced.get_concrete_function(...)` in `function`."""
