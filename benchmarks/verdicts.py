@@ -25,6 +25,7 @@ counts per rule the real pitfalls the report has a finding of that rule on.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import random
@@ -144,10 +145,11 @@ def _row(label: str, items: list[Judgeable], verdicts: dict[str, dict], lines: i
 def recall(hunt_file: Path, findings_file: Path, corpus: Path, ran_in: Path) -> str:
     """Found/missed per rule over the real pitfalls of a hunt: sites found without the linter (one JSON
     object a line: path, line, cell, rule, real, reason, hunter), a site being found when a finding of
-    its rule is on its line. The missed sites are named."""
+    its rule is within the statement that holds its line (a call over several lines is one site). The
+    missed sites are named."""
     reported = {(j.path, j.cell, j.line, j.code) for j in _all_findings(findings_file, corpus, ran_in)}
     sites = [json.loads(line) for line in hunt_file.read_text().splitlines() if line.strip()]
-    real = [site for site in sites if site["real"]]
+    real = [dict(site, lines=_statement_lines(corpus, site)) for site in sites if site["real"]]
     found = Counter(site["rule"] for site in real if _reported(site, reported))
     total = Counter(site["rule"] for site in real)
     rows = [f"{len(sites)} candidate sites read, {len(real)} real pitfalls", "",
@@ -170,7 +172,27 @@ def _all_findings(findings_file: Path, corpus: Path, ran_in: Path) -> list[Judge
 
 
 def _reported(site: dict, reported: set[tuple[str, int | None, int, str]]) -> bool:
-    return (site["path"], site.get("cell"), site["line"], site["rule"]) in reported
+    return any((site["path"], site.get("cell"), line, site["rule"]) in reported for line in site["lines"])
+
+
+def _statement_lines(corpus: Path, site: dict) -> range:
+    """The lines of the innermost statement holding the site's line (the line alone when the file or
+    cell does not parse)."""
+    line = site["line"]
+    path = corpus / site["path"]
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if site.get("cell"):
+            source = json.loads(text)["cells"][site["cell"] - 1]["source"]
+            text = source if isinstance(source, str) else "".join(source)
+        tree = ast.parse(text)
+    except (OSError, ValueError, KeyError, IndexError, TypeError, SyntaxError):
+        return range(line, line + 1)
+    holders = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and not isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    innermost = min(holders, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
+    return range(innermost.lineno, (innermost.end_lineno or innermost.lineno) + 1) if innermost else range(line, line + 1)
 
 
 def _cell(site: dict) -> str:
