@@ -64,6 +64,7 @@ class VariableInGraph(Rule):
     code = "TFC004"
     name = "variable-in-graph"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         # Reference: creating tf.Variables.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n  v = tf.Variable(1.0)\n  return v\n",

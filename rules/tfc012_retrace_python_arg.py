@@ -67,6 +67,7 @@ class RetracePythonArg(Rule):
     code = "TFC012"
     name = "retrace-python-arg"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         # Reference: different Python numbers for a parameter only fed to TensorFlow ops.
         "import tensorflow as tf\ndef train_one_step():\n  pass\n\n@tf.function\ndef train(num_steps):\n"

@@ -74,11 +74,15 @@ class EagerModeLeftOn(Rule):
         "import tensorflow as tf\ndef main(args):\n    if args.eager_execution:\n"
         "        tf.config.run_functions_eagerly(True)\n",
         "import tensorflow as tf\ntf.config.run_functions_eagerly(False)\n",
+        # TF1 graph mode for the whole process: the switch does nothing.
+        "import tensorflow as tf\ntf.compat.v1.disable_eager_execution()\ntf.config.run_functions_eagerly(True)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         if "functions_eagerly" not in facts.source.text:
             return  # most files never mention the switch
+        if any(facts.resolve(call.func) in _GRAPH_MODE for call, _ in facts.calls):
+            return  # TF1 graph mode: the switch has no effect (google-research/meta-dataset's reparameterizable_base_test.py)
         by_scope: dict[object, list[ast.Call]] = {}
         for call, function in facts.calls:
             if facts.resolve(call.func) in _SWITCHES and not _under_option(facts, call):
@@ -95,6 +99,8 @@ class EagerModeLeftOn(Rule):
                     yield self.finding(facts, call, _TEST_MESSAGE if facts.is_test_file else _MESSAGE)
 
 
+# Calls that turn the whole process to TensorFlow 1 graph mode, where run_functions_eagerly does nothing.
+_GRAPH_MODE = frozenset({"tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"})  # canonical: `tf.compat.v1.` dropped
 _MESSAGE = ("`run_functions_eagerly(True)` is never switched back off in this scope: every tf.function in the "
             "process runs eagerly (slowly); restore it with run_functions_eagerly(False) in a `finally:`")
 _TEST_MESSAGE = ("`run_functions_eagerly(True)` at module level of a test file runs when pytest imports it to "

@@ -79,6 +79,7 @@ class MutableAttributeRead(Rule):
     code = "TFC016"
     name = "mutable-attribute-read"
     severity = Severity.WARNING
+    opt_in = True
     must_flag = (
         _T + "class SimpleModel(tf.Module):\n    def __init__(self):\n        self.bias = 0.\n        self.weight = 2.\n"
         "@tf.function\ndef evaluate(model, x):\n    return model.weight * x + model.bias\n"

@@ -53,6 +53,7 @@ class SecondStatefulArgument(Rule):
     code = "TFC018"
     name = "second-stateful-argument"
     severity = Severity.ERROR
+    opt_in = True
     must_flag = (
         # Reference: multiple Keras optimizers.
         "import tensorflow as tf\nopt1 = tf.keras.optimizers.Adam(learning_rate = 1e-2)\n"

@@ -199,7 +199,7 @@ def serve(path):
 """
 
 
-_PY_FUNCTION_ON = "[tool.tfcheck]\nextend-select = ['TFC015']\n"
+_PY_FUNCTION_ON = "[tool.tfcheck]\nextend-select = ['TFC004', 'TFC015']\n"
 
 
 @pytest.mark.parametrize(("args", "config", "shown"), [
