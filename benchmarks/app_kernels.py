@@ -32,9 +32,10 @@ import depthwise_kernels as bench  # noqa: E402  (sibling script; sets the threa
 import tvm  # noqa: E402
 from tvm import relax, tirx  # noqa: E402
 
-from tfcheck.compiler.schedules import apply as schedules, channel_padding, compile_cpu  # noqa: E402
-from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
-from tfcheck.compiler.tf_side import import_tensorflow  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules, compile_cpu  # noqa: E402
+from tfcheck.compiler.schedules.rewrites import channel_padding  # noqa: E402
+from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.trace.bridge import import_tensorflow  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "aot"))
 from calibration import calibrate_batch_norm  # noqa: E402

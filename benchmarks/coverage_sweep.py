@@ -13,7 +13,7 @@ TensorFlow, and the peak memory, which `tfcheck build` does not report: it is th
 `ru_maxrss` in the build's process tree, as `os.wait4` returns it for the build process (Linux
 folds each waited-for child's peak into its parent's). Each built case is then timed with `tfcheck
 bench` (tf.function, TFLite+XNNPACK and the TVM artifact, each in its own process, timed in turns
-so that all three run under the same load: `compiler/turns.py`).
+so that all three run under the same load: `compiler/bench/turns.py`).
 
 Results go to a JSON file as each case finishes (`--results`; cases already in it are skipped, so
 an interrupted sweep resumes), and the Markdown table to stdout, or into docs/build.md between the
@@ -278,7 +278,7 @@ ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS + EX
 FAMILIES = tuple(dict.fromkeys(case.family for case in ALL))
 # What tests/compiler/test_coverage_sweep.py builds in CI (17 builds of 5 to 15 s): GRU, stacked
 # LSTMs with return_sequences and a bidirectional GRU cover the recurrent forms; 3-D pooling (the
-# GraphDef rewrite of compiler/pooling3d.py, end to end); the post-processing operators that build
+# GraphDef rewrite of compiler/trace/pooling3d.py, end to end); the post-processing operators that build
 # (non-max suppression: TOPI's hand-written kernels among the scheduled ones), and two documented
 # as unsupported, whose messages say what to write instead; one small keras.applications model at
 # a reduced input size.

@@ -6,7 +6,7 @@ in the depthwise 3x3 convolutions. This script times each distinct depthwise lay
 it: ``ZeroPadding2D`` before the stride-2 layers, ``DepthwiseConv2D``, ``BatchNormalization`` and
 ``ReLU(6)``, traced as a tf.function, frozen and converted to TFLite (which folds the batch norm
 into the depthwise weights and bias), then imported into Relax and compiled the way
-``tfcheck build`` does (``compiler/importer.py``, ``apply_default_schedules``, ``tvm.compile``).
+``tfcheck build`` does (``compiler/frontend/importer.py``, ``apply_default_schedules``, ``tvm.compile``).
 
 The backends of one layer are timed interleaved in this one process (the machine is shared:
 rounds of calls alternate between backends, each round starting with the next one, the best round
@@ -44,10 +44,11 @@ THREADS = use_all_cores()  # before TVM's thread pool starts
 import tvm  # noqa: E402
 from tvm import relax, s_tir, tirx  # noqa: E402
 
-from tfcheck.compiler.importer import import_tflite  # noqa: E402
-from tfcheck.compiler.schedules import apply as schedules, depthwise  # noqa: E402
-from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, import_tensorflow, to_tflite  # noqa: E402
+from tfcheck.compiler.frontend.importer import import_tflite  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules  # noqa: E402
+from tfcheck.compiler.schedules.rules import depthwise  # noqa: E402
+from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, import_tensorflow, to_tflite  # noqa: E402
 
 
 def schedule_depthwise_serial(func: tirx.PrimFunc, target: tvm.target.Target) -> s_tir.Schedule | None:

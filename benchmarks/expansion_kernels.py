@@ -10,7 +10,7 @@ this one process, TVM on one thread per core (``TVM_NUM_THREADS=1`` for one):
     .venv/bin/python benchmarks/expansion_kernels.py [--rounds 15] [--calls 20] [--layers 0,3]
         [--variants fused,apart] [--targets avx512,avx2] [--whole-model]
 
-Variants: ``fused`` (the default build: `compiler/schedules/expansion_depthwise.py` merges the
+Variants: ``fused`` (the default build: `compiler/schedules/rules/expansion_depthwise.py` merges the
 pairs it judges worth it), ``apart`` (no pair merged), and ``fused2`` / ``apart2``, second builds of
 the same, to see how much two builds of one schedule differ in one process. ``--whole-model``
 times all of MobileNetV2 instead (its softmax output, as ``depthwise_kernels.py`` has it).
@@ -27,7 +27,8 @@ import depthwise_kernels as bench  # noqa: E402 - sets the thread count before T
 
 import tvm  # noqa: E402
 
-from tfcheck.compiler.schedules import apply as schedules, expansion_depthwise as fusion  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules  # noqa: E402
+from tfcheck.compiler.schedules.rules import expansion_depthwise as fusion  # noqa: E402
 
 
 def schedule_apart(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:

@@ -1,5 +1,5 @@
 """Per-call latency of one model exported two ways: its packed weights inside `lib.so`, or in the
-artifact's weights file beside it (`compiler/library_weights.py`), interleaved in one process.
+artifact's weights file beside it (`compiler/build/library_weights.py`), interleaved in one process.
 
     .venv/bin/python benchmarks/stage_memory.py compile WORK --constants-in-library   # WORK/embedded
     .venv/bin/python benchmarks/stage_memory.py compile WORK                          # WORK/library

@@ -43,11 +43,11 @@ import depthwise_kernels as bench  # noqa: E402
 import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 
-from tfcheck.compiler.importer import bind_weights, import_tflite, import_variant  # noqa: E402
+from tfcheck.compiler.frontend.importer import bind_weights, import_tflite, import_variant  # noqa: E402
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu  # noqa: E402
-from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, import_tensorflow, lift_weights, to_tflite, weight_values  # noqa: E402
-from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
+from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, import_tensorflow, lift_weights, to_tflite, weight_values  # noqa: E402
+from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
 
 
 def frozen_module(concrete: Any, folder: Path) -> tvm.IRModule:

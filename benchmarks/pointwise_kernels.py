@@ -37,8 +37,9 @@ import depthwise_kernels as bench  # noqa: E402 - sets the thread count before T
 from tvm import s_tir, tirx  # noqa: E402
 from tvm.target import Target  # noqa: E402
 
-from tfcheck.compiler.schedules import apply as schedules, contraction, tiling  # noqa: E402
-from tfcheck.compiler.tf_side import import_tensorflow  # noqa: E402
+from tfcheck.compiler.schedules import apply as schedules, tiling  # noqa: E402
+from tfcheck.compiler.schedules.rules import contraction  # noqa: E402
+from tfcheck.compiler.trace.bridge import import_tensorflow  # noqa: E402
 
 
 def previous_register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """Keras RNN layers: the TVM build with its `WHILE` loop as imported, against the loop unrolled
-(`compiler/loop_unroll.py`), against TFLite+XNNPACK, interleaved in one process on the same input.
+(`compiler/frontend/loop_unroll.py`), against TFLite+XNNPACK, interleaved in one process on the same input.
 
     .venv/bin/python benchmarks/recurrent_loops.py [--only lstm_small,gru_small] [--rounds 7]
 
@@ -38,7 +38,7 @@ def keras_case(layer: str, units: int, shape: list[int], sequences: bool) -> tup
     import keras
     import tensorflow as tf
 
-    from tfcheck.compiler.tf_side import freeze, to_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
 
     keras.utils.set_random_seed(0)
     rnn = getattr(keras.layers, layer)(units, return_sequences=sequences)
@@ -57,10 +57,10 @@ def tvm_timer(flatbuffer: bytes, x: np.ndarray, expected: np.ndarray, unrolled: 
     import tvm
     from tvm import relax
 
-    from tfcheck.compiler.importer import import_tflite
-    from tfcheck.compiler.loop_unroll import unroll_constant_loops
-    from tfcheck.compiler.pipeline import compile_module
-    from tfcheck.compiler.targets import host_cpu_target
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.frontend.loop_unroll import unroll_constant_loops
+    from tfcheck.compiler.build.compile import compile_module
+    from tfcheck.compiler.build.targets import host_cpu_target
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.tflite"
@@ -79,7 +79,7 @@ def tvm_timer(flatbuffer: bytes, x: np.ndarray, expected: np.ndarray, unrolled: 
 
 def tflite_timer(flatbuffer: bytes, x: np.ndarray) -> Callable[[], float]:
     """A call timing TFLite's interpreter (XNNPACK, as `tfcheck bench` runs it) for 200 ms, ms per call."""
-    from tfcheck.compiler.tf_side import tflite_runner
+    from tfcheck.compiler.trace.bridge import tflite_runner
 
     run = tflite_runner(flatbuffer, [x])
     run()

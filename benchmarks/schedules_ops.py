@@ -24,7 +24,7 @@ import tvm
 from tvm import tirx
 
 from tfcheck.compiler.schedules.apply import RULE_ATTR, fold_packed_weights, legalize_and_fuse, schedule_module
-from tfcheck.compiler.targets import host_cpu_target
+from tfcheck.compiler.build.targets import host_cpu_target
 
 from schedules_workloads import load_relax  # noqa: E402  (sibling script)
 

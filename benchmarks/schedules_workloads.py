@@ -31,7 +31,7 @@ import tvm.relax.frontend.tflite  # noqa: F401  (registers from_tflite)
 from tvm import relax
 
 from tfcheck.compiler.schedules import apply_default_schedules
-from tfcheck.compiler.targets import host_cpu_target
+from tfcheck.compiler.build.targets import host_cpu_target
 
 
 def load_relax(path: Path) -> tvm.IRModule:

@@ -45,7 +45,7 @@ import tvm  # noqa: E402 - before tfcheck.load: one libtvm_ffi.so in the process
 from tvm import relax  # noqa: E402
 
 import tfcheck  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, import_tensorflow, load_function, to_tflite  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, import_tensorflow, load_function, to_tflite  # noqa: E402
 from tfcheck.runtime.inputs import aligned  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,14 +5,14 @@
 
 The two halves run the build's own stage functions by hand, each in its own process as `tfcheck
 build` runs them (trace: TensorFlow -> frozen graph -> TFLite; compile: TFLite -> Relax ->
-schedules -> tvm.compile -> export -> verify), with `compiler/memory.py` reading each stage's peak
+schedules -> tvm.compile -> export -> verify), with `compiler/build/memory.py` reading each stage's peak
 RSS from /proc (tracemalloc cannot see TensorFlow's, TVM's or LLVM's native memory). `trace` writes
 `model.tflite` and `io.npz` (and, with `--weights inputs`, `weights.npz`) into WORK_DIR for
 `compile`. `--weights` picks the route as `@tfcheck.aot(weights=...)` does: "constants" freezes,
 "inputs" lifts the variables into inputs (docs/build.md, "Memory"). `trace` imports TensorFlow as
 the tracing child does, its oneDNN kernels off; `--onednn` keeps them on, as tfcheck did before.
 With `weights.npz`, `compile` exports as the build does: the packed weights go to the artifact's
-weights file beside `lib.so` (`compiler/library_weights.py`); `--constants-in-library` exports
+weights file beside `lib.so` (`compiler/build/library_weights.py`); `--constants-in-library` exports
 them inside `lib.so` instead, as tfcheck did before. Output: one Markdown table per half. Static input shapes only (the
 function's input_signature).
 """
@@ -28,17 +28,17 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tfcheck.compiler.memory import StagePeaks  # noqa: E402
+from tfcheck.compiler.build.memory import StagePeaks  # noqa: E402
 
 
 def trace(module_path: Path, function: str, work: Path, weights: str, onednn: bool) -> StagePeaks:
     """Import the module, freeze the function (or lift its weights), convert it and save
     TensorFlow's and TFLite's outputs."""
-    from tfcheck.compiler.tf_side import (freeze, generate_inputs, import_tensorflow, lift_weights, load_function,
+    from tfcheck.compiler.trace.bridge import (freeze, generate_inputs, import_tensorflow, lift_weights, load_function,
                                           reference_outputs, tflite_outputs, to_tflite, weight_values)
-    from tfcheck.compiler.trace import frozen_graph_sha256, lifted_graph_sha256, saved_weights
-    from tfcheck.compiler.verify import TFLITE_OUTPUT
-    from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights
+    from tfcheck.compiler.trace.tracing import frozen_graph_sha256, lifted_graph_sha256, saved_weights
+    from tfcheck.compiler.build.verify import TFLITE_OUTPUT
+    from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
 
     peaks = StagePeaks()
     lifting = weights == "inputs"
@@ -78,12 +78,12 @@ def compile_(work: Path, constants_in_library: bool) -> StagePeaks:
     use_all_cores()
     import tvm
 
-    from tfcheck.compiler.importer import import_variant
-    from tfcheck.compiler.library_weights import LiftedConstants, lift_constants, save_constants
+    from tfcheck.compiler.frontend.importer import import_variant
+    from tfcheck.compiler.build.library_weights import LiftedConstants, lift_constants, save_constants
     from tfcheck.compiler.schedules import apply as schedules
-    from tfcheck.compiler.targets import host_cpu_target
-    from tfcheck.compiler.verify import compare_all
-    from tfcheck.compiler.weights_file import WEIGHTS_FILE
+    from tfcheck.compiler.build.targets import host_cpu_target
+    from tfcheck.compiler.build.verify import compare_all
+    from tfcheck.compiler.process.weights_file import WEIGHTS_FILE
     from tfcheck.runtime.weights import WEIGHTS
 
     target = tvm.target.Target(host_cpu_target())

@@ -12,7 +12,7 @@ schedules, same TVM.
 
 Then, in this one process and without TensorFlow, both artifacts are loaded with `tfcheck.load`
 and timed on the same inputs, alternating symbolic and static `--rounds` times so that the shared
-machine's load hits both alike (compiler/bench.py's `time_calls`, as `tfcheck bench` times a TVM
+machine's load hits both alike (compiler/bench/latency.py's `time_calls`, as `tfcheck bench` times a TVM
 artifact). Reported per model and batch: the median of the rounds' medians and symbolic/static.
 """
 
@@ -95,9 +95,9 @@ def _artifact(out: Path, model: str, batch: int) -> Path:
 
 def measure(folders: dict[str, Path], model: str, batch: int, rounds: int, seconds: float) -> dict[str, float]:
     """Median over `rounds` alternating rounds of each artifact's median call time, in us."""
-    from tfcheck.compiler.bench import prepare_tvm, time_calls
-    from tfcheck.compiler.messages import Budget
-    from tfcheck.compiler.tf_side import generate_inputs
+    from tfcheck.compiler.bench.latency import prepare_tvm, time_calls
+    from tfcheck.compiler.process.messages import Budget
+    from tfcheck.compiler.trace.bridge import generate_inputs
 
     _, _, signature, rest = MODELS[model]
     dtype = "int32" if "int32" in signature else "float32"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import tvm
 
-from tfcheck.compiler.targets import host_cpu_target
+from tfcheck.compiler.build.targets import host_cpu_target
 from tfcheck.runtime.target import feature_key, host_cpu_features
 
 # Two cores whatever the host has: the decisions that depend on cores (parallel loops) too are the same everywhere.

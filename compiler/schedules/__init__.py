@@ -7,7 +7,7 @@ before it as one kernel where that pays; parallel, vectorised loops for everythi
 constant weights for the micro-kernels at build time. See docs/schedules.md.
 """
 
-from .apply import (
+from tfcheck.compiler.schedules.apply import (
     apply_default_schedules,
     budget_fallbacks,
     compile_cpu,

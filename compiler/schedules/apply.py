@@ -10,20 +10,22 @@ import tvm
 from tvm import relax, s_tir, tirx
 from tvm.target import Target
 
-from tfcheck.compiler.fresh_outputs import copy_shared_outputs_pass
+from tfcheck.compiler.schedules.lowering.fresh_outputs import copy_shared_outputs_pass
 
-from . import blocks, expansion_depthwise, flattened_dense, layer_norm, parallel_matmuls, scalar_steps, target as cpu
-from .budget import CODE_SIZE_BUDGET, code_size
-from .channel_padding import pad_output_channels
-from .contraction import schedule_contraction
-from .depthwise import schedule_depthwise
-from .fallback import schedule_fallback
-from .rows import schedule_rows
-from .fast_math import fast_math_legalization
-from .known_sizes import bind_sizes
-from .over_cores import version_parallel_loops
-from .tails import peel_tails
-from .unswitch import unswitch_partial_tiles
+from tfcheck.compiler.schedules import blocks, cpu
+from tfcheck.compiler.schedules.rewrites import flattened_dense, layer_norm, parallel_matmuls, scalar_steps
+from tfcheck.compiler.schedules.rules import expansion_depthwise
+from tfcheck.compiler.schedules.budget import CODE_SIZE_BUDGET, code_size
+from tfcheck.compiler.schedules.rewrites.channel_padding import pad_output_channels
+from tfcheck.compiler.schedules.rules.contraction import schedule_contraction
+from tfcheck.compiler.schedules.rules.depthwise import schedule_depthwise
+from tfcheck.compiler.schedules.rules.fallback import schedule_fallback
+from tfcheck.compiler.schedules.rules.rows import schedule_rows
+from tfcheck.compiler.schedules.rewrites.fast_math import fast_math_legalization
+from tfcheck.compiler.schedules.lowering.known_sizes import bind_sizes
+from tfcheck.compiler.schedules.lowering.over_cores import version_parallel_loops
+from tfcheck.compiler.schedules.lowering.tails import peel_tails
+from tfcheck.compiler.schedules.lowering.unswitch import unswitch_partial_tiles
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +271,7 @@ def split_packing(mod: tvm.IRModule) -> tvm.IRModule:
 def fold_packed_weights(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Split the weight-packing blocks out of the scheduled functions and run them at build time.
 
-    A weight used by several calls of one kernel (an unrolled loop's steps, `compiler/loop_unroll.py`)
+    A weight used by several calls of one kernel (an unrolled loop's steps, `compiler/frontend/loop_unroll.py`)
     gets one packing call per use: common-subexpression elimination makes them one, so folding
     packs it once (50 times took 8 s for the benchmark LSTM).
     """
@@ -303,7 +305,7 @@ def _no_alias_for_lone_buffers(mod: tvm.IRModule, _ctx: tvm.transform.PassContex
 
 def compile_cpu(mod: tvm.IRModule, target: Target) -> Any:
     """``tvm.compile`` with TVM's default Relax pipeline, then ``copy_shared_outputs_pass`` (no output
-    is a constant's or a weight's memory: `compiler/fresh_outputs.py`), ``_no_alias_for_lone_buffers``
+    is a constant's or a weight's memory: `compiler/schedules/lowering/fresh_outputs.py`), ``_no_alias_for_lone_buffers``
     and, on every kernel, the loops over the cores chosen at run time (`over_cores.py`), vectors
     along lengths known at run time in whole vectors and a checked tail (`tails.py`), and symbolic
     sizes known not to be negative (`known_sizes.py`).

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tfcheck.commands import bench, build
-from tfcheck.compiler.bench import FunctionBench, Measurement
-from tfcheck.compiler.driver import BuildRecord
+from tfcheck.compiler.bench.latency import FunctionBench, Measurement
+from tfcheck.compiler.build.driver import BuildRecord
 from tfcheck.rule import all_rules
 
 LONG_NAME = "models.a_rather_long_package_name.with_submodules.serving_signature_for_the_classifier"

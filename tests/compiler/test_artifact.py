@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler.artifact import (
+from tfcheck.compiler.cache.artifacts import (
     ArtifactCache,
     cache_key,
     entry_problem,
     export_artifact,
+    python_sources,
     shape_tag,
     sources_digest,
 )
@@ -51,17 +52,21 @@ def test_key_changes_with_every_component_and_ignores_target_key_order() -> None
 
 
 def test_a_changed_code_generator_changes_the_sources_digest(tmp_path: Path) -> None:
-    schedule = tmp_path / "contraction.py"
+    schedule = tmp_path / "rules" / "contraction.py"
+    schedule.parent.mkdir()
     schedule.write_text("TILE = 8\n")
-    before = sources_digest([schedule])
-    assert sources_digest([schedule]) == before and len(before) == 16
+    before = sources_digest(tmp_path)
+    assert sources_digest(tmp_path) == before and len(before) == 16
     schedule.write_text("TILE = 16\n")
-    assert sources_digest([schedule]) != before
+    assert sources_digest(tmp_path) != before
+    schedule.write_text("TILE = 8\n")
+    schedule.rename(tmp_path / "contraction.py")  # the same file in another stage folder
+    assert sources_digest(tmp_path) != before
 
 
 def test_build_versions_name_the_compiler_sources() -> None:
     pytest.importorskip("tvm")
-    from tfcheck.compiler.driver import versions
+    from tfcheck.compiler.build.driver import versions
 
     recorded = versions()
     assert len(recorded["compiler_sources"]) == 16 and "tensorflow" not in recorded  # the tracing child's
@@ -71,13 +76,13 @@ def test_every_compiler_module_is_in_the_key() -> None:
     """The importer's symbolic shapes, the TFLite conversion and the schedules all shape the
     library; a module left out of the hash let a changed one return the old one's artifacts."""
     pytest.importorskip("tvm")
-    from tfcheck.compiler import driver
+    from tfcheck.compiler.build import driver
 
-    hashed = {path.relative_to(Path(driver.__file__).parent).as_posix() for path in driver.generator_sources()}
-    package = Path(driver.__file__).parent
+    package = driver.COMPILER_ROOT
+    hashed = {path.relative_to(package).as_posix() for path in python_sources(package)}
     assert hashed == {path.relative_to(package).as_posix() for path in package.rglob("*.py")
                       if "__pycache__" not in path.parts}
-    assert {"symbolic_import.py", "tf_side.py", "schedules/contraction.py"} <= hashed
+    assert {"frontend/symbolic_import.py", "trace/bridge.py", "schedules/rules/contraction.py"} <= hashed
 
 
 def stage(cache: ArtifactCache, entry_key: str, payload: bytes = b"library") -> tuple[Path, Manifest]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.artifact import entry_problem
+from tfcheck.compiler.cache.artifacts import entry_problem
 
 pytestmark = pytest.mark.slow
 

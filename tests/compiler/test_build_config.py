@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler import driver
+from tfcheck.compiler.build import driver
 from tfcheck.config import ConfigError, parse_table
 
 ROOT = Path(__file__).resolve().parents[2]

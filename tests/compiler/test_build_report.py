@@ -15,9 +15,9 @@ from rich.console import Console
 
 from tfcheck.aot import normalize_shapes
 from tfcheck.commands.build import _print_table, summary_lines
-from tfcheck.compiler.driver import BuildRecord
-from tfcheck.compiler.symbolic import entries_example
-from tfcheck.compiler.trace import _tensor_parameters, signature_hint
+from tfcheck.compiler.build.driver import BuildRecord
+from tfcheck.compiler.trace.symbolic import entries_example
+from tfcheck.compiler.trace.tracing import _tensor_parameters, signature_hint
 from tfcheck.config import parse_table
 
 
@@ -89,8 +89,8 @@ def test_the_unknown_dimension_hint_takes_the_sizes_the_dims_allow() -> None:
 def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ() -> None:
     """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False): the
     artifact's order (sorted) is not TensorFlow's, which the mismatch message has to explain."""
-    from tfcheck.compiler.driver import _top_k_order_hint
-    from tfcheck.compiler.messages import TracedVariant
+    from tfcheck.compiler.build.driver import _top_k_order_hint
+    from tfcheck.compiler.process.messages import TracedVariant
 
     def variant(*ops: str) -> TracedVariant:
         return TracedVariant("dir", [], "sha", "captures", "key",

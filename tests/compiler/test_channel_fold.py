@@ -1,5 +1,5 @@
 """Batch norm after a convolution or dense layer, with the weights as inputs: the compile child folds
-it into the weights (`compiler/channel_fold.py`), as TensorFlow's converter does for frozen weights,
+it into the weights (`compiler/frontend/channel_fold.py`), as TensorFlow's converter does for frozen weights,
 so both routes build the same kernels; and it folds nothing it cannot fold exactly.
 """
 
@@ -17,10 +17,10 @@ tvm = pytest.importorskip("tvm")
 
 from tvm import relax, tirx  # noqa: E402
 
-from tfcheck.compiler.importer import import_variant  # noqa: E402
+from tfcheck.compiler.frontend.importer import import_variant  # noqa: E402
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, lift_weights, to_tflite, weight_values  # noqa: E402
-from tfcheck.compiler.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, lift_weights, to_tflite, weight_values  # noqa: E402
+from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights  # noqa: E402
 
 from ..isa import host_target  # noqa: E402
 

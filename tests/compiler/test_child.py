@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler.child import allow_children, run_child, stop_children, without_start_up_noise
+from tfcheck.compiler.process.child import allow_children, run_child, stop_children, without_start_up_noise
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def child_module(tmp_path: Path) -> Path:
     for name, body in STEPS.items():
         (tmp_path / f"step_{name}.py").write_text(
             "from dataclasses import dataclass\n"
-            "from tfcheck.compiler.child import StepError, child_main\n\n"
+            "from tfcheck.compiler.process.child import StepError, child_main\n\n"
             "@dataclass(frozen=True)\nclass Echo:\n    x: int\n\n"
             f"def step(request, events):\n    {body}\n\n"
             "if __name__ == '__main__':\n    child_main(step, Echo)\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, load_benchmark
-from tfcheck.compiler.discover import discover
+from tfcheck.compiler.trace.discover import discover
 
 SWEEP = load_benchmark("coverage_sweep")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tfcheck.compiler.cuda import CudaExportError, fatbin_entries, fatbins_in, swap_source_for_binary
+from tfcheck.compiler.build.cuda import CudaExportError, fatbin_entries, fatbins_in, swap_source_for_binary
 from tfcheck.runtime.target import cuda_available
 
 EM_CUDA = 190

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tfcheck.compiler.discover import discover, import_root, resolve_module_argument
+from tfcheck.compiler.trace.discover import discover, import_root, resolve_module_argument
 
 SPELLINGS = '''
 import tensorflow as tf
@@ -222,7 +222,7 @@ def test_methods_are_built_for_the_one_module_level_instance(tmp_path: Path) -> 
 
 
 def test_saved_model_signatures_are_read_without_tensorflow(tmp_path: Path) -> None:
-    from tfcheck.compiler.saved_model import module_label, saved_model_functions, signature_names
+    from tfcheck.compiler.trace.saved_model import module_label, saved_model_functions, signature_names
 
     def field(number: int, payload: bytes) -> bytes:
         return bytes([number << 3 | 2, len(payload)]) + payload

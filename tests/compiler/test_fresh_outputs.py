@@ -1,4 +1,4 @@
-"""No output of a compiled function is a constant's or a weight's memory (`compiler/fresh_outputs.py`).
+"""No output of a compiled function is a constant's or a weight's memory (`compiler/schedules/lowering/fresh_outputs.py`).
 
 A Relax VM returns a constant (or a weight it was passed) that `main` returns as that very tensor:
 a caller writing into its result would change what every later call returns (SSD-style detectors
@@ -18,7 +18,7 @@ tvm = pytest.importorskip("tvm")
 
 from tvm import relax  # noqa: E402
 
-from tfcheck.compiler.fresh_outputs import copy_shared_outputs  # noqa: E402
+from tfcheck.compiler.schedules.lowering.fresh_outputs import copy_shared_outputs  # noqa: E402
 from tfcheck.compiler.schedules import compile_cpu  # noqa: E402
 
 TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64", "num-cores": 2}

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfcheck.compiler.importer import ImporterError, import_tflite, supported_tflite_ops, unimportable
+from tfcheck.compiler.frontend.importer import ImporterError, import_tflite, supported_tflite_ops, unimportable
 
 
 def test_common_builtins_are_importable_and_custom_ops_are_not() -> None:
@@ -45,7 +45,7 @@ def test_gather_with_batch_dims_matches_tensorflow_semantics(data_shape, indices
     import tvm
     from tvm import relax
 
-    from tfcheck.compiler.importer import _batched_take
+    from tfcheck.compiler.frontend.importer import _batched_take
 
     from ..isa import host_target
 

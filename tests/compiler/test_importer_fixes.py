@@ -1,6 +1,6 @@
 """TensorFlow code that TVM's TFLite frontend imports wrongly or not at all, built and verified.
 
-Each function went through `tfcheck build` and failed before the fix in `compiler/importer.py`
+Each function went through `tfcheck build` and failed before the fix in `compiler/frontend/importer.py`
 (see docs/importer-fixes.md): the build verifies every artifact against the tf.function's own
 outputs, so a wrong import fails the build rather than shipping.
 """

@@ -1,4 +1,4 @@
-"""Incremental and parallel builds: the fast key (`compiler/fastkey.py`) returns a cached artifact
+"""Incremental and parallel builds: the fast key (`compiler/cache/fastkey.py`) returns a cached artifact
 without starting TensorFlow only while nothing the trace read has changed, and `--jobs N` gives
 the same report, in the same order, as `--jobs 1`."""
 
@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler import driver, fastkey
-from tfcheck.compiler.driver import jobs_for
-from tfcheck.compiler.messages import TraceInputs
+from tfcheck.compiler.build import driver
+from tfcheck.compiler.cache import fastkey
+from tfcheck.compiler.build.driver import jobs_for
+from tfcheck.compiler.process.messages import TraceInputs
 
 MODEL = '''
 import os
@@ -45,8 +46,8 @@ def affine(x):
 RECORD = '''
 import ctypes, ctypes.util, json, os, sys
 from pathlib import Path
-from tfcheck.compiler.fastkey import ReadRecorder
-from tfcheck.compiler.messages import to_message
+from tfcheck.compiler.cache.fastkey import ReadRecorder
+from tfcheck.compiler.process.messages import to_message
 
 recorder = ReadRecorder([Path(sys.argv[1])], [])
 recorder.start()
@@ -183,7 +184,7 @@ def test_an_unchanged_build_starts_no_child_and_every_change_rebuilds(
     monkeypatch.delenv("UNITS", raising=False)
     folder = project({"model.py": MODEL, "helper.py": "SCALE = 2.0\n"})
     save_weights(folder / "weights.h5", np.arange(12, dtype=np.float32).reshape(4, 3))
-    trace, compile_ = "tfcheck.compiler.trace", "tfcheck.compiler.pipeline"
+    trace, compile_ = "tfcheck.compiler.trace.tracing", "tfcheck.compiler.build.compile"
 
     def status() -> tuple[str, str]:
         children.clear()

@@ -163,7 +163,7 @@ def test_a_corrupt_weights_file_is_named_with_the_artifact(built: Path, damage, 
 @pytest.mark.slow
 def test_the_cache_rebuilds_an_artifact_whose_weights_file_is_corrupt(built: Path) -> None:
     """The cache's integrity check covers the weights file as it covers the library."""
-    from tfcheck.compiler.artifact import entry_problem
+    from tfcheck.compiler.cache.artifacts import entry_problem
 
     [folder] = [path.parent for path in (built / "cache").glob("*/manifest.json")]
     assert entry_problem(folder) is None
@@ -180,7 +180,7 @@ def test_large_constants_become_parameters_of_main_and_small_ones_stay() -> None
     from tvm import relax
     from tvm.script import relax as R
 
-    from tfcheck.compiler.library_weights import MIN_BYTES, lift_constants
+    from tfcheck.compiler.build.library_weights import MIN_BYTES, lift_constants
 
     rng = np.random.default_rng(0)
     big = rng.standard_normal((32, 32)).astype(np.float32)  # 4 kB, used twice: one parameter
@@ -212,7 +212,7 @@ def test_a_constant_of_a_dtype_numpy_lacks_stays_in_the_library() -> None:
     from tvm import relax
     from tvm.script import relax as R
 
-    from tfcheck.compiler.library_weights import lift_constants
+    from tfcheck.compiler.build.library_weights import lift_constants
 
     builder = relax.BlockBuilder()
     x = relax.Var("x", R.Tensor((64, 64), "bfloat16"))

@@ -1,4 +1,4 @@
-"""`compiler/loop_unroll.py`: loops with a build-time trip count become straight-line dataflow.
+"""`compiler/frontend/loop_unroll.py`: loops with a build-time trip count become straight-line dataflow.
 
 The module below has the form TVM's TFLite importer gives a `WHILE` (a recursive function over
 the loop state, with its condition and body as private functions); `main` starts it either with
@@ -20,8 +20,8 @@ from click.testing import Result
 from tvm import relax
 from tvm.script import from_source
 
-from tfcheck.compiler import loop_unroll
-from tfcheck.compiler.loop_unroll import unroll_constant_loops, while_loop
+from tfcheck.compiler.frontend import loop_unroll
+from tfcheck.compiler.frontend.loop_unroll import unroll_constant_loops, while_loop
 
 STEPS = 5
 

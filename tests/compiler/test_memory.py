@@ -1,4 +1,4 @@
-"""compiler/memory.py: each stage's peak is its own, native allocations included."""
+"""compiler/build/memory.py: each stage's peak is its own, native allocations included."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfcheck.compiler.memory import StagePeaks, status_mb
+from tfcheck.compiler.build.memory import StagePeaks, status_mb
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tfcheck.compiler.messages import (CONTRACT_VERSION, Budget, BenchRequest, ContractError, KeyParts,
+from tfcheck.compiler.process.messages import (CONTRACT_VERSION, Budget, BenchRequest, ContractError, KeyParts,
                                        TracedVariant, TraceRequest, TraceResult, from_message, to_message)
 
 

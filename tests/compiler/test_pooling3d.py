@@ -1,4 +1,4 @@
-"""compiler/pooling3d.py: 3-D pooling converted to TFLite as two 2-D poolings.
+"""compiler/trace/pooling3d.py: 3-D pooling converted to TFLite as two 2-D poolings.
 
 Each case converts a function with one `tf.nn.max_pool3d` or `tf.nn.avg_pool3d` the way `tfcheck
 build` does (`freeze`, `to_tflite`), runs the flatbuffer in TFLite's interpreter and compares with
@@ -12,8 +12,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfcheck.compiler.pooling3d import pools_as_2d  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, to_tflite  # noqa: E402
+from tfcheck.compiler.trace.pooling3d import pools_as_2d  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 
 SHAPE = [2, 7, 9, 10, 3]  # odd sizes, so SAME pads unevenly and VALID drops a remainder
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler import symbolic
-from tfcheck.compiler.child import StepError
-from tfcheck.compiler.discover import discover
+from tfcheck.compiler.trace import symbolic
+from tfcheck.compiler.process.child import StepError
+from tfcheck.compiler.trace.discover import discover
 from tfcheck.config import ConfigError, parse_table
 
 import tfcheck.aot  # noqa: E402 - the module, not the decorator tfcheck exposes

@@ -234,7 +234,7 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
 def test_a_symbolic_mlp_is_exact_at_every_batch_around_its_register_tile(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
     """The contraction rule tiles a symbolic batch 8 rows at a time: full tiles without bound
-    checks, the last partial tile row by row (compiler/schedules/unswitch.py). Each batch size
+    checks, the last partial tile row by row (compiler/schedules/lowering/unswitch.py). Each batch size
     around the tile matches TensorFlow, and every row comes out bit for bit as when computed alone."""
     folder = project({"dense.py": MLP})
     code, report = build(run_cli, folder, "--out", str(folder / "out"))
@@ -270,14 +270,14 @@ SLICES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SLICES))
 def test_a_slice_of_a_tensor_with_an_unknown_batch_is_tensorflows(tmp_path: Path, name: str) -> None:
-    """STRIDED_SLICE of a tensor whose batch is symbolic (compiler/symbolic_import.py, `_sliced`):
+    """STRIDED_SLICE of a tensor whose batch is symbolic (compiler/frontend/symbolic_import.py, `_sliced`):
     exact against TensorFlow at batches 1, 4 and 5, where `x[:3]` and `x[-2:]` are clipped."""
     import tensorflow as tf
     import tvm
     from tvm import relax
 
-    from tfcheck.compiler.importer import import_tflite
-    from tfcheck.compiler.tf_side import freeze, to_tflite
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
 
     function = tf.function(SLICES[name], input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
     (tmp_path / "model.tflite").write_bytes(to_tflite(freeze(function.get_concrete_function())))

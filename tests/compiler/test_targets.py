@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tfcheck.compiler import targets
-from tfcheck.compiler.discover import AnnotatedFunction
-from tfcheck.compiler.driver import BuildOptions, targets_of
-from tfcheck.compiler.targets import TargetError, canonical_json, describe, device_of, resolve_target
+from tfcheck.compiler.build import targets
+from tfcheck.compiler.trace.discover import AnnotatedFunction
+from tfcheck.compiler.build.driver import BuildOptions, targets_of
+from tfcheck.compiler.build.targets import TargetError, canonical_json, describe, device_of, resolve_target
 from tfcheck.runtime.manifest import FAST_KEYS
 
 
@@ -75,7 +75,7 @@ def test_a_cuda_entry_without_arch_is_an_error_for_that_function(tmp_path: Path)
 RESOLVE_IN_A_FRESH_PROCESS = """
 import json, sys
 from pathlib import Path
-from tfcheck.compiler.targets import resolve_target
+from tfcheck.compiler.build.targets import resolve_target
 target = resolve_target("cpu", None, Path(sys.argv[1]))
 print(json.dumps({"target": target, "tvm_imported": "tvm" in sys.modules}))
 """
@@ -163,8 +163,8 @@ def test_vector_extensions_the_machine_hides_are_turned_off(without_avx512: None
     import tvm
     from tvm.target.codegen import llvm_cpu_has_features
 
-    from tfcheck.compiler.pipeline import compiled_cpu_features
-    from tfcheck.compiler.schedules.target import vector_bits
+    from tfcheck.compiler.build.compile import compiled_cpu_features
+    from tfcheck.compiler.schedules.cpu import vector_bits
 
     host = resolve_target("cpu", None, tmp_path)
     assert "-avx512f" in host["mattr"] and "-avx2" not in host["mattr"]
@@ -186,7 +186,7 @@ def test_a_build_for_avx512_needs_avx512_whatever_machine_built_it(monkeypatch: 
     would have loaded AVX-512 code on an AVX2 CPU (issue 39). Tuning flags are still left out."""
     import tvm
 
-    from tfcheck.compiler.pipeline import compiled_cpu_features
+    from tfcheck.compiler.build.compile import compiled_cpu_features
     from tfcheck.runtime import target as runtime_target
 
     znver4 = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"})

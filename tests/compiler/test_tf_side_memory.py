@@ -15,8 +15,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from tfcheck.compiler.memory import StagePeaks, status_mb  # noqa: E402
-from tfcheck.compiler.tf_side import freeze, to_tflite  # noqa: E402
+from tfcheck.compiler.build.memory import StagePeaks, status_mb  # noqa: E402
+from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 
 # Peak RSS growth of the conversion over the weights' size: measured 10.3x without the second
 # freeze and 15x with it (Dense 4096x4096, TensorFlow 2.20).

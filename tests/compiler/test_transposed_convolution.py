@@ -1,4 +1,4 @@
-"""compiler/transposed_convolution.py: transposed convolutions rewritten as convolutions.
+"""compiler/frontend/transposed_convolution.py: transposed convolutions rewritten as convolutions.
 
 Each case is a Relax module holding one transposed convolution in the TFLite frontend's form; the
 rewritten module must compute what TVM's own lowering of the original computes (the layout route
@@ -12,8 +12,8 @@ import pytest
 import tvm
 from tvm import relax
 
-from tfcheck.compiler.importer import _lowerable_transposed_convolutions
-from tfcheck.compiler.transposed_convolution import as_convolutions, has_transposed_convolutions
+from tfcheck.compiler.frontend.importer import _lowerable_transposed_convolutions
+from tfcheck.compiler.frontend.transposed_convolution import as_convolutions, has_transposed_convolutions
 
 
 def _module(data: tuple, kernel: tuple, op: str = "conv2d_transpose", **attrs: object) -> tvm.IRModule:

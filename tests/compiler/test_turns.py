@@ -1,4 +1,4 @@
-"""compiler/turns.py: backends timed in turns, with real child processes (no TensorFlow)."""
+"""compiler/bench/turns.py: backends timed in turns, with real child processes (no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tfcheck.compiler.messages import Budget
-from tfcheck.compiler.turns import ROUNDS, Turns, TurnSize
+from tfcheck.compiler.process.messages import Budget
+from tfcheck.compiler.bench.turns import ROUNDS, Turns, TurnSize
 
 BUDGET = Budget(warmup=1, min_runs=5, min_seconds=0.05, max_runs=40, max_seconds=1.0)
 
@@ -19,8 +19,8 @@ BUDGET = Budget(warmup=1, min_runs=5, min_seconds=0.05, max_runs=40, max_seconds
 # loaded machine's turns of one call each reported all five: the test failed once that way).
 CHILD = """
 import json, sys, time
-from tfcheck.compiler.messages import Budget
-from tfcheck.compiler.turns import timed_turns
+from tfcheck.compiler.process.messages import Budget
+from tfcheck.compiler.bench.turns import timed_turns
 go, done, out, crash = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "crash"
 windows = []
 def sleep(seconds):

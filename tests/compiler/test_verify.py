@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.verify import compare
+from tfcheck.compiler.build.verify import compare
 
 
 def test_float_outputs_within_tolerance_pass_and_report_errors() -> None:

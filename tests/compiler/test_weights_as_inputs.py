@@ -18,9 +18,9 @@ from click.testing import Result
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from tfcheck.compiler.tf_side import (WeightsRefused, lift_weights, reference_outputs, tflite_outputs,  # noqa: E402
+from tfcheck.compiler.trace.bridge import (WeightsRefused, lift_weights, reference_outputs, tflite_outputs,  # noqa: E402
                                       to_tflite, weight_values)
-from tfcheck.compiler.trace import lifted_graph_sha256, prepare  # noqa: E402
+from tfcheck.compiler.trace.tracing import lifted_graph_sha256, prepare  # noqa: E402
 
 # Peak RSS growth over the weights' size while lifting, hashing, converting and saving a Dense
 # 4096x4096 (64 MB): measured 1.6x (freezing and converting it: 10.3x, test_tf_side_memory.py).
@@ -188,8 +188,8 @@ def test_unknown_weights_mode_is_refused() -> None:
 def test_lifting_converting_and_saving_stay_near_the_weights_size(tmp_path: Path) -> None:
     """Frozen, converting a model peaks at about 10 times its weights (test_tf_side_memory.py);
     lifted, nothing holds more than one weight besides TensorFlow's own variables."""
-    from tfcheck.compiler.memory import StagePeaks, status_mb
-    from tfcheck.compiler.weights_file import save_weights
+    from tfcheck.compiler.build.memory import StagePeaks, status_mb
+    from tfcheck.compiler.process.weights_file import save_weights
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4096,)), keras.layers.Dense(4096), keras.layers.Dense(8)])
@@ -210,9 +210,9 @@ def test_lifting_converting_and_saving_stay_near_the_weights_size(tmp_path: Path
 def test_tflite_verification_run_does_not_pack_a_second_copy_of_lifted_weights(tmp_path: Path) -> None:
     """Fed its weights as inputs, XNNPACK packs every convolution's filter into a copy of its own
     on each run; verification's TFLite run uses the builtin kernels instead (docs/build.md)."""
-    from tfcheck.compiler.memory import StagePeaks, status_mb
-    from tfcheck.compiler.trace import saved_weights
-    from tfcheck.compiler.weights_file import save_weights
+    from tfcheck.compiler.build.memory import StagePeaks, status_mb
+    from tfcheck.compiler.trace.tracing import saved_weights
+    from tfcheck.compiler.process.weights_file import save_weights
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((14, 14, 512)),
@@ -260,7 +260,7 @@ def test_a_lifted_build_that_fell_back_goes_straight_to_the_frozen_artifact_next
         project: Callable[..., Path], run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
     """The lifted key of PAD's function is never cached: without the noted failure, every build
     would convert and compile it with its weights as inputs, fail, and trace it again frozen."""
-    from tfcheck.compiler import driver
+    from tfcheck.compiler.build import driver
 
     folder = project({"padded.py": PADDED})
     first = build(run_cli, folder)["padded"]
@@ -271,7 +271,7 @@ def test_a_lifted_build_that_fell_back_goes_straight_to_the_frozen_artifact_next
         module, *args, **kwargs))
     second = build(run_cli, folder)["padded"]
     assert (second["status"], second["artifact"]) == ("cached", first["artifact"])
-    assert children == ["tfcheck.compiler.trace"]  # one trace, frozen at once; nothing compiled
+    assert children == ["tfcheck.compiler.trace.tracing"]  # one trace, frozen at once; nothing compiled
     assert "built with its weights frozen into the graph" in second["message"]
     assert "TFLite operator PAD" in second["message"]
 

@@ -1,5 +1,5 @@
 """The TVM runtime an artifact was built against: exact versions, the copies bundled into an
-exported folder (tfcheck/runtime/bundled.py, compiler/runtime_bundle.py), and moving data to a
+exported folder (tfcheck/runtime/bundled.py, compiler/build/export.py), and moving data to a
 device without `tvm`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from runtime_artifacts import read_manifest, runtime_record, write_manifest
 
 import tfcheck
-from tfcheck.compiler.runtime_bundle import bundle_runtime
+from tfcheck.compiler.build.export import bundle_runtime
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime.bundled import RUNTIME_DIR, bundled_libraries, read_runtime
 from tfcheck.runtime.manifest import read_manifest as parse_manifest

@@ -9,7 +9,7 @@ randomly initialised weights are the build's, imports each artifact's module fro
 `source_file`, and saves inputs and TensorFlow's outputs. Step 2 (a child process that must not
 import TensorFlow or the compiler, which it asserts) runs the artifacts with `tfcheck.load` on
 those inputs. This process then compares them with the build's own tolerance
-(`tfcheck.compiler.verify`: float32 atol 1e-4 scaled by the output's magnitude, rtol 1e-3).
+(`tfcheck.compiler.build.verify`: float32 atol 1e-4 scaled by the output's magnitude, rtol 1e-3).
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ assert "tensorflow" not in sys.modules and not any(m.startswith("tfcheck.compile
 
 
 def compare(out: Path, work: Path) -> bool:
-    """Compare as `tfcheck build` verifies (tfcheck.compiler.verify), in this parent process."""
+    """Compare as `tfcheck build` verifies (tfcheck.compiler.build.verify), in this parent process."""
     import numpy as np
 
-    from tfcheck.compiler.verify import compare as verify
+    from tfcheck.compiler.build.verify import compare as verify
 
     passed = True
     for folder in sorted(path.parent for path in out.glob("*/manifest.json")):

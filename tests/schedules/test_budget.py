@@ -11,7 +11,7 @@ import tvm
 from tvm import relax, tirx
 from tvm.script import tirx as T
 
-from tfcheck.compiler.pipeline import compile_module
+from tfcheck.compiler.build.compile import compile_module
 from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
 from tfcheck.compiler.schedules.apply import OVER_BUDGET_ATTR, RULE_ATTR
 from tfcheck.compiler.schedules.budget import CODE_SIZE_BUDGET, code_size

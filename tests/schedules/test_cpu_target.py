@@ -1,4 +1,4 @@
-"""What the schedules know of a CPU target (`compiler/schedules/target.py`) comes from the target
+"""What the schedules know of a CPU target (`compiler/schedules/cpu.py`) comes from the target
 alone: a target named `znver3` is AVX2 (8-float vectors, 16 registers) on every host (issue 39)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import tvm
 
-from tfcheck.compiler.schedules import target as cpu
-from tfcheck.compiler.schedules.target import CpuTarget
+from tfcheck.compiler.schedules import cpu
+from tfcheck.compiler.schedules.cpu import CpuTarget
 
 from ..isa import named_target
 
@@ -34,7 +34,7 @@ def test_a_target_without_a_triple_is_described_the_same_on_every_host(
 
 
 def test_extensions_turned_off_in_mattr_narrow_the_vectors() -> None:
-    """A virtual machine that hides AVX-512 (`compiler/targets.py` turns it off in `mattr`)."""
+    """A virtual machine that hides AVX-512 (`compiler/build/targets.py` turns it off in `mattr`)."""
     hidden = ["-avx512f", "-avx512cd", "-avx512bw", "-avx512dq", "-avx512vl"]
     assert cpu.describe(named_target("skylake-avx512", mattr=hidden)) == KNOWN["haswell"]
 

@@ -13,7 +13,8 @@ import pytest
 import tvm
 from tvm import relax, tirx
 
-from tfcheck.compiler.schedules import depthwise, legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
+from tfcheck.compiler.schedules.rules import depthwise
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 
 from ..isa import host_target, named_target

@@ -17,7 +17,8 @@ import tvm
 from tvm import relax, tirx
 from tvm.script import ir as I, relax as R, tirx as T
 
-from tfcheck.compiler.schedules import apply_default_schedules, expansion_depthwise as fusion
+from tfcheck.compiler.schedules import apply_default_schedules
+from tfcheck.compiler.schedules.rules import expansion_depthwise as fusion
 from tfcheck.compiler.schedules.apply import RULE_ATTR
 
 from ..isa import host_target, named_target, skip_unless_runnable

@@ -1,4 +1,4 @@
-"""compiler/schedules/fallback.py: a fused chain of moves and elementwise steps is one pass.
+"""compiler/schedules/rules/fallback.py: a fused chain of moves and elementwise steps is one pass.
 
 An attention head's reshape-transpose-reshape (Keras' MultiHeadAttention through TFLite, as in the
 encoder block of benchmarks/compiled/small_models.py) was three passes through two buffers of its
@@ -15,7 +15,7 @@ import tvm
 from tvm import relax, s_tir, te, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, blocks
-from tfcheck.compiler.schedules.fallback import schedule_fallback
+from tfcheck.compiler.schedules.rules.fallback import schedule_fallback
 
 from .test_operators import TARGET, check, module, rand, run
 

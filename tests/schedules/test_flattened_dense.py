@@ -1,4 +1,4 @@
-"""compiler/schedules/flattened_dense.py: a dense layer over an input flattened for it and
+"""compiler/schedules/rewrites/flattened_dense.py: a dense layer over an input flattened for it and
 unflattened after is one batched matmul, so the activation after it joins its kernel.
 
 The case is TFLite's FULLY_CONNECTED over a sequence of any length as the importer writes it (the
@@ -13,7 +13,7 @@ import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
-from tfcheck.compiler.schedules.flattened_dense import unflatten_dense_layers
+from tfcheck.compiler.schedules.rewrites.flattened_dense import unflatten_dense_layers
 
 from .test_operators import TARGET, check, module, rand
 

@@ -1,4 +1,4 @@
-"""Symbolic sizes known not to be negative (`compiler/schedules/known_sizes.py`).
+"""Symbolic sizes known not to be negative (`compiler/schedules/lowering/known_sizes.py`).
 
 The case is AdaIN's (srihari-humbarwadi/adain-tensorflow2.x, served for images of any size): a 3x3
 convolution after a 2x2 pooling and a reflection padding, so the kernel's buffers use the image's
@@ -14,7 +14,7 @@ import tvm
 from tvm import relax, s_tir, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
-from tfcheck.compiler.schedules.known_sizes import bind_sizes
+from tfcheck.compiler.schedules.lowering.known_sizes import bind_sizes
 
 from . import reference
 from .test_operators import TARGET, check, module, rand

@@ -1,6 +1,6 @@
-"""compiler/schedules/layer_norm.py: TFLite's layer norm, imported op by op, runs as one kernel.
+"""compiler/schedules/rewrites/layer_norm.py: TFLite's layer norm, imported op by op, runs as one kernel.
 
-The pattern is built here as `compiler/importer.py` writes it for Keras' `LayerNormalization`
+The pattern is built here as `compiler/frontend/importer.py` writes it for Keras' `LayerNormalization`
 (the encoder block of benchmarks/compiled/small_models.py has two): mean, squared difference,
 mean, epsilon, rsqrt, scale. The last test takes it from Keras itself, through TFLite's converter
 and the importer, with a gamma and a beta that are not the defaults, and compares with TensorFlow.
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tvm import relax
 
-from tfcheck.compiler.schedules.layer_norm import fuse_layer_norms
+from tfcheck.compiler.schedules.rewrites.layer_norm import fuse_layer_norms
 
 from .test_operators import TARGET, check, module, run
 
@@ -75,8 +75,8 @@ def test_keras_layer_normalization_through_tflite_matches_tensorflow() -> None:
     """With a beta, as Keras' layer has one: TFLite's converter folds it into the shift."""
     tf = pytest.importorskip("tensorflow")
     keras = pytest.importorskip("keras")
-    from tfcheck.compiler.importer import import_tflite
-    from tfcheck.compiler.tf_side import freeze, to_tflite
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
 
     layer = keras.layers.LayerNormalization(epsilon=1e-3)
     layer.build((1, 8, 48))

@@ -20,11 +20,11 @@ import tvm_ffi
 from tvm import relax, s_tir, sym, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu
-from tfcheck.compiler.schedules import target as cpu
+from tfcheck.compiler.schedules import cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
-from tfcheck.compiler.schedules.channel_padding import MIN_VECTORS, pad_output_channels, padded_channels
-from tfcheck.compiler.schedules.contraction import PARALLEL_MIN_WORK
-from tfcheck.compiler.schedules.over_cores import version_parallel_loops
+from tfcheck.compiler.schedules.rewrites.channel_padding import MIN_VECTORS, pad_output_channels, padded_channels
+from tfcheck.compiler.schedules.rules.contraction import PARALLEL_MIN_WORK
+from tfcheck.compiler.schedules.lowering.over_cores import version_parallel_loops
 
 from ..isa import host_target, named_target, skip_unless_runnable
 from . import reference
@@ -262,7 +262,7 @@ def test_imported_style_module_is_ready_for_plain_compile() -> None:
 
 def test_a_weight_used_by_several_matmuls_is_packed_once() -> None:
     """An unrolled recurrent loop calls the same matmul with the same weight once per step
-    (`compiler/loop_unroll.py`): the packed weight is folded once and shared, not once per call
+    (`compiler/frontend/loop_unroll.py`): the packed weight is folded once and shared, not once per call
     (50 packings took 8 s to fold for the benchmark LSTM)."""
     x, w = rand(8, 32), rand(32, 32)
 

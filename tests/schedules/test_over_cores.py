@@ -1,4 +1,4 @@
-"""Loops split over the cores at run time (`compiler/schedules/over_cores.py`): a kernel over sizes
+"""Loops split over the cores at run time (`compiler/schedules/lowering/over_cores.py`): a kernel over sizes
 known only at run time whose work is too small at the build's smallest sizes gets a parallel and
 a serial version of its loop and chooses by the work at the sizes it is called with; static
 kernels are decided at build time as before; results match NumPy on both sides."""
@@ -12,9 +12,10 @@ import tvm_ffi
 from tvm import relax, sym, tirx
 from tvm.script import tirx as T
 
-from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu, over_cores
-from tfcheck.compiler.schedules.over_cores import WHEN_ATTR, version_parallel_loops, work
-from tfcheck.compiler.schedules.unswitch import loops_in
+from tfcheck.compiler.schedules import apply_default_schedules, blocks, compile_cpu
+from tfcheck.compiler.schedules.lowering import over_cores
+from tfcheck.compiler.schedules.lowering.over_cores import WHEN_ATTR, version_parallel_loops, work
+from tfcheck.compiler.schedules.lowering.unswitch import loops_in
 
 from .test_operators import TWO_CORES, _parallel_kernels, _parallel_loops, _scheduled_kernels, check, module, rand
 

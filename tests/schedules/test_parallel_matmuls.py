@@ -1,4 +1,4 @@
-"""compiler/schedules/parallel_matmuls.py: matmuls of one input by constant weights as one.
+"""compiler/schedules/rewrites/parallel_matmuls.py: matmuls of one input by constant weights as one.
 
 The case is an attention's projections as the importer writes Keras' MultiHeadAttention (the
 encoder block of benchmarks/compiled/small_models.py): the same tokens times three transposed
@@ -14,7 +14,7 @@ import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
-from tfcheck.compiler.schedules.parallel_matmuls import _split_results_as_slices, combine_parallel_matmuls
+from tfcheck.compiler.schedules.rewrites.parallel_matmuls import _split_results_as_slices, combine_parallel_matmuls
 
 from .test_operators import TARGET, check, module, rand, run
 

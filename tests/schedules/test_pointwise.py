@@ -13,7 +13,8 @@ import pytest
 import tvm
 from tvm import relax, tirx
 
-from tfcheck.compiler.schedules import contraction, legalize_and_fuse
+from tfcheck.compiler.schedules import legalize_and_fuse
+from tfcheck.compiler.schedules.rules import contraction
 
 from ..isa import host_target, named_target
 from .test_operators import check, module, rand, run

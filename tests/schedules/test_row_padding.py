@@ -20,8 +20,8 @@ from tvm import relax, s_tir, te, tirx, topi
 
 from tfcheck.compiler.schedules import legalize_and_fuse, schedule_module
 from tfcheck.compiler.schedules.apply import RULE_ATTR
-from tfcheck.compiler.schedules.channel_padding import pad_output_channels
-from tfcheck.compiler.schedules.contraction import schedule_contraction
+from tfcheck.compiler.schedules.rewrites.channel_padding import pad_output_channels
+from tfcheck.compiler.schedules.rules.contraction import schedule_contraction
 from tfcheck.compiler.schedules.tiling import register_tile
 
 from ..isa import host_target, named_target

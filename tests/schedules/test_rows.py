@@ -1,4 +1,4 @@
-"""The row rule (`compiler/schedules/rows.py`): softmax, layer norm and means over the last axis
+"""The row rule (`compiler/schedules/rules/rows.py`): softmax, layer norm and means over the last axis
 computed row by row, vectorised along the row at the target's vector width, rows over the cores
 when there is enough work, and the same results as NumPy."""
 
@@ -11,7 +11,7 @@ import tvm
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules.apply import RULE_ATTR, legalize_and_fuse, schedule_module
-from tfcheck.compiler.schedules.rows import schedule_rows
+from tfcheck.compiler.schedules.rules.rows import schedule_rows
 
 from ..isa import named_target
 from . import reference

@@ -1,4 +1,4 @@
-"""compiler/schedules/scalar_steps.py: a step by a scalar after a reshape moves before it.
+"""compiler/schedules/rewrites/scalar_steps.py: a step by a scalar after a reshape moves before it.
 
 The case is an attention's scores as the importer writes Keras' MultiHeadAttention (the encoder
 block of benchmarks/compiled/small_models.py): a 3-D batch matmul, a reshape to 4-D, a multiply by
@@ -12,7 +12,7 @@ import pytest
 from tvm import relax, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules
-from tfcheck.compiler.schedules.scalar_steps import move_scalar_steps_before_reshapes
+from tfcheck.compiler.schedules.rewrites.scalar_steps import move_scalar_steps_before_reshapes
 
 from .test_operators import TARGET, check, module, rand, run
 

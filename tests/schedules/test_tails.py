@@ -1,4 +1,4 @@
-"""Rows of a length known only at run time (`compiler/schedules/tails.py`, `rows.py`): a softmax or
+"""Rows of a length known only at run time (`compiler/schedules/lowering/tails.py`, `rows.py`): a softmax or
 a mean over rows of any length is vectorised along them, whole vectors without checks and the
 last, partial one checked lane by lane, with NumPy's results at lengths below, at and around
 the vector width, whether compiled with the peeling pass (`compile_cpu`) or without it."""
@@ -13,8 +13,8 @@ from tvm import relax, s_tir, sym, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
 from tfcheck.compiler.schedules.apply import RULE_ATTR
-from tfcheck.compiler.schedules.tails import TAIL_ATTR, peel_tails
-from tfcheck.compiler.schedules.unswitch import loops_in, map_blocks
+from tfcheck.compiler.schedules.lowering.tails import TAIL_ATTR, peel_tails
+from tfcheck.compiler.schedules.lowering.unswitch import loops_in, map_blocks
 
 from ..isa import skip_unless_runnable
 from . import reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from tfcheck.compiler.schedules.channel_padding import padded_channels
+from tfcheck.compiler.schedules.rewrites.channel_padding import padded_channels
 from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, depthwise_tile, divisors, max_rows, padded_rows,
                                               register_tile, row_tile, vector_tile, vector_width, weight_registers)
 

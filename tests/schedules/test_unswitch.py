@@ -1,4 +1,4 @@
-"""Tile-level unswitching (`compiler/schedules/unswitch.py`): a contraction over a symbolic batch
+"""Tile-level unswitching (`compiler/schedules/lowering/unswitch.py`): a contraction over a symbolic batch
 gets register tiles of several rows (what `tiling.register_tile` picks for 8 rows) whose full tiles
 carry no bound check, while the partial tile runs in half tiles and single rows; static kernels are
 left alone; results match NumPy at every batch size around the tile."""
@@ -12,10 +12,10 @@ from tvm import relax, s_tir, tirx
 
 from tfcheck.compiler.schedules import apply_default_schedules, compile_cpu
 from tfcheck.compiler.schedules.apply import legalize_and_fuse, schedule_module
-from tfcheck.compiler.schedules.contraction import SYMBOLIC_ROWS
-from tfcheck.compiler.schedules.target import vector_lanes, vector_registers
+from tfcheck.compiler.schedules.rules.contraction import SYMBOLIC_ROWS
+from tfcheck.compiler.schedules.cpu import vector_lanes, vector_registers
 from tfcheck.compiler.schedules.tiling import register_tile
-from tfcheck.compiler.schedules.unswitch import loops_in, unswitch_partial_tiles
+from tfcheck.compiler.schedules.lowering.unswitch import loops_in, unswitch_partial_tiles
 
 from ..isa import named_target, skip_unless_runnable
 from .test_known_sizes import symbolic_kernel

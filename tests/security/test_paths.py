@@ -20,10 +20,10 @@ import pytest
 from click.testing import Result
 
 import tfcheck
-from tfcheck.compiler.artifact import ArtifactCache, entry_problem, export_artifact
-from tfcheck.compiler.discover import discover
-from tfcheck.compiler.driver import export_clashes
-from tfcheck.compiler.runtime_bundle import runtime_record
+from tfcheck.compiler.cache.artifacts import ArtifactCache, entry_problem, export_artifact
+from tfcheck.compiler.trace.discover import discover
+from tfcheck.compiler.build.driver import export_clashes
+from tfcheck.compiler.build.export import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import Manifest, read_manifest
@@ -308,8 +308,8 @@ def test_discovery_refuses_a_literal_name_that_is_a_path(tmp_path: Path) -> None
 
 def test_target_suffixes_and_shape_tags_are_checked_as_part_of_the_export_name() -> None:
     pytest.importorskip("tvm")
-    from tfcheck.compiler.driver import _export_names
-    from tfcheck.compiler.messages import TracedVariant
+    from tfcheck.compiler.build.driver import _export_names
+    from tfcheck.compiler.process.messages import TracedVariant
 
     variants = [TracedVariant("", [{"shape": shape}], "", "", "") for shape in ([1, 4], [3, 4])]
     assert _export_names("f", variants, "__llvm-x86-64") == ["f__1x4__llvm-x86-64", "f__3x4__llvm-x86-64"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tfcheck.compiler.bench import _import_root, find_artifacts, time_calls, timed_inputs, group_by_function
-from tfcheck.compiler.messages import Budget
+from tfcheck.compiler.bench.latency import _import_root, find_artifacts, time_calls, timed_inputs, group_by_function
+from tfcheck.compiler.process.messages import Budget
 from tfcheck.runtime.manifest import Manifest, SymbolicDim, TensorSpec
 
 
@@ -142,7 +142,7 @@ def test_bench_builds_and_compares_a_function(project: Callable[..., Path], run_
 
 def test_markdown_table_shows_median_and_ratio_and_failures() -> None:
     from tfcheck.commands.bench import _markdown
-    from tfcheck.compiler.bench import FunctionBench, Measurement
+    from tfcheck.compiler.bench.latency import FunctionBench, Measurement
 
     result = FunctionBench("m.f", [{"name": "x", "shape": [2, 4], "dtype": "float32"}], [
         Measurement("tf.function", median_ms=2.0, ratio=1.0),

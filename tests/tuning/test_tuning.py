@@ -23,12 +23,12 @@ from tvm import relax  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.script import relax as R  # noqa: E402
 
-from tfcheck.compiler.model_timing import UntimeableModel, race, random_inputs  # noqa: E402
-from tfcheck.compiler.pipeline import compile_module  # noqa: E402
+from tfcheck.compiler.tuning.model_timing import UntimeableModel, race, random_inputs  # noqa: E402
+from tfcheck.compiler.build.compile import compile_module  # noqa: E402
 from tfcheck.compiler.schedules import apply_default_schedules, legalize_and_fuse  # noqa: E402
 from tfcheck.compiler.schedules.apply import RULE_ATTR  # noqa: E402
-from tfcheck.compiler.targets import host_cpu_target  # noqa: E402
-from tfcheck.compiler.tuning import (  # noqa: E402
+from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.tuning.metaschedule import (  # noqa: E402
     RpcConfig,
     default_database_root,
     target_database_dir,
@@ -181,7 +181,7 @@ def _record_unscheduled_kernel(mod: tvm.IRModule, target: tvm.target.Target, roo
     """Store, as if tuning had measured it, the operator's unscheduled loop nest taking `run_secs`."""
     from tvm import s_tir
 
-    from tfcheck.compiler.tuning import _TUNED, _commit, _open_database, _tunable_tasks
+    from tfcheck.compiler.tuning.metaschedule import _TUNED, _commit, _open_database, _tunable_tasks
 
     [task], _ = _tunable_tasks(legalize_and_fuse(mod, target), target)
     workload = task.dispatched[0]
@@ -260,7 +260,7 @@ def test_the_race_keeps_the_faster_model_and_reports_both_times() -> None:
 def test_models_whose_weights_are_parameters_race_each_with_its_own_weights() -> None:
     """With their constants lifted (a build with its weights as inputs), the unscheduled model
     takes the weight as it is and the scheduled one takes it packed: other shapes."""
-    from tfcheck.compiler.library_weights import lift_constants
+    from tfcheck.compiler.build.library_weights import lift_constants
 
     target = _target()
     mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
@@ -283,7 +283,7 @@ def test_a_model_without_static_input_shapes_cannot_be_raced() -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("tvm-tuning")
 def test_tuned_schedules_pack_constant_weights_at_build_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfcheck.compiler import tuning
+    from tfcheck.compiler.tuning import metaschedule as tuning
 
     monkeypatch.setattr(tuning, "_measure_defaults", lambda *args: None)  # only tuned schedules compete
     target = _target()

@@ -3,7 +3,7 @@
 Given artifacts (an `--out` folder, the cache, or one artifact), it measures them; given source
 files or modules, it first builds them with `tfcheck build` (default schedules, and tuned ones
 with `--tune`) in a child process. Every backend is measured in its own child process
-(`compiler/bench.py`): this process imports neither TensorFlow nor TVM.
+(`compiler/bench/latency.py`): this process imports neither TensorFlow nor TVM.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tfcheck.requirements import require
 from tfcheck.runtime.manifest import MANIFEST
 
 if TYPE_CHECKING:
-    from tfcheck.compiler.bench import FunctionBench, Measurement
+    from tfcheck.compiler.bench.latency import FunctionBench, Measurement
     from tfcheck.runtime.manifest import Manifest
 
 BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
@@ -52,8 +52,8 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
           seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float) -> None:
     """Compare compiled artifacts with every way TensorFlow runs the same function."""
     require("bench", "build")
-    from tfcheck.compiler.bench import bench_function, find_artifacts, group_by_function
-    from tfcheck.compiler.messages import Budget
+    from tfcheck.compiler.bench.latency import bench_function, find_artifacts, group_by_function
+    from tfcheck.compiler.process.messages import Budget
 
     chosen = _backends(backends)
     console = table_console(stderr=output_format != "text")

@@ -1,7 +1,7 @@
 """`tfcheck build` and `tfcheck inspect`: compile `@tfcheck.aot` functions with Apache TVM.
 
 The main process never imports TensorFlow: functions are found statically, and tracing and
-compiling happen in child processes (see `compiler/driver.py`).
+compiling happen in child processes (see `compiler/build/driver.py`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from tfcheck.requirements import require
 from tfcheck.runtime.manifest import CACHE_DIR
 
 if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for none of it
-    from tfcheck.compiler.discover import AnnotatedFunction
-    from tfcheck.compiler.driver import BuildOptions, BuildRecord
+    from tfcheck.compiler.trace.discover import AnnotatedFunction
+    from tfcheck.compiler.build.driver import BuildOptions, BuildRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -54,8 +54,8 @@ def _find_functions(arguments: tuple[str, ...], config: Config,
                     signatures: tuple[str, ...] = ()) -> tuple[list[AnnotatedFunction], list[str]]:
     """Annotated functions in the given files, folders or dotted module names (default: `.`),
     and the requested signatures (default: all) of the SavedModel folders among them."""
-    from tfcheck.compiler.discover import discover, resolve_module_argument
-    from tfcheck.compiler.saved_model import is_saved_model, saved_model_functions
+    from tfcheck.compiler.trace.discover import discover, resolve_module_argument
+    from tfcheck.compiler.trace.saved_model import is_saved_model, saved_model_functions
     from tfcheck.files import discover as discover_files
 
     paths: list[Path] = []
@@ -88,7 +88,7 @@ def _resolve_target(target: str | None, arch: str | None, config: Config,
     host CPU's LLVM name is kept in `record_dir` (the artifact cache), so that an unchanged rebuild
     need not import TVM to learn it again.
     """
-    from tfcheck.compiler.targets import TargetError, resolve_target
+    from tfcheck.compiler.build.targets import TargetError, resolve_target
 
     named = target or config.build.target
     try:
@@ -132,7 +132,7 @@ class _SilentReporter:
 
 
 def _run(functions: list[AnnotatedFunction], options: BuildOptions, output_format: str, console: Console) -> list[BuildRecord]:
-    from tfcheck.compiler.driver import build_all
+    from tfcheck.compiler.build.driver import build_all
 
     if not functions:  # no progress display: its empty render is a blank line
         return []
@@ -187,7 +187,7 @@ _STATUS_ORDER = ("built", "cached", "checked", "failed")
 
 def summary_lines(records: list[BuildRecord]) -> list[str]:
     """`3 built, 2 cached, 1 failed`, the cache the artifacts are in, and what --out exported where."""
-    from tfcheck.compiler.driver import display_path
+    from tfcheck.compiler.build.driver import display_path
 
     counts = {status: sum(r.status == status for r in records) for status in _STATUS_ORDER}
     lines = [", ".join(f"{count} {status}" for status, count in counts.items() if count)]
@@ -256,7 +256,7 @@ def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | 
         return None
     if bool(rpc_tracker) != bool(rpc_key):
         raise click.BadParameter("give both or neither", param_hint="--rpc-tracker/--rpc-key")
-    from tfcheck.compiler.tuning import default_database_root
+    from tfcheck.compiler.tuning.metaschedule import default_database_root
 
     database = tuning_db or (Path(config.build.tuning_db) if config.build.tuning_db else default_database_root())
     return {"trials": trials, "database_dir": str(database.resolve()), "rpc_tracker": rpc_tracker, "rpc_key": rpc_key}
@@ -304,7 +304,7 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     failed, 2 bad arguments or unreadable files.
     """
     require("build", "build")
-    from tfcheck.compiler.driver import BuildOptions, jobs_for
+    from tfcheck.compiler.build.driver import BuildOptions, jobs_for
 
     config = _load_config()
     console = _console(output_format)
@@ -373,7 +373,7 @@ def inspect(paths: tuple[str, ...], output_format: str, timeout: float, signatur
     operators, marking those that TVM's TFLite importer cannot import (the same as
     `tfcheck build --dry-run --no-lint`)."""
     require("inspect", "build")
-    from tfcheck.compiler.driver import BuildOptions
+    from tfcheck.compiler.build.driver import BuildOptions
 
     config = _load_config()
     console = _console(output_format)

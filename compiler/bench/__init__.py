@@ -1,0 +1,1 @@
+"""`tfcheck bench`: each backend timed in its own child process, in turns."""

@@ -1,0 +1,183 @@
+"""Child process: TFLite flatbuffer -> Relax -> schedules (or tuning) -> compile -> export -> verify.
+
+Run as `python -m tfcheck.compiler.build.compile request.json` (see `compiler/process/child.py`), so that a
+crash inside TVM or LLVM fails one function instead of the whole build. The request names the
+traced variant's folder, the target JSON and the folder to export `lib.so` into; the result says
+what the manifest needs (CPU features, device code, verification). A CPU build with its weights as
+inputs exports `lib.so` without its large constants and writes them to the artifact's weights
+file beside it (`compiler/build/library_weights.py`, docs/build.md "Memory").
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from tfcheck.compiler.process.child import EventWriter, StepError, child_main
+from tfcheck.compiler.process.messages import CompileRequest, CompileResult
+from tfcheck.compiler.build.targets import device_of
+from tfcheck.runtime.manifest import LIBRARY
+from tfcheck.runtime.threads import use_all_cores
+from tfcheck.runtime.weights import WEIGHTS
+
+
+def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResult:
+    """Compile one traced variant for one target and verify the exported library."""
+    # Before any TVM code can start the thread pool (constant folding runs the weight-packing
+    # kernels): the race and the tuning measurements must time with a loaded artifact's threads.
+    use_all_cores()
+    import tvm
+
+    from tfcheck.compiler.frontend.importer import import_variant
+    from tfcheck.compiler.build.library_weights import save_constants
+    from tfcheck.compiler.frontend.loop_unroll import unroll_constant_loops
+
+    events.stage("compile")
+    started = time.monotonic()
+    variant = Path(request.variant_dir)
+    target_json = request.target
+    target = tvm.target.Target(target_json)
+    device = device_of(target_json)
+    # No reference to the imported module outlives compiling it: its constants (every weight) would
+    # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
+    # count known here (RNN layers over a static sequence) run unrolled (`compiler/frontend/loop_unroll.py`).
+    # A function whose weights are inputs keeps them out of the library as well (`lift_constants`).
+    compiled = compile_module(unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights)),
+                              target, device, request.tuning, lift=device == "cpu" and request.weights > 0)
+    executable = compiled.executable
+    library = Path(request.out_dir) / LIBRARY
+    result: dict[str, Any] = {"tvm": tvm.__version__}
+    if compiled.weights:
+        result["library_weights"] = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS)
+    if compiled.tuning is not None:
+        result["tuning"] = compiled.tuning
+    if compiled.budget_fallbacks:
+        result["budget_fallbacks"] = compiled.budget_fallbacks
+    if device == "cuda":
+        from tfcheck.compiler.build.cuda import export_cuda_library
+
+        result["device_code"] = export_cuda_library(executable, library, target_json["arch"], variant)
+    else:
+        executable.export_library(str(library))
+        result["cpu_features"] = compiled_cpu_features(target)
+    del compiled, executable  # their constants (every weight) need not stay resident through verification
+    result["compile_seconds"] = round(time.monotonic() - started, 3)
+    events.stage("verify")
+    result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device, result.get("library_weights", 0))
+    return CompileResult(**result)
+
+
+class Compiled(NamedTuple):
+    """A compiled module and what the build report says about how it was scheduled."""
+
+    executable: Any
+    weights: list[Any]  # the constants `main` takes after the user's inputs (`lift_constants`); [] for none
+    tuning: dict[str, Any] | None  # what tuning did, when it ran
+    # kernels whose first-choice default schedule was over the code-size budget (schedules/budget.py)
+    budget_fallbacks: list[dict[str, Any]]
+
+
+def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None, lift: bool = False) -> Compiled:
+    """Schedule and compile the imported module; with `lift` (CPU only), `main`'s large constants
+    become its last parameters once scheduled and packed (`lift_constants`).
+
+    GPU kernels need thread bindings, which TVM's dlight rules add; the CPU gets the project's
+    default schedules, or the faster, as a whole model, of them and MetaSchedule's tuning.
+    """
+    import tvm
+
+    if device == "cuda":
+        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), [], None, [])
+    from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
+
+    default = apply_default_schedules(mod, target)
+    fallbacks = budget_fallbacks(default)
+    if not tuning:
+        return Compiled(*_compile_cpu(_lifted(default, lift), target), None, fallbacks)
+    return Compiled(*_tune(mod, default, target, tuning, lift), fallbacks)
+
+
+def _lifted(mod: Any, lift: bool) -> Any:
+    """`lift_constants(mod)`, or `mod` as it is (a `LiftedConstants` either way)."""
+    from tfcheck.compiler.build.library_weights import LiftedConstants, lift_constants
+
+    return lift_constants(mod) if lift else LiftedConstants(mod, [])
+
+
+def _compile_cpu(lifted: Any, target: Any) -> tuple[Any, list[Any]]:
+    """The executable of a `LiftedConstants`' module, and the constants it takes."""
+    from tfcheck.compiler.schedules import compile_cpu
+
+    return compile_cpu(lifted.mod, target), lifted.values
+
+
+def _gpu_schedules(mod: Any, target: Any) -> Any:
+    """Thread bindings for every kernel, from dlight's rules (most specific first)."""
+    from tvm import relax
+    from tvm.s_tir import dlight
+
+    with target:
+        mod = relax.get_pipeline("zero")(mod)
+        return dlight.ApplyDefaultSchedule(
+            dlight.gpu.Matmul(), dlight.gpu.GEMV(), dlight.gpu.Reduction(),
+            dlight.gpu.GeneralReduction(), dlight.gpu.Fallback(),
+        )(mod)
+
+
+def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any],
+          lift: bool) -> tuple[Any, list[Any], dict[str, Any]]:
+    """Tune per operator, then race the tuned model against the default one as a whole and keep
+    the faster: per-kernel timings do not add up to the model's (see `compiler/tuning/model_timing.py`).
+    With `lift`, each candidate takes its own constants as parameters (random ones in the race)."""
+    from tfcheck.compiler.tuning.model_timing import UntimeableModel, race
+    from tfcheck.compiler.tuning.metaschedule import RpcConfig, tune_module
+
+    rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
+    tuned = tune_module(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
+    summary = tuned.summary()
+    if not tuned.tasks_taking_tuned:
+        return *_compile_cpu(_lifted(default, lift), target), {**summary, "whole_model": {"kept": "default"}}
+    candidates = {"tuned": _lifted(tuned.mod, lift), "default": _lifted(default, lift)}
+    try:
+        result = race({name: candidate.mod for name, candidate in candidates.items()}, target, rpc)
+    except UntimeableModel as error:
+        return *_compile_cpu(candidates["tuned"], target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
+    return result.executables[result.winner], candidates[result.winner].values, {**summary, "whole_model": result.summary()}
+
+
+def compiled_cpu_features(target: Any) -> list[str]:
+    """The ISA features the code may use: LLVM's features for the target's CPU that are x86 vector
+    extensions (`targets.VECTOR_FEATURES`) or that this (the building) machine's /proc/cpuinfo
+    lists. LLVM's list mixes in tuning flags such as `prefer-256-bit` that no CPU reports; keeping
+    only real flags lets the runtime compare. The vector extensions are kept whatever the building
+    machine has: built for `znver4` on an AVX2 machine, the code still needs AVX-512, and the runtime
+    must refuse it on an AVX2 CPU (issue 39)."""
+    from tvm.target.codegen import llvm_get_cpu_features
+
+    from tfcheck.compiler.build.targets import VECTOR_FEATURES
+    from tfcheck.runtime.target import feature_key, host_cpu_features
+
+    host = host_cpu_features()
+    return sorted(name for name in llvm_get_cpu_features(target)
+                  if name in VECTOR_FEATURES or feature_key(name) in host)
+
+
+def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> dict[str, Any]:
+    """Run (with the `weights` values of the weights file beside the library, if any) and compare
+    where the device exists, at every size the tracing step saved inputs for
+    (one `io.npz`, or `io-<i>.npz` per verified size of a symbolic build); a CUDA build on a
+    machine without a GPU is reported as not verified rather than failed."""
+    from tfcheck.compiler.build.verify import compare_all
+
+    if device == "cuda":
+        from tfcheck.runtime.target import cuda_available
+
+        if not cuda_available():
+            return {"passed": None, "max_abs_error": None, "max_rel_error": None,
+                    "message": "not run: this machine has no NVIDIA GPU"}
+    return compare_all(library, io_paths, device, weights)
+
+
+if __name__ == "__main__":
+    child_main(compile_variant, CompileRequest)

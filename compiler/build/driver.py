@@ -1,0 +1,558 @@
+"""`tfcheck build` in the main process: discover, lint, trace, look up, compile, verify, store.
+
+Nothing here imports TensorFlow; TVM is imported only for the host target (unless the cache
+recorded it for this machine, `compiler/build/targets.py`) and the importer's operator table (for
+functions that are traced). Each function goes through its own child processes (`compiler/trace/tracing.py`, then
+`compiler/build/compile.py`), and every failure becomes a `BuildRecord` with a message, so one broken
+function never stops the others.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tfcheck import __version__
+from tfcheck.config import Config
+from tfcheck.compiler.cache.artifacts import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
+from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
+from tfcheck.compiler.trace.discover import AnnotatedFunction
+from tfcheck.compiler.cache.fastkey import recall, remember, remember_lifted_failure
+from tfcheck.compiler.frontend.importer import unimportable
+from tfcheck.compiler.process.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
+                                       TraceResult)
+from tfcheck.compiler.build.export import bundle_runtime, runtime_record
+from tfcheck.compiler.trace.symbolic import entries_example
+from tfcheck.compiler.build.targets import TargetError, describe, device_of, resolve_target
+from tfcheck.runtime.manifest import (FORMAT_VERSION, LIBRARY, WEIGHTS_FORMAT_VERSION, Manifest, SymbolicDim, TensorSpec,
+                                      Verification)
+from tfcheck.runtime.weights import WEIGHTS
+from tfcheck.runtime.paths import UnsafePathError, check_name
+from tfcheck.runtime.digest import file_sha256
+
+if TYPE_CHECKING:
+    from tfcheck.findings import Finding
+
+
+@dataclass
+class BuildOptions:
+    """What the command line (and config) decided for this run."""
+
+    target: dict[str, Any]
+    cache_dir: Path
+    # --target (or the config's `target`) was given: it replaces every function's `targets=`.
+    target_chosen: bool = False
+    arch: str | None = None  # --arch, for the functions that list "cuda" in `targets=`
+    out_dir: Path | None = None
+    lint: bool = True
+    dry_run: bool = False
+    shapes: dict[str, list[Any]] = field(default_factory=dict)  # config: qualname -> entries
+    dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # config: qualname -> dimension bounds
+    tuning: dict[str, Any] | None = None
+    config: Config | None = None  # for the lint gate
+    timeout: float = 1800.0
+    jobs: int = 1  # functions built at once (`jobs_for` caps --jobs by memory)
+
+
+@dataclass
+class BuildRecord:
+    """One row of the final table: one function, one shape entry, one target."""
+
+    function: str  # module.qualname
+    name: str
+    target: str
+    status: str  # built, cached, failed, checked (dry run)
+    seconds: float = 0.0
+    ops: int | None = None
+    operators: list[dict[str, Any]] = field(default_factory=list)
+    unsupported: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    verified: bool | None = None
+    size: int | None = None
+    artifact: str | None = None
+    exported: str | None = None
+    message: str | None = None
+    op: str | None = None
+    tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
+    budget_fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the manifest's, if any
+    dims: dict[str, Any] | None = None  # symbolic dimensions: name -> {"min", "max", "verified"}
+    fallback: bool = False  # a symbolic build that failed can fall back to the shape entries
+
+
+class Reporter(Protocol):
+    def stage(self, function: AnnotatedFunction, stage: str) -> None: ...
+
+    def done(self, function: AnnotatedFunction, records: list[BuildRecord]) -> None: ...
+
+
+# The compiler's modules, every stage folder's, all of which may decide the generated code: a list
+# of the "code generators" alone had missed the symbolic importer, the TFLite conversion and four
+# others, so a changed importer returned the artifacts of the old one.
+COMPILER_ROOT = Path(__file__).resolve().parents[1]
+
+
+def versions() -> dict[str, str]:
+    """The tool versions that go into the cache key and the manifest (TensorFlow's is added by
+    the tracing child), with a hash of the compiler's sources (a changed schedule gets a new key
+    even at the same version number)."""
+    return {"tfcheck": __version__, "compiler_sources": sources_digest(COMPILER_ROOT),
+            "tvm": importlib.metadata.version("apache-tvm"),
+            "tvm_ffi": importlib.metadata.version("apache-tvm-ffi")}
+
+
+def key_parts(options: BuildOptions) -> KeyParts:
+    """What the cache key holds besides the graph and TensorFlow's version."""
+    return KeyParts(options.target, compile_options(options), versions())
+
+
+def compile_options(options: BuildOptions) -> dict[str, Any]:
+    """The compile choices that change the generated code, for the cache key."""
+    if device_of(options.target) == "cuda":
+        return {"schedules": "dlight-gpu"}
+    if options.tuning:
+        return {"schedules": "metaschedule-or-default", "trials": options.tuning["trials"]}
+    return {"schedules": "tfcheck-default"}
+
+
+def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporter: Reporter) -> list[BuildRecord]:
+    """Build every function, up to `options.jobs` at once (each in its own child processes); the
+    records come back in the functions' order whatever order they finish in, failures included."""
+    lint = _LintGate(options.config) if options.lint else None
+    work_root = Path(tempfile.mkdtemp(prefix="tfcheck-build-"))
+    allow_children()
+
+    clashes = export_clashes(functions) if options.out_dir is not None else {}
+
+    def build(index: int, function: AnnotatedFunction) -> list[BuildRecord]:
+        started = time.monotonic()
+        if index in clashes:
+            result = [BuildRecord(function.label, function.artifact_name, describe(options.target), "failed",
+                                  message=clashes[index])]
+        else:
+            result = _build_for_targets(function, options, lint, work_root / str(index),
+                                        lambda stage: reporter.stage(function, stage))
+        for record in result:
+            record.seconds = round(time.monotonic() - started, 2)
+        reporter.done(function, result)
+        return result
+
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="tfcheck-build")
+    try:
+        futures = [pool.submit(build, index, function) for index, function in enumerate(functions)]
+        return [record for future in futures for record in future.result()]
+    except BaseException:
+        # Ctrl-C (or a bug here): the children run in their own sessions and would outlive us.
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_children()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        shutil.rmtree(work_root, ignore_errors=True)
+
+
+def export_clashes(functions: list[AnnotatedFunction]) -> dict[int, str]:
+    """Functions whose artifact name an earlier function of this build already has, by index, with
+    the message that fails them: with --out, one would replace the other's folder and
+    `tfcheck.load` could give only one of them that name (the first keeps it, so the outcome does
+    not depend on which job finishes first)."""
+    first: dict[str, AnnotatedFunction] = {}
+    clashes = {}
+    for index, function in enumerate(functions):
+        name = function.artifact_name
+        if function.problem:  # fails before anything is built (a missing signature): exports nothing
+            continue
+        if name not in first:
+            first[name] = function
+            continue
+        clashes[index] = (f"{function.label}: its artifact name {name!r} is also {first[name].label}'s; "
+                          "the artifacts of one --out folder need distinct names (each is a folder there "
+                          "and a name of `tfcheck.load`): give one of them @tfcheck.aot(name=...)")
+    return clashes
+
+
+# The memory one more job may need at once: its tracing or compiling child peaked at 0.6 GiB on the
+# zoo's small models (docs/benchmarks.md, "Incremental and parallel builds"); the large ones
+# (ResNet50, EfficientNetB0) were not measured, hence the margin.
+JOB_MEMORY = 2 * 1024**3
+
+
+def jobs_for(requested: int | None, available: int | None = None) -> tuple[int, str | None]:
+    """How many functions to build at once: `requested` (default: the cores this process may use),
+    capped so that each job has `JOB_MEMORY` of the memory available now; with a note when capped."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = requested or cores
+    if available is None:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    jobs = max(1, min(wanted, available // JOB_MEMORY))
+    if jobs == wanted:
+        return jobs, None
+    return jobs, (f"building {jobs} function{'s' if jobs > 1 else ''} at once instead of {wanted}: "
+                  f"{available / 1024**3:.1f} GiB of memory available, a build may take "
+                  f"{JOB_MEMORY / 1024**3:.0f} GiB")
+
+
+def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[str, Any]]:
+    """What to build `function` for: the target named on the command line (or in the config) if
+    any, else each entry of the function's `targets=`, else this machine's CPU. A dry run compiles
+    nothing, so it traces once, whatever the targets.
+
+    Raises TargetError for an entry that cannot be built (a "cuda" without --arch, say).
+    """
+    if options.target_chosen or options.dry_run or not function.targets:
+        return [options.target]
+    return [resolve_target(spec, options.arch if spec == "cuda" else None, options.cache_dir)
+            for spec in function.targets]
+
+
+def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
+                       work_dir: Path, on_stage: Callable[[str], None]) -> list[BuildRecord]:
+    """Build `function` for each of its targets; with several, each export name says its target."""
+    try:
+        targets = targets_of(function, options)
+    except TargetError as error:
+        failed = BuildRecord(function.label, function.name or function.qualname, ",".join(function.targets or []),
+                             "failed", message=f"{function.label}: targets={function.targets!r}: {error}")
+        return [failed]
+    records = []
+    for number, target in enumerate(targets):
+        suffix = f"__{describe(target).replace(':', '-')}" if len(targets) > 1 else ""
+        records += _build_one(function, replace(options, target=target), lint, work_dir / str(number),
+                              on_stage, suffix)
+    if lint is not None and function.saved_model:
+        for record in records:
+            record.message = record.message or f"{function.label}: not linted: a SavedModel holds graphs, not " \
+                                               "the Python source that the lint gate reads"
+    return records
+
+
+def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
+               work_dir: Path, on_stage: Callable[[str], None], export_suffix: str = "") -> list[BuildRecord]:
+    target_label = describe(options.target)
+    failed = BuildRecord(function.label, function.name or function.qualname, target_label, "failed")
+    if function.problem:
+        failed.message = function.problem
+        return [failed]
+    if lint is not None and not function.saved_model:
+        on_stage("lint")
+        blocking = lint.errors_in(function)
+        if blocking:
+            failed.message = f"{function.label}: error-level findings would be frozen into the artifact " \
+                             "(--no-lint skips this check):\n" + "\n".join(blocking)
+            return [failed]
+    request = _trace_request(function, options, work_dir)
+    records = _trace_and_build(function, options, request, failed, on_stage, export_suffix)
+    failed_symbolic = next((record for record in records if record.dims and record.status == "failed"), None)
+    if failed_symbolic is None:
+        return records
+    if not failed_symbolic.fallback:
+        # An operator that takes no symbolic size (named in the message): concrete shapes work.
+        failed_symbolic.message = (
+            f"{(failed_symbolic.message or '').rstrip('.')}; to build one artifact per size instead, list the "
+            "concrete shapes: "
+            + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
+                              not function.saved_model, failed_symbolic.dims))
+        return records
+    # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
+    # the shape entries still give one artifact each, as without symbolic dimensions.
+    per_shape = replace(request, symbolic=False, work_dir=str(work_dir / "per-shape"))
+    records = _trace_and_build(function, options, per_shape, failed, on_stage, export_suffix)
+    for record in records:
+        record.message = "; ".join(filter(None, [
+            f"{function.label}: no symbolic artifact ({failed_symbolic.message}); built one artifact per "
+            "shape entry instead", record.message]))
+    return records
+
+
+def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request: TraceRequest,
+                     failed: BuildRecord, on_stage: Callable[[str], None], export_suffix: str) -> list[BuildRecord]:
+    """Trace (or recall the trace), then build each traced variant."""
+    traced = None if options.dry_run else recall(options.cache_dir, request)
+    if traced is None:
+        outcome = run_child("tfcheck.compiler.trace.tracing", request, TraceResult, Path(request.work_dir),
+                            on_stage=on_stage, timeout=options.timeout)
+        traced = outcome.result
+        if traced is None:
+            return [_trace_failure(function, failed, outcome)]
+        if not options.dry_run:
+            remember(options.cache_dir, request, traced)
+    try:
+        export_names = _export_names(traced.name, traced.variants, export_suffix)
+    except UnsafePathError as error:
+        failed.message = f"{function.label}: {error}"
+        return [failed]
+    records = [
+        _build_variant(function, options, traced, variant, export_name, on_stage)
+        for variant, export_name in zip(traced.variants, export_names)
+    ]
+    for record, variant in zip(records, traced.variants):
+        record.dims = variant.dims
+        record.fallback = traced.has_shape_entries
+        if variant.frozen_because:
+            _say_frozen(function, record, variant.frozen_because)
+    lifted = [(record, variant) for record, variant in zip(records, traced.variants)
+              if variant.weights and record.status == "failed"]
+    if not lifted:
+        return records
+    # The weights as inputs took a route the frozen model does not (an operator TVM imports only
+    # with constant operands): build it frozen, as without lifting, and say why.
+    frozen = replace(request, weights="constants", work_dir=str(Path(request.work_dir) / "frozen"))
+    records = _trace_and_build(function, options, frozen, failed, on_stage, export_suffix)
+    for record in records:
+        _say_frozen(function, record, lifted[0][0].message or "")
+    if all(record.status in ("built", "cached") for record in records):
+        for record, variant in lifted:  # the next build of these keys goes straight to the frozen route
+            remember_lifted_failure(options.cache_dir, variant.key, record.message or "")
+    return records
+
+
+def _trace_failure(function: AnnotatedFunction, failed: BuildRecord, outcome: ChildOutcome[TraceResult]) -> BuildRecord:
+    """The failed record of a trace that failed; when the symbolic route failed to convert, with
+    its dims and inputs, so that `_build_one` falls back to the shape entries or says how."""
+    record = replace(failed, message=f"{function.label}: {outcome.error}", op=outcome.op)
+    if outcome.symbolic:
+        record.dims, record.inputs = outcome.symbolic["dims"], outcome.symbolic["inputs"]
+        record.fallback = outcome.symbolic["has_shape_entries"]
+    return record
+
+
+def _say_frozen(function: AnnotatedFunction, record: BuildRecord, lifted_failure: str) -> None:
+    """Put in front of the record's message why its weights are frozen into the graph."""
+    record.message = "; ".join(filter(None, [
+        f"{function.label}: built with its weights frozen into the graph, which costs more memory "
+        f"(with the weights as inputs: {lifted_failure})", record.message]))
+
+
+def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list[str]:
+    """Each variant's folder name under --out (`name[__<shape tag>][__<target>]`), checked before
+    anything is compiled: UnsafePathError for a name that is not a plain name (a `../x` would
+    replace a folder outside --out)."""
+    check_name(name, "artifact name")
+    several = len(variants) > 1
+    export_names = [(f"{name}__{shape_tag(variant.inputs)}" if several else name) + suffix for variant in variants]
+    for export_name in export_names:
+        check_name(export_name, "export name")
+    return export_names
+
+
+def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> TraceRequest:
+    """What the tracing child needs; the cache folder lets it stop right after freezing when the
+    cache already holds the artifact (not in a dry run, which reports the operators)."""
+    config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
+    config_dims = options.dims.get(function.label, options.dims.get(function.qualname))  # {} counts: all unbounded
+    return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
+                        path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
+                        config_shapes=config_shapes, config_dims=config_dims,
+                        cache_dir=None if options.dry_run else str(options.cache_dir),
+                        instance=function.instance,
+                        saved_model=str(function.path.resolve()) if function.saved_model else None)
+
+
+def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+                   variant: TracedVariant, export_name: str, on_stage: Callable[[str], None]) -> BuildRecord:
+    cache = ArtifactCache(options.cache_dir)
+    if variant.cached:
+        return _from_cache(function, options, variant.key, traced.name, export_name, cache)
+    record = BuildRecord(function.label, traced.name, describe(options.target), "checked",
+                         ops=sum(op["count"] for op in variant.operators),
+                         operators=variant.operators, unsupported=unimportable(variant.operators),
+                         inputs=variant.inputs)
+    if record.unsupported:
+        record.status = "failed"
+        record.op = ", ".join(op["op"] for op in record.unsupported)
+        record.message = f"{function.label}: TVM's TFLite importer cannot import " + "; ".join(
+            f"{op['op']} (from TensorFlow node {op['example']!r})" for op in record.unsupported)
+        return record
+    if options.dry_run:
+        return record
+    manifest, corrupt = cache.lookup(variant.key)
+    if manifest is None:
+        manifest = _compile_and_store(function, options, traced, variant, cache, record, on_stage)
+        if manifest is None:
+            return record
+        record.status = "built"
+        if corrupt:
+            record.message = f"rebuilt: the cached entry was corrupt ({corrupt})"
+    else:  # stored by a concurrent build since the tracing step looked
+        record.status = "cached"
+    _finish(record, manifest, cache.entry(variant.key), options, export_name)
+    return record
+
+
+def _from_cache(function: AnnotatedFunction, options: BuildOptions, key: str, name: str,
+                export_name: str, cache: ArtifactCache) -> BuildRecord:
+    """The record of an artifact that the tracing step found in the cache."""
+    record = BuildRecord(function.label, name, describe(options.target), "cached")
+    manifest, problem = cache.lookup(key)
+    if manifest is None:
+        record.status = "failed"
+        record.message = f"{function.label}: the cached artifact {key[:12]} went away during the build " \
+                         f"({problem or 'removed'}); run the build again"
+        return record
+    record.operators = list(manifest.operators or ())
+    record.ops = sum(op["count"] for op in record.operators)
+    record.inputs = [spec.to_json() for spec in manifest.inputs]
+    _finish(record, manifest, cache.entry(key), options, export_name)
+    return record
+
+
+def _finish(record: BuildRecord, manifest: Manifest, folder: Path, options: BuildOptions,
+            export_name: str) -> None:
+    """Fill in what the artifact says, and export it when --out was given."""
+    _fill_verify(record, manifest.verify)
+    record.tuning = manifest.tuning
+    record.budget_fallbacks = list(manifest.budget_fallbacks or ())
+    record.artifact = str(folder.resolve())
+    record.size = (folder / manifest.library).stat().st_size
+    if options.out_dir is not None:
+        problem = bundle_runtime(manifest.runtime, options.out_dir)
+        if problem is not None:
+            record.status, record.message = "failed", f"{record.function}: {problem}"
+            return
+        record.exported = str(export_artifact(folder, options.out_dir, export_name))
+
+
+def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+                       variant: TracedVariant, cache: ArtifactCache, record: BuildRecord,
+                       on_stage: Callable[[str], None]) -> Manifest | None:
+    """Compile into a staging folder; store only a verified (or, for CUDA without a GPU,
+    not runnable here) artifact. Fills `record` with the failure otherwise."""
+    staging = cache.new_staging()
+    request = CompileRequest(variant_dir=variant.dir, target=options.target, out_dir=str(staging),
+                             tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
+                             weights=variant.weights)
+    compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
+                         on_stage=on_stage, timeout=options.timeout)
+    result = compiled.result
+    if result is None or result.verify["passed"] is False:
+        cache.discard_staging(staging)
+        record.status = "failed"
+        if result is None:
+            record.message = f"{function.label}: {compiled.error}"
+        else:
+            _fill_verify(record, _verification(result))
+            record.message = (f"{function.label}: the artifact does not match TensorFlow: {result.verify['message']}"
+                              f"{_top_k_order_hint(variant)}")
+        return None
+    manifest = _manifest(function, options, traced, variant, result, staging / LIBRARY)
+    cache.commit(staging, manifest)
+    return manifest
+
+
+def _top_k_order_hint(variant: TracedVariant) -> str:
+    """Why a function with a top k may not match: `tf.math.top_k(..., sorted=False)` returns the k
+    values in whatever order TensorFlow's kernel leaves them, the artifact (TFLite's TOPK_V2,
+    always sorted) largest first; and values within rounding of each other may trade places.
+    RetinaNet's post-processing (retinanet-tensorflow2.x, 5000 of 76725 anchors per class): 99% of
+    the boxes mismatched with `sorted=False`, 4-6% with `sorted=True` (about 6500 near-equal pairs)."""
+    top_k = next((operator for operator in variant.operators if operator["op"] == "TOPK_V2"), None)
+    if top_k is None:
+        return ""
+    return (f" (the function takes a top k, from TensorFlow node '{top_k['example'].split(';')[0]}': the artifact "
+            "returns the k values sorted, largest first, where tf.math.top_k(..., sorted=False) leaves their order to "
+            "TensorFlow's kernel, so pass sorted=True; values within rounding of each other may still trade places, "
+            "and the outputs gathered at them with them)")
+
+
+def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+              variant: TracedVariant, result: CompileResult, library: Path) -> Manifest:
+    """The manifest of docs/artifact-format.md, with `operators`, `compile_options`,
+    `compile_seconds`, for CUDA `device_code`, for tuned builds `tuning`, and `budget_fallbacks`
+    when a kernel's schedule was over the code-size budget."""
+    return Manifest(
+        key=variant.key,
+        function=traced.name,
+        qualname=traced.qualname,
+        module=function.module,
+        source_file=display_path(function.path),
+        source_fingerprint=traced.source_fingerprint,
+        captures_fingerprint=variant.captures_fingerprint,
+        graph_fingerprint=variant.graph_sha256,
+        inputs=_specs(variant.inputs),
+        outputs=_specs(variant.outputs),
+        output_structure=variant.output_structure,
+        input_structure=tuple(variant.input_structure),
+        instance=function.instance,
+        target=options.target,
+        device=device_of(options.target),
+        cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,
+        versions=traced.versions,
+        runtime=runtime_record(device_of(options.target)),
+        library=LIBRARY,
+        library_sha256=file_sha256(library),
+        weights=_weights_record(library.parent / WEIGHTS, result.library_weights),
+        format_version=WEIGHTS_FORMAT_VERSION if result.library_weights else FORMAT_VERSION,
+        tuned=bool(options.tuning),
+        compile_options=compile_options(options),
+        verify=_verification(result),
+        operators=tuple(variant.operators),
+        compile_seconds=result.compile_seconds,
+        device_code=result.device_code,
+        tuning=result.tuning,
+        budget_fallbacks=tuple(result.budget_fallbacks) if result.budget_fallbacks else None,
+        dims={name: SymbolicDim(dim["min"], dim["max"], tuple(dim["verified"])) for name, dim in variant.dims.items()}
+        if variant.dims else None,
+        created=now_utc(),
+    )
+
+
+def _weights_record(path: Path, count: int) -> dict[str, Any] | None:
+    """The manifest's `weights` (tfcheck/runtime/weights.py) for the weights file the compile
+    child wrote with `count` values; None when it wrote none."""
+    if not count:
+        return None
+    return {"file": WEIGHTS, "size": path.stat().st_size, "sha256": file_sha256(path), "count": count}
+
+
+def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(entry["name"], tuple(entry["shape"]), entry["dtype"]) for entry in entries)
+
+
+def _verification(result: CompileResult) -> Verification:
+    return Verification(result.verify["max_abs_error"], result.verify["max_rel_error"], result.verify["passed"])
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when it is inside it (as the user would type it)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _fill_verify(record: BuildRecord, verify: Verification) -> None:
+    record.max_abs_error = verify.max_abs_error
+    record.max_rel_error = verify.max_rel_error
+    record.verified = verify.passed
+
+
+class _LintGate:
+    """Runs the linter once per file and answers which error-level findings fall in a function."""
+
+    def __init__(self, config: Config | None) -> None:
+        self._config = config
+        self._by_file: dict[Path, list[Finding]] = {}
+        self._lock = threading.Lock()  # parallel builds share the gate; each file is linted once
+
+    def errors_in(self, function: AnnotatedFunction) -> list[str]:
+        from tfcheck.findings import Severity
+        from tfcheck.runner import lint_paths
+
+        path = function.path.resolve()
+        with self._lock:
+            if path not in self._by_file:
+                self._by_file[path] = lint_paths([path], self._config, jobs=1, force_exclude=False).findings
+        return [f"{f.path}:{f.line}: {f.code} {f.message}" for f in self._by_file[path]
+                if f.severity == Severity.ERROR and f.line <= function.end_line and f.end_line >= function.line]

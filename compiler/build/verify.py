@@ -1,0 +1,149 @@
+"""Checking a compiled library against TensorFlow's outputs for the same generated inputs.
+
+The exported library file itself is loaded and run (not the in-memory executable), by the
+runtime's own loader (`tfcheck.runtime.tvm_backend`, with the runtime libraries the manifest will
+record), so what is verified is exactly what the cache stores, loaded as production loads it. An element passes when
+`|tvm - tf| <= atol * scale + rtol * |tf| + allowance`, with a tolerance for its dtype and `scale` the output's
+largest magnitude (at least 1): summation order differs between TVM and TensorFlow, and the
+rounding error that leaves grows with the size of the values summed, not with each element's own
+size. Integers and booleans must match exactly. The reported relative error is
+`max(|tvm - tf| / (|tf| + atol))`, which stays finite where TensorFlow's output is zero.
+
+`allowance` is what float32 itself cannot do better than on this model: `SPREAD_FACTOR` times the
+largest difference between TFLite's outputs (the same graph, run by TFLite's interpreter, saved by
+the tracing step: with XNNPACK, or its builtin kernels when the weights are inputs) and TensorFlow's. Most models leave it far below the tolerance; a model that
+amplifies rounding errors does not: the deep post-activation ResNets (ResNet101 and ResNet152 with
+random weights) turn a relative change of 1e-5 in their input into 3.6e-2 in their logits, and
+TensorFlow, TFLite (XNNPACK and reference kernels) and TVM each end up 1.4e-3 to 1.7e-3 away from
+a float64 evaluation of ResNet152, with TVM the closest (docs/build.md). A TFLite difference above
+`SPREAD_CAP` of the output's scale is not rounding (a conversion that changed the computation) and
+allows nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import json
+
+import numpy as np
+
+from tfcheck.compiler.process.child import StepError
+
+# dtype name -> (atol, rtol). float32 is loose enough for reassociated sums over ~10^5 terms
+# (ResNet50's widest reductions) and tight enough to catch a wrong layout or a dropped bias.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "float32": (1e-4, 1e-3),
+    "float64": (1e-8, 1e-7),
+}
+
+
+# The tracing step's key prefix for TFLite's outputs in io.npz (`tflite_output_<k>`).
+TFLITE_OUTPUT = "tflite_output_"
+# How many times TFLite's largest difference from TensorFlow the artifact may differ on top of the
+# tolerance: TVM's rounding is independent of TFLite's, and as large.
+SPREAD_FACTOR = 2.0
+# The largest TFLite difference, as a share of the output's scale, that counts as rounding.
+SPREAD_CAP = 1e-2
+
+
+def rounding_allowance(want: np.ndarray, second: np.ndarray | None, scale: float) -> float:
+    """`SPREAD_FACTOR` x TFLite's largest difference from TensorFlow on a float output; 0 without
+    TFLite's outputs, for other dtypes, or when the difference is too large to be rounding."""
+    if second is None or want.dtype.kind != "f" or second.shape != want.shape or second.dtype != want.dtype:
+        return 0.0
+    spread = float(np.abs(second.astype(np.float64) - want.astype(np.float64)).max(initial=0.0))
+    return SPREAD_FACTOR * spread if np.isfinite(spread) and spread <= SPREAD_CAP * scale else 0.0
+
+
+def compare(actual: list[np.ndarray], expected: list[np.ndarray],
+            tflite: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """Max absolute and relative error over all outputs, and whether all are within tolerance
+    (widened by `rounding_allowance` where TFLite's outputs for the same inputs are given)."""
+    if len(actual) != len(expected):
+        return {"passed": False, "max_abs_error": None, "max_rel_error": None,
+                "message": f"the artifact returned {len(actual)} outputs, TensorFlow {len(expected)}"}
+    seconds = tflite if tflite is not None and len(tflite) == len(expected) else [None] * len(expected)
+    max_abs = max_rel = 0.0
+    failures = []
+    for index, (got, want, second) in enumerate(zip(actual, expected, seconds)):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            failures.append(f"output {index}: {got.dtype}{list(got.shape)} instead of {want.dtype}{list(want.shape)}")
+            continue
+        atol, rtol = TOLERANCES.get(str(want.dtype), (0.0, 0.0))
+        difference = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        reference = np.abs(want.astype(np.float64))
+        if difference.size:
+            max_abs = max(max_abs, float(difference.max()))
+            max_rel = max(max_rel, float((difference / (reference + max(atol, 1e-30))).max()))
+        scale = max(1.0, float(reference.max())) if reference.size else 1.0
+        allowance = rounding_allowance(want, second, scale)
+        bad = int(np.count_nonzero(difference > atol * scale + rtol * reference + allowance))
+        if bad:
+            widened = f" + {allowance:.1e} ({SPREAD_FACTOR:g} x TFLite's own difference)" if allowance else ""
+            failures.append(f"output {index}: {bad} of {difference.size} elements beyond "
+                            f"atol={atol:g}, rtol={rtol:g}{widened}")
+    return {"passed": not failures, "max_abs_error": max_abs, "max_rel_error": max_rel,
+            "message": "; ".join(failures)}
+
+
+def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> list[np.ndarray]:
+    """Load the exported library as the runtime does, with the `weights` values of the weights
+    file beside it (`tfcheck/runtime/weights.py`), and run its entry on the saved inputs."""
+    from tfcheck.runtime.bundled import wheel_libraries
+    from tfcheck.runtime.inputs import aligned
+    from tfcheck.runtime.manifest import ENTRY
+    from tfcheck.runtime.tvm_backend import Executable
+    from tfcheck.runtime.weights import WEIGHTS, read_weights
+
+    data = np.load(io_path)
+    count = sum(1 for key in data.files if key.startswith("input_"))
+    values = read_weights(library.parent / WEIGHTS, weights) if weights else ()
+    executable = Executable(library, ENTRY, device, wheel_libraries(device), values)
+    return executable.run([aligned(data[f"input_{i}"]) for i in range(count)])
+
+
+def expected_outputs(io_path: Path) -> list[np.ndarray]:
+    """TensorFlow's outputs saved by the tracing step, in order."""
+    return _saved(io_path, "output_")
+
+
+def tflite_outputs(io_path: Path) -> list[np.ndarray] | None:
+    """TFLite's outputs saved by the tracing step, in order; None when it saved none."""
+    return _saved(io_path, TFLITE_OUTPUT) or None
+
+
+def _saved(io_path: Path, prefix: str) -> list[np.ndarray]:
+    data = np.load(io_path)
+    count = sum(1 for key in data.files if key.startswith(prefix))
+    return [data[f"{prefix}{i}"] for i in range(count)]
+
+
+def compare_all(library: Path, io_paths: list[Path], device: str, weights: int = 0) -> dict[str, Any]:
+    """`compare` at each saved set of inputs (`run_library`): the largest errors over all, passed when all pass;
+    a symbolic build's message says at which sizes it failed (`at batch=33: output 0: ...`)."""
+    results = []
+    for io_path in io_paths:
+        where = _sizes(io_path)
+        try:
+            actual = run_library(library, io_path, device, weights)
+        except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
+            raise StepError(f"running the compiled library{where} failed: {type(error).__name__}: {error}") from error
+        results.append((where, compare(actual, expected_outputs(io_path), tflite_outputs(io_path))))
+    errors = {key: [r[key] for _, r in results if r[key] is not None] for key in ("max_abs_error", "max_rel_error")}
+    return {"passed": all(r["passed"] for _, r in results),
+            **{key: max(values) if values else None for key, values in errors.items()},
+            "message": "; ".join(f"{where.strip()}: {r['message']}" if where else r["message"]
+                                 for where, r in results if not r["passed"])}
+
+
+def _sizes(io_path: Path) -> str:
+    """` at batch=33, tokens_1=17` for the inputs of a symbolic build's verified size, else ``."""
+    data = np.load(io_path)
+    if "sizes" not in data.files:
+        return ""
+    sizes = json.loads(str(data["sizes"]))
+    return " at " + ", ".join(f"{name}={size}" for name, size in sizes.items())

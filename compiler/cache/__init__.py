@@ -1,0 +1,1 @@
+"""The artifact cache: content-addressed artifacts and the records that let a rebuild skip work."""

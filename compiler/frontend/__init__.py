@@ -1,0 +1,1 @@
+"""TFLite flatbuffer -> Relax: TVM's importer with the fixes each operator needs."""

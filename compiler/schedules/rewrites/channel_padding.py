@@ -1,0 +1,182 @@
+"""Pad the output channels of convolutions to whole hardware vectors (a Relax rewrite before legalisation).
+
+The micro-kernel's tiles divide the output-channel extent (`tiling.py`), so an extent that whole
+vectors do not divide runs on narrower vectors: Xception's 1x1 convolutions over 728 channels
+(728 = 8 x 91) ran on 8-wide vectors with AVX-512, at half the machine's width, 1.96 ms for the
+14x14 map where the same convolution with 736 output channels took 0.91 ms. A convolution with
+constant weights whose output channels are not a multiple of the lanes gets its weights padded
+with zero filters up to the next multiple, and its output sliced back to the real channels: the
+slice is a copy, fused with the bias and activation that follow, and costs far less than the
+narrow vectors did. Only extents of at least `MIN_VECTORS` vectors are padded, so the padding adds
+at most 1/8 of the work.
+
+An output narrower than one vector whose width is not a power of two (a 10-class classifier) is cut
+into several narrow vectors (10 = five 2-wide ones); padded to one full vector it issues a fifth
+of the FMAs. That applies to convolutions and to `matmul` with constant weights (a dense layer):
+the benchmark MLP's last layer, 32 x 512 -> 10, took 3.4 us instead of 11.1 us.
+
+The output width is the register tile's rows, and tiles divide it too: a prime width (InceptionV3's
+17x17 and 71x71 maps) got a tile of one row, so every weight vector loaded fed one FMA. Such a
+convolution gets extra zero padding on the right of its input, enough for `tiling.padded_rows`
+output columns (18 for 17: two tiles of 9 rows), and its output sliced back, by each register tile
+as it writes its output (`contraction._is_crop`) where the channels are not sliced too. The
+same holds for NDHWC 3-D convolutions (keras.io's CT-scan classifier), whose width is also the
+axis before the channels; a wider tile is only taken where it pays (`_width_worth_padding`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.target import Target
+
+from tfcheck.compiler.schedules import cpu
+from tfcheck.compiler.schedules.tiling import max_rows, padded_rows
+
+# The convolutions padded: Relax op -> (its constructor, the data/output and kernel layouts taken).
+_CONVOLUTIONS = {
+    "relax.nn.conv2d": (relax.op.nn.conv2d, "NHWC", "HWIO"),
+    "relax.nn.conv3d": (relax.op.nn.conv3d, "NDHWC", "DHWIO"),
+}
+
+# A convolution's width is padded when each output sums at least this many products, or when its
+# output fits in this many bytes (about the two cores' L2): `_width_worth_padding`.
+MIN_PADDED_REDUCTION = 64
+CACHED_OUTPUT_BYTES = 4 << 20
+
+# The fewest whole vectors of output channels worth padding (below, the extra work outweighs the gain).
+MIN_VECTORS = 8
+
+
+def padded_channels(channels: int, lanes: int) -> int:
+    """The output channels to compute: the next multiple of `lanes`, or `channels` when it already
+    is one or is too narrow for padding to pay.
+
+    Under one vector, a width that is not a power of two (a 10-class classifier) is cut into
+    several narrow vectors (10 = five 2-wide ones): one full vector instead issues a fifth of the
+    FMAs for 1.6x the work (docs/schedules.md, "Narrow outputs").
+    """
+    if lanes <= 1 or channels % lanes == 0:
+        return channels
+    if channels < lanes:
+        return lanes if channels & (channels - 1) else channels
+    if channels < MIN_VECTORS * lanes:
+        return channels
+    return -(-channels // lanes) * lanes
+
+
+@relax.expr_functor.mutator
+class _ChannelPadder(relax.PyExprMutator):
+    """Rewrites `conv2d(x, W)` (NHWC, HWIO, constant W, no groups) into `conv2d(x, pad(W))[..., :N]`,
+    a convolution (2-D or 3-D) of an awkward output width `Wo` into one of more columns sliced back,
+    and a narrow `matmul(x, W)` with constant W into `matmul(x, pad(W))[..., :N]`."""
+
+    def __init__(self, mod: tvm.IRModule, lanes: int, rows: int) -> None:
+        super().__init__(mod)
+        self.lanes = lanes
+        self.rows = rows
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's visitor name
+        call = super().visit_call_(call)
+        name = call.op.name if isinstance(call.op, tvm.ir.Op) else None
+        if name == "relax.matmul":
+            return self._padded_matmul(call)
+        form = _CONVOLUTIONS.get(name)
+        if form is None:
+            return call
+        convolve, data_layout, kernel_layout = form
+        data, weight = call.args
+        attrs = call.attrs
+        if (not isinstance(weight, tvm.ir.expr.Constant) or attrs.groups != 1 or attrs.data_layout != data_layout
+                or attrs.kernel_layout != kernel_layout or attrs.out_layout != data_layout):
+            return call
+        kernel = weight.value.numpy()
+        normalized = self.builder_.normalize(call)
+        width = _static_width(normalized)
+        if kernel.dtype != np.float32 or width is None:
+            return call
+        channels = kernel.shape[-1]
+        padded = padded_channels(channels, self.lanes)
+        wider = width > 1 and _width_worth_padding(normalized, kernel.shape)
+        columns = padded_rows(width, self.rows) if wider else width
+        if (padded, columns) == (channels, width):
+            return call
+        wide = np.pad(kernel, [(0, 0)] * (kernel.ndim - 1) + [(0, padded - channels)])
+        # Padding is [before each spatial axis..., after each...]: the width's "after" is the last.
+        padding = [int(p) for p in attrs.padding]
+        padding[-1] += (columns - width) * int(attrs.strides[-1])
+        convolution = self.builder_.emit(convolve(
+            data, relax.const(wide), attrs.strides, padding, attrs.dilation, attrs.groups,
+            attrs.data_layout, attrs.kernel_layout, attrs.out_layout, attrs.out_dtype))
+        axis = len(data_layout) - 2  # the width's axis; the channels' is the next
+        return relax.op.strided_slice(convolution, axes=[axis, axis + 1], begin=[0, 0], end=[width, channels])
+
+    def _padded_matmul(self, call: relax.Call) -> relax.Expr:
+        """`matmul(x, W)` with constant float32 weights `W[K, N]`, N narrower than one vector, as
+        `matmul(x, pad(W))[..., :N]` when `padded_channels` pads N; FoldConstant computes the
+        padded weights at build time."""
+        data, weight = call.args
+        shape = static_shape(weight)
+        if (shape is None or len(shape) != 2 or weight.ty.dtype != "float32"
+                or not self._is_constant(weight)):
+            return call
+        channels = shape[1]
+        # Only a width under one vector: an ImageNet classifier's 1000 columns padded to 1008 ran
+        # no faster at batch 1 (docs/schedules.md, "Narrow outputs").
+        padded = padded_channels(channels, self.lanes) if channels < self.lanes else channels
+        if padded == channels:
+            return call
+        wide = self.builder_.emit(relax.op.nn.pad(weight, [0, 0, 0, padded - channels]))
+        product = self.builder_.emit(relax.op.matmul(data, wide, out_dtype=call.attrs.out_dtype))
+        last = product.ty.ndim - 1  # the legalised strided_slice takes no negative axis
+        return relax.op.strided_slice(product, axes=[last], begin=[0], end=[channels])
+
+    def _is_constant(self, expr: relax.Expr) -> bool:
+        """Whether `expr` is a constant or computed from constants alone (the importer's
+        `permute_dims` of a fully connected layer's weights)."""
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return True
+        bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        return isinstance(bound, relax.Call) and all(self._is_constant(arg) for arg in bound.args)
+
+
+def _width_worth_padding(call: relax.Call, kernel: tuple[int, ...]) -> bool:
+    """Whether a wider register tile pays for what padding costs: the extra columns and a bound
+    check on each load of the padded input, small next to a long reduction or while the output
+    stays in cache. keras.io's CT-scan Conv3D over 1 input channel (27 multiply-adds per output, a
+    256 MB output) ran 3.3x slower padded when the slice was a pass of its own, still 1.10-1.15x
+    with the slice in the tile (`contraction._is_crop`); its next, over 64 channels, 2x faster
+    (445 -> 202 ms); InceptionV3's first convolution (27 per output, 2.8 MB) 0.58 -> 0.46 ms.
+    The output's size is one example's: a symbolic batch counts as 1."""
+    reduction = int(np.prod(kernel[:-1]))
+    values = call.ty.shape.values
+    example = np.prod([int(v.value) for v in values if isinstance(v, tvm.tirx.IntImm)], dtype=np.int64)
+    return reduction >= MIN_PADDED_REDUCTION or int(example) * 4 <= CACHED_OUTPUT_BYTES
+
+
+def _static_width(call: relax.Call) -> int | None:
+    """The output width (the axis before the channels) of a convolution, or None when it is not a
+    constant."""
+    shape = getattr(call.ty, "shape", None)
+    value = shape.values[-2] if shape is not None and len(shape.values) in (4, 5) else None
+    return int(value.value) if isinstance(value, tvm.tirx.IntImm) else None
+
+
+def static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
+    """The shape of a tensor expression, or None unless every dimension is a constant."""
+    shape = getattr(expr.ty, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(isinstance(value, tvm.tirx.IntImm) for value in values):
+        return None
+    return tuple(int(value.value) for value in values)
+
+
+def pad_output_channels(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
+    """Every Relax function of `mod` with its narrow-vector and awkward-width convolutions and its
+    narrow dense layers padded (see the module)."""
+    padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), max_rows(cpu.vector_registers(target)))
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            padder.builder_.update_func(gvar, padder.visit_expr(func))
+    return padder.builder_.get()

@@ -1,0 +1,407 @@
+"""The rule for reductions whose innermost output axis is contiguous: matmul, conv2d, depthwise, pooling.
+
+All of them are ``out[..., rows, cols] = reduce over r of f(inputs)`` where ``cols`` (the output
+channels for NHWC convolutions, N for matmul) is the last axis of the output and of at least one
+input. The rule builds the classic CPU micro-kernel around that:
+
+- a register tile of ``rows x cols`` accumulators (``cols`` a few whole vectors), kept in registers
+  by computing it into a small intermediate and unrolling over ``rows``;
+- all reduction loops between the outer (parallel) loops and the register tile;
+- the bias/activation epilogue computed right after each tile, while it is still in cache;
+- outer tiles fused into one loop, split over the cores;
+- the zero padding read in place: a pad by nothing (1x1 and 'valid' convolutions) is inlined,
+  which saved 2-5% of ResNet50's and MobileNetV2's time, and a real padding too, as a bound check
+  on the input's loads, which spares a pass over the input on every call; other producers (casts)
+  are left as their own (parallel, vectorised) loops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import tvm_ffi
+from tvm import s_tir, sym, tirx
+from tvm.target import Target
+
+from tfcheck.compiler.schedules import blocks, cpu
+from tfcheck.compiler.schedules.lowering import over_cores
+from tfcheck.compiler.schedules.rules import fallback
+from tfcheck.compiler.schedules.tiling import TileSize, register_tile, vector_width
+
+SBlockRV = s_tir.schedule.SBlockRV
+LoopRV = s_tir.schedule.LoopRV
+
+# Multiply-adds (iterations of the reduction block at the smallest sizes: `blocks.iterations`) below
+# which a kernel runs serially: about 5 us of work on one Zen 5 core, twice the thread pool's round
+# trip on a quiet machine. Below it the parallel loop lost at every size measured (a 32x64x64 matmul: 1.7-4.6 us
+# against 1.5 us serially), and on a loaded machine a parallel region can wait a scheduler time
+# slice for a descheduled worker: the token model at batch 1 took 20-30 ms a call (docs/benchmarks.md).
+PARALLEL_MIN_WORK = 1 << 19
+
+# Bytes read (a symbolic extent as 1) from which a kernel runs over the cores whatever its
+# multiply-adds: a pooling or a mean does a load per iteration and nothing else. The benchmark
+# CNN's max pooling (1 MB, 262k iterations) and mean (512 KB) ran serially, reading half of their
+# input from the other core's cache; split, the CNN took 9-12% less. Means of 245-392 KB
+# (MobileNetV2's, ResNet50's) lost 0.5-1.5 us split (docs/schedules.md, "Pooling and means over the cores").
+PARALLEL_MIN_BYTES = 512 << 10
+
+# Weights up to this many bytes never keep the column tiles outside the rows (`_rows_first`): both
+# cores reading all of them costs little.
+SMALL_WEIGHTS = 256 << 10
+# Weights over this many bytes keep the column tiles outside the rows even where the output is
+# larger (`_rows_first`): more than a core's L2 holds, they would pass through it again every few
+# pixels. A 3x3 convolution of 256 to 256 channels at 64x64 (2.3 MiB of weights, AdaIN's; RetinaNet's
+# at 80x80): 29-34 ms with the rows outside, 17-19 ms with the columns (docs/build.md, "Users' models").
+CACHED_WEIGHTS = 1 << 20
+
+# The size a symbolic rows axis (a batch, an image's width, a sequence of any length) is tiled for,
+# as a static axis of that size would be: its divisors let the tile take 7 rows, the tile of the
+# image widths of a 224x224 model (112, 56, 28, 14, 7) and of the 128- and 256-token sequences'
+# static builds, or 4 or 8. Tiled for 8 (the batch-8 tile, docs/benchmarks.md "MLP at batch 8"),
+# MobileNetV2's 7x7x320 -> 1280 convolution over an image of any size took a 2 x 5-vector tile and
+# 132 us at 224x224 against 79 us static; with 56, 79 us (docs/schedules.md, "Images of any size").
+SYMBOLIC_ROWS = 56
+
+
+def main_block(sch: s_tir.Schedule) -> SBlockRV | None:
+    """The single reduction block of the function, when its shape fits the micro-kernel."""
+    reductions = [b for b in blocks.child_blocks(sch) if blocks.is_reduction(sch, b)]
+    if len(reductions) != 1:
+        return None
+    main = reductions[0]
+    kinds = blocks.iter_kinds(sch, main)
+    loops = sch.get_loops(main)
+    if len(loops) != len(kinds) or "RS" in kinds or not kinds.startswith("S"):
+        return None
+    # Symbolic extents (a batch of any size) are allowed on the outer spatial loops, where a tile
+    # split leaves a bound check per row, and on the reduction, which the tile runs whole; the
+    # columns, cut into whole vectors, must be static.
+    spatial = kinds.count("S")
+    if blocks.extent(sch, loops[spatial - 1]) is None:
+        return None
+    return main if _cols_axis_is_contiguous(sch.get(main)) else None
+
+
+def _cols_axis_is_contiguous(block: tirx.SBlock) -> bool:
+    """Whether the last spatial iterator indexes the last axis of the output and of some input."""
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
+    cols = spatial[-1]
+    if not block.writes or not blocks.is_var(blocks.innermost_index(block.writes[0]), cols):
+        return False
+    return any(blocks.is_unit_stride(blocks.innermost_index(read), cols) for read in block.reads)
+
+
+def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
+    """Index of the spatial loop to tile into register rows: the innermost one (before cols) longer than 1."""
+    for index in range(len(spatial) - 2, -1, -1):
+        extent = blocks.extent(sch, spatial[index])
+        if extent is None or extent > 1:
+            return index
+    return None
+
+
+def _written_shape(sch: s_tir.Schedule, block: SBlockRV) -> list | None:
+    """The shape of the one buffer ``block`` writes, or None when it writes several."""
+    writes = sch.get(block).writes
+    return list(writes[0].source.shape) if len(writes) == 1 else None
+
+
+def _is_crop(block: tirx.SBlock, shape: list) -> bool:
+    """Whether ``block`` maps the leading part of a ``shape`` tensor elementwise (a slice that drops
+    the columns a padded convolution computed extra, with what follows it): each output element
+    comes from the element at the same position, the last axis, the tile's vectors, is whole, and
+    no axis is longer than ``shape``'s. (A zero padding after the kernel, MobileNetV2's
+    `ZeroPadding2D` after an expansion, also reads each element in place, but its extra row and
+    column lie outside every tile: taken for a crop, they were never written.)"""
+    store = block.body
+    axes = [iv.var for iv in block.iter_vars]
+    if not isinstance(store, tirx.BufferStore) or len(axes) != len(shape) or len(store.indices) != len(shape):
+        return False
+    analyzer = sym.Analyzer()
+    if not all(analyzer.can_prove(written <= whole) for written, whole in zip(store.buffer.shape, shape)):
+        return False
+    if any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+        return False
+    if not tvm_ffi.structural_equal(store.buffer.shape[-1], shape[-1]):
+        return False
+
+    def in_place(regions: list) -> bool:
+        return all(blocks.is_var(r.min, axis) and isinstance(r.extent, tirx.IntImm) and r.extent.value == 1
+                   for r, axis in zip(regions, axes))
+
+    return all(blocks.is_var(index, axis) for index, axis in zip(store.indices, axes)) and any(
+        tvm_ffi.structural_equal(list(read.source.shape), shape) and in_place(read.region) for read in block.reads)
+
+
+def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> SBlockRV | None:
+    """Inline the elementwise chain after ``main`` into its last block and return that block.
+
+    Only consumers of ``main``'s own shape join the epilogue, and one crop (`_is_crop`) with the
+    chain of its shape after it: a convolution padded to a wider output (`channel_padding.py`)
+    then writes only its real columns from each tile, instead of writing the whole padded output
+    to a buffer of its own for a second pass (28 MB for keras.io's CT-scan classifier's second
+    layer; docs/schedules.md, "Slices in the tile"). A consumer that broadcasts the
+    result over a larger tensor (squeeze-and-excitation: a 1x1 convolution of the pooled
+    ``[1, 1, 1, C]`` tensor, a sigmoid, then a multiply with the ``[1, H, W, C]`` feature map)
+    would be computed under every register tile with all its loops unrolled: ``H x W x C / lanes``
+    copies of the sigmoid, which took LLVM minutes and gigabytes on EfficientNetB0 (see
+    docs/schedules.md). Those consumers get the elementwise schedule after the kernel instead.
+    Raises ScheduleError when a consumer is not inlinable, which makes the rule give up.
+    """
+    after = blocks.child_blocks(sch)
+    names = [sch.get(b).name_hint for b in after]
+    tail = after[names.index(sch.get(main).name_hint) + 1 :]
+    shape, cropped, epilogue = _written_shape(sch, main), False, 0
+    while epilogue < len(tail):
+        written = _written_shape(sch, tail[epilogue])
+        if written is None or not tvm_ffi.structural_equal(written, shape):
+            if written is None or cropped or not _is_crop(sch.get(tail[epilogue]), shape):
+                break
+            shape, cropped = written, True
+        epilogue += 1
+    for block in tail[epilogue:]:
+        fallback.schedule_block(sch, block, target)
+    for block in tail[: epilogue - 1]:
+        sch.compute_inline(block)
+    return tail[epilogue - 1] if epilogue else None
+
+
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
+          tile_size: TileSize) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
+    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
+    the last item is the number of outer tiles at the smallest sizes (`blocks.smallest_extent`)."""
+    kinds = blocks.iter_kinds(sch, main)
+    loops = sch.get_loops(main)
+    spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
+    lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
+    rows_index = _rows_loop(sch, spatial)
+    rows_extent = blocks.extent(sch, spatial[rows_index]) if rows_index is not None else 1
+    # A symbolic rows axis gets the tile of SYMBOLIC_ROWS rows; its bound check per row comes out
+    # of every full tile afterwards (unswitch.py).
+    rows, cols = tile_size(rows_extent or SYMBOLIC_ROWS, blocks.extent(sch, spatial[-1]), lanes,
+                           cpu.vector_registers(target))
+    cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
+    others = []
+    rows_inner = None
+    for index, loop in enumerate(spatial[:-1]):
+        if index == rows_index:
+            rows_outer, rows_inner = sch.split(loop, factors=[None, rows])
+            others.append(rows_outer)
+        else:
+            others.append(loop)
+    outer = [*others, cols_outer] if _rows_first(sch.get(main)) else [cols_outer, *others]
+    inner = [rows_inner] if rows_inner is not None else []
+    sch.reorder(*outer, *reduction, *inner, cols_inner)
+    tiles = math.prod(blocks.smallest_extent(sch, loop) for loop in outer)
+    return sch.fuse(*outer), rows_inner, cols_inner, tiles
+
+
+def _rows_first(block: tirx.SBlock) -> bool:
+    """Whether the parallel loop over the tiles takes the rows (pixels) outside the column tiles,
+    so each core computes whole rows of the output instead of a share of its columns (channels).
+
+    The parallel loop runs in one contiguous chunk per core. With the column tiles outside, core 0
+    wrote the first channels of every pixel and core 1 the others, and the next kernel, splitting
+    its output the same way or by rows, read half of its input from the other core's cache:
+    MobileNetV2's depthwise and 1x1 convolutions ran back to back about twice as long as each
+    alone. Rows outside keep each core on the same part of the image from kernel to kernel. But
+    then each core reads all the weights instead of its share: where the weights (an input not
+    indexed by the rows) are larger than the output and than ``SMALL_WEIGHTS``, the columns stay
+    outside (rows outside everywhere made ResNet50 take 42.7-54.2 ms against 32.8-41.9). With this
+    rule, in one process: MobileNetV2 3.91 / 3.94 ms against 4.40 / 4.40, ResNet50 30.8 / 29.7
+    against 33.1 / 34.9, the encoder block 0.197 / 0.201 against 0.206 / 0.209, the others level
+    (docs/schedules.md, "Rows outside"). Weights over ``CACHED_WEIGHTS`` keep the columns outside
+    too, whatever the output. An output of symbolic size (an image or a batch of any size) takes
+    the rows outside where the weights are small, whatever its size would be: AdaIN's 3x3
+    convolutions of 64 channels at 256x256 took twice as long with the columns outside in its
+    artifact for images of any size as in the 256x256 one (docs/schedules.md, "Images of any size").
+    """
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
+    output = block.writes[0].source
+    weights = [read.source for read in block.reads if not read.source.same_as(output)
+               and not any(blocks.indexes_by(axis.min, var) for axis in read.region for var in spatial[:-1])]
+    sizes = [blocks.static_bytes(buffer) for buffer in weights]
+    if any(size is None for size in sizes):
+        return False
+    largest = max(sizes, default=0)
+    written = blocks.static_bytes(output)
+    if written is None:
+        return largest <= SMALL_WEIGHTS
+    return largest <= max(written, SMALL_WEIGHTS) and largest <= CACHED_WEIGHTS
+
+
+class TileOfUnknownExtent(ValueError):
+    """A register tile whose loop has a symbolic extent: the contraction rule does not fit the
+    function (`apply.choose_schedule` tries the next rule)."""
+
+
+def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None:
+    """Vectorise the last loop of a register tile by whole vectors and unroll the loops above it.
+
+    Every access to the accumulators then has a constant index, so LLVM keeps them in registers;
+    a vector wider than the hardware's (e.g. 48 floats) would instead be shuffled element by element.
+    A tile loop of symbolic extent means the rule does not fit (`TileOfUnknownExtent`): over
+    images of any size, the write-back of a 3x3 pooling at stride 2 computed per tile got its
+    extent from `w - 3`, which TVM's analyzer cannot prove non-negative, as a `max - min` of two
+    tile bounds, and its buffer a shape to match: unrolled, the build failed ("Cannot unroll
+    non-constant loop": Keras's ResNet50, DenseNet121 and InceptionV3 for images of any size);
+    left a loop, it wrote outside the buffer.
+    """
+    *rest, cols = tile
+    width = vector_width(blocks.extent(sch, cols), lanes)
+    if width < blocks.extent(sch, cols):
+        vectors, cols = sch.split(cols, factors=[None, width])
+        rest.append(vectors)
+    if width > 1:
+        sch.vectorize(cols)
+    for loop in rest:
+        if blocks.extent(sch, loop) is None:
+            raise TileOfUnknownExtent(f"a tile loop of {sch.get(loop).extent} iterations")
+        sch.unroll(loop)
+
+
+def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, target: Target) -> None:
+    """Compute the epilogue (or a plain write-back) per tile, vectorised along its last axis."""
+    epilogue = _consumers_to_epilogue(sch, main, target)
+    if epilogue is None:
+        epilogue = sch.cache_write(main, 0, "global")
+    # The accumulator stays "global": TVM (LowerTVMBuiltin) puts only a "global" buffer under 1 KiB
+    # on the stack, where LLVM's SROA turns it into registers. Any other buffer, "local" included,
+    # is a TVMBackendAllocWorkspace call, and under a parallel loop one per tile, in the parallel
+    # closure: that made the depthwise kernel 2.4x slower split over the cores even on one thread
+    # (docs/schedules.md, "Depthwise convolutions").
+    sch.reverse_compute_at(epilogue, fused, preserve_unit_loops=True)
+    _vectorize_tile(sch, sch.get_loops(epilogue)[1:], cpu.vector_lanes(target, blocks.dtype_bits(sch, epilogue)))
+
+
+def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> None:
+    """Inline the copies and the paddings before ``main`` (the kernel reads its input in place,
+    the padding as a bound check) and give the other blocks (casts) the elementwise schedule.
+
+    A padded copy was a pass over the whole input on every call: MobileNetV2's first convolution
+    (3x3, stride 2, 224x224x3) took 157 us with it and 86 us reading in place, ResNet50's 7x7
+    stem 982 against 932 us, the 3x3 convolutions of ResNet's shapes the same or 1-2% less
+    (docs/schedules.md, "Padding read in place").
+    """
+    for block in blocks.child_blocks(sch):
+        if sch.get(block).name_hint == sch.get(main).name_hint:
+            return
+        if blocks.is_identity_copy(sch.get(block)) or blocks.is_padding(sch.get(block)):
+            sch.compute_inline(block)
+        else:
+            fallback.schedule_block(sch, block, target)
+
+
+def _pack_weights(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, cols: int) -> None:
+    """Read constant weights from a copy packed as ``[N / cols, ..., cols]``: one sequential strip per tile.
+
+    Row-major weights are read as ``cols``-wide pieces ``N`` elements apart, which the prefetchers
+    follow badly once ``N`` is a few KB. The copy is a MetaSchedule layout-rewrite block:
+    ``SplitLayoutRewritePreproc`` moves it out and ``FoldConstant`` runs it once at build time.
+    Only the parameters that ``AttachAttrLayoutFreeBuffers`` marked (Relax constants) are packed.
+    """
+    free = {int(i) for i in (func.attrs.get("layout_free_buffers", []) if func.attrs else [])}
+    params = [func.params[i].name for i in free]
+    block = sch.get(main)
+    for index, read in enumerate(block.reads):
+        if read.source.name not in params or read.source.shape[-1] % cols:
+            continue
+        copy = sch.cache_read(main, index, "global")
+        sch.transform_layout(main, ("read", index), lambda *axes: (axes[-1] // cols, *axes[:-1], axes[-1] % cols))
+        sch.annotate(copy, blocks.PACKING_ANNOTATION, True)
+        return
+
+
+@dataclass(frozen=True)
+class MicroKernel:
+    """What differs between the micro-kernels of matmul/convolution and of depthwise convolution."""
+
+    tile_size: TileSize  # (rows, cols) of the register tile, from (rows extent, cols extent, lanes, budget)
+    inline_producers: bool  # every producer inlined, rather than the copies and paddings alone
+    unroll_reduction: bool  # the reduction loops (a depthwise window) unrolled
+    parallel: bool  # whether the tiles may be split over the cores
+
+
+def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFunc, target: Target,
+                          kernel: MicroKernel) -> s_tir.Schedule:
+    """Schedule ``func`` (in ``sch``) as a register-tiled micro-kernel around its reduction block ``main``."""
+    if kernel.inline_producers:
+        for block in blocks.child_blocks(sch)[: _position(sch, main)]:
+            sch.compute_inline(block)
+    else:
+        _schedule_producers(sch, main, target)
+    work = blocks.iterations(sch, sch.get_loops(main))
+    enough = work >= PARALLEL_MIN_WORK or blocks.bytes_read(sch.get(main)) >= PARALLEL_MIN_BYTES
+    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
+    reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
+    _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
+    _schedule_epilogue(sch, main, fused, target)
+    lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
+    _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
+    if kernel.unroll_reduction:
+        for loop in reduction:
+            sch.unroll(loop)
+    # Parallel when there are several tiles and enough work at the smallest size, as the static
+    # build decides at that size; over symbolic sizes, otherwise, when there is at run time
+    # (`over_cores.py`): a 256 -> 10 matmul of a symbolic batch, whose only tiles are its rows, ran
+    # 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work)
+    # than serially (docs/benchmarks.md).
+    if kernel.parallel and cpu.num_cores(target) > 1:
+        over_cores.split_over_cores(sch, fused, tiles > 1 and enough, PARALLEL_MIN_WORK)
+    # After vectorize: the update block without its init no longer counts as a reduction block.
+    sch.decompose_reduction(main, sch.get_loops(main)[1])
+    if rows_inner is not None:
+        _accumulator_in_whole_tiles(sch, main, rows_inner)
+    return sch
+
+
+def _accumulator_in_whole_tiles(sch: s_tir.Schedule, main: SBlockRV, rows_inner: LoopRV) -> None:
+    """Give the accumulator buffer a rows axis of whole tiles where that axis is symbolic:
+    ``(..., w, ...)`` becomes ``(..., w // rows, w % rows, ...)``, ``ceil(w / rows) * rows`` rows.
+
+    TVM's lowering sizes each tile's accumulator from the region it touches, cut to the buffer's
+    bounds (``CompactBufferAllocation``): ``min(w, 4)`` rows for a tile of 4 over an image of any
+    width, a size known only at run time, so LLVM could not keep the tile in registers. With the
+    axis in whole tiles the region is one tile, 4 rows: MobileNetV2's first 1x1 expansion over an
+    image of any size (112x112x16 -> 96) took 261-340 us on one thread against 166-176 for the
+    112x112 build, and 158 us with the accumulator so (docs/schedules.md, "Images of any size").
+    Only an accumulator the function allocates changes shape; an output keeps the caller's.
+    """
+    rows = blocks.extent(sch, rows_inner)
+    write = sch.get(main).writes[0]
+    allocated = sch.mod["main"].body.block.alloc_buffers
+    if rows is None or not any(write.source.same_as(buffer) for buffer in allocated):
+        return
+    axis = _axis_of_loop(blocks.realize(sch, main), write, sch.get(rows_inner).loop_var)
+    if axis is None or isinstance(write.source.shape[axis], tirx.IntImm):
+        return
+    sch.transform_layout(main, ("write", 0),
+                         lambda *index: (*index[:axis], index[axis] // rows, index[axis] % rows, *index[axis + 1:]),
+                         assume_injective_transform=True)
+
+
+def _axis_of_loop(realize: s_tir.SBlockRealize, region: tirx.BufferRegion, loop_var: tirx.Var) -> int | None:
+    """The axis of ``region`` indexed by the one block iterator that ``loop_var`` binds; None when
+    no single iterator or axis is."""
+    bound = [iter_var.var for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+             if loop_var in tirx.analysis.undefined_vars(value)]
+    axes = [index for index, axis in enumerate(region.region) if len(bound) == 1 and blocks.is_var(axis.min, bound[0])]
+    return axes[0] if len(axes) == 1 else None
+
+
+def _position(sch: s_tir.Schedule, block: SBlockRV) -> int:
+    """Index of ``block`` among the function's top-level blocks."""
+    return [sch.get(b).name_hint for b in blocks.child_blocks(sch)].index(sch.get(block).name_hint)
+
+
+CONTRACTION = MicroKernel(register_tile, inline_producers=False, unroll_reduction=False, parallel=True)
+
+
+def schedule_contraction(func: tirx.PrimFunc, target: Target,
+                         kernel: MicroKernel = CONTRACTION) -> s_tir.Schedule | None:
+    """Schedule ``func`` with the register-tiled micro-kernel, or None when it does not fit the pattern
+    (``kernel`` is for benchmarks that compare other choices)."""
+    sch = s_tir.Schedule(func)
+    main = main_block(sch)
+    return None if main is None else schedule_micro_kernel(sch, main, func, target, kernel)

@@ -1,0 +1,579 @@
+"""Everything the build and the benchmark do with TensorFlow, in one place.
+
+Tracing (`compiler/trace/tracing.py`) and benchmarking (`compiler/bench/latency.py`) both load the user's
+tf.function, generate inputs, freeze and convert to TFLite, and run TensorFlow for reference
+outputs; doing it here once keeps what is benchmarked the same as what was built: the same seeded
+weights, the same inputs, the same TFLite conversion. Only child processes import this module's
+TensorFlow: it is imported inside the functions, so importing the module costs nothing.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import importlib
+import itertools
+import os
+import random
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcheck.compiler.process.child import StepError
+from tfcheck.compiler.process.messages import TraceRequest
+from tfcheck.compiler.process.weights_file import WEIGHT_INPUT
+
+# Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
+SEED = 0
+# TensorFlow's switch for its oneDNN kernels (on by default on x86 Linux), read at its first import.
+ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
+
+
+def import_tensorflow(onednn: bool = True) -> Any:
+    """TensorFlow, with every random generator seeded, so that randomly initialised weights (and
+    so the frozen graph and the cache key) are the same in every process.
+
+    `onednn=False` (the tracing child) turns TensorFlow's oneDNN kernels off, unless the
+    environment sets `ONEDNN_SWITCH` itself; only the first import in a process can. Their
+    allocator keeps every buffer it ever held: ConvNeXtXLarge's module, which runs the model once
+    at import, left the tracing child 1.2 GB above TensorFlow and the weights, and TFLite's
+    verification run (which copies the weights it is fed) took it to 4.6 GB; with TensorFlow's
+    own kernels, 3.7 GB (docs/build.md, "Memory"). The reference outputs are TensorFlow's either way.
+    """
+    if not onednn:
+        os.environ.setdefault(ONEDNN_SWITCH, "0")
+    random.seed(SEED)
+    np.random.seed(SEED)
+    import keras
+    import tensorflow as tf
+
+    tf.random.set_seed(SEED)
+    keras.utils.set_random_seed(SEED)
+    return tf
+
+
+@dataclass(frozen=True)
+class Traceable:
+    """What the build traces: a tf.function with an input_signature, and how its artifact is named."""
+
+    tf_function: Any
+    options: dict[str, Any]  # @tfcheck.aot's (`shapes` is read here)
+    name: str  # the artifact name
+    qualname: str  # the manifest's, which dispatch and `tfcheck.load` match it by
+    source_fingerprint: str
+    argument_names: list[str] | None = None  # None: the Python function's parameters
+    owner: Any = None  # a loaded SavedModel: it owns the variables its signatures capture
+
+
+def load_traceable(request: TraceRequest) -> Traceable:
+    """The annotated function (or method of a module-level instance) that `request` names.
+
+    A method is named `<instance>_<method>` unless `name=` was given, and its qualified name is
+    `<module>.<instance>.<method>`: the artifact belongs to that instance, not to every instance
+    of the class (runtime/dispatch.py).
+    """
+    from tfcheck.fingerprint import source_fingerprint
+
+    wrapper = load_attribute(request.root, request.module, request.qualname)
+    tf_function, options = _unwrap(wrapper)
+    python_function = tf_function.python_function
+    name = options.get("name") or request.qualname
+    qualname = f"{python_function.__module__}.{python_function.__qualname__}"
+    if request.instance:
+        method = python_function.__name__
+        qualname = f"{python_function.__module__}.{request.instance}.{method}"
+        name = name if getattr(wrapper, "name_given", False) else f"{request.instance}_{method}"
+    return Traceable(tf_function, options, name, qualname, source_fingerprint(tf_function))
+
+
+def load_saved_signature(request: TraceRequest) -> Traceable:
+    """Signature `request.qualname` of the SavedModel folder `request.saved_model`, as a
+    tf.function over its keyword inputs in sorted order (the order `tf.nest` flattens them)."""
+    import tensorflow as tf
+
+    folder = Path(str(request.saved_model))
+    try:
+        loaded = tf.saved_model.load(str(folder))
+    except Exception as error:  # noqa: BLE001 - a damaged or foreign SavedModel raises anything
+        raise StepError(f"loading the SavedModel {request.path} failed: {type(error).__name__}: "
+                        f"{_first_lines(str(error))}") from error
+    signatures = loaded.signatures
+    if request.qualname not in signatures:
+        raise StepError(f"the SavedModel {request.path} has no signature {request.qualname!r}; its "
+                        f"signatures: {', '.join(sorted(signatures)) or '(none)'}")
+    signature = signatures[request.qualname]
+    args, keywords = signature.structured_input_signature
+    names = sorted(keywords)
+    specs = [tf.TensorSpec(keywords[n].shape, keywords[n].dtype, name=n) for n in names]
+
+    if args:
+        raise StepError(f"signature {request.qualname!r} of {request.path} takes positional inputs; "
+                        "SavedModel signatures take keyword inputs")
+
+    def call(*values: Any) -> Any:
+        return signature(**dict(zip(names, values)))
+
+    digest = hashlib.sha256((folder / "saved_model.pb").read_bytes()).hexdigest()
+    return Traceable(tf.function(call, input_signature=specs), {}, request.qualname,
+                     f"{request.module}.{request.qualname}", digest, names, owner=loaded)
+
+
+def load_function(root: str, module_name: str, qualname: str) -> tuple[Any, dict[str, Any]]:
+    """The tf.function at the (dotted) `qualname` in `module_name`, unwrapped from
+    `@tfcheck.aot`, and its aot options; StepError saying what is wrong."""
+    return _unwrap(load_attribute(root, module_name, qualname))
+
+
+def load_attribute(root: str, module_name: str, qualname: str) -> Any:
+    """`module_name` imported with `root` first on sys.path, then the attribute path `qualname`
+    (`classify`, or `model.serve` for a method of a module-level instance).
+
+    Call `import_tensorflow` first, so that the module's weights are the build's.
+    """
+    sys.path.insert(0, root)
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - the user's module can raise anything
+        raise StepError(f"importing {module_name} failed: {type(error).__name__}: {error}") from error
+    for part in qualname.split("."):
+        if not hasattr(value, part):
+            raise StepError(f"{module_name} has no attribute {qualname!r} after import")
+        value = getattr(value, part)
+    return value
+
+
+def _unwrap(wrapper: Any) -> tuple[Any, dict[str, Any]]:
+    tf_function = getattr(wrapper, "tf_function", wrapper)
+    if not hasattr(tf_function, "get_concrete_function"):
+        raise StepError("not a tf.function: put @tf.function under @tfcheck.aot")
+    return tf_function, getattr(wrapper, "aot_options", {}) or {}
+
+
+def generate_inputs(specs: list[dict[str, Any]]) -> list[np.ndarray]:
+    """Deterministic inputs for {"name", "shape", "dtype"} specs: normal floats, small positive
+    ints, random booleans. Without TensorFlow: the benchmark's TVM children never load it."""
+    rng = np.random.default_rng(SEED)
+    arrays = []
+    for spec in specs:
+        dtype = _numpy_dtype(spec["dtype"])
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(spec["shape"]).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(spec["shape"]) < 0.5)
+        elif dtype.kind in "iu":
+            arrays.append(rng.integers(1, 8, size=spec["shape"]).astype(dtype))
+        else:
+            raise StepError(f"input {spec['name']!r} has dtype {spec['dtype']}, which the build "
+                            "cannot generate test inputs for")
+    return arrays
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    """NumPy's dtype for TensorFlow's dtype name (`bfloat16` is ml_dtypes', as in TensorFlow)."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def freeze(concrete: Any) -> Any:
+    """The concrete function with its variables as constants (TVM cannot import variable ops).
+
+    Freezing leaves reference cycles that hold copies of every weight (1.4 GB for VGG16's 528 MB),
+    which only a collection frees: nothing in them triggers one (docs/build.md, "Memory").
+    """
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    frozen = convert_variables_to_constants_v2(concrete)
+    gc.collect()
+    return frozen
+
+
+# A function whose weights are larger than this takes them as inputs (`lift_weights`) unless
+# `@tfcheck.aot(weights=...)` says otherwise: below it, freezing costs little memory, and the
+# converter's folding of constant weights (batch norm into the convolution) is kept (docs/build.md, "Memory").
+LIFT_WEIGHTS_ABOVE = 64 * 2**20
+
+
+class WeightsRefused(StepError):
+    """The function cannot take its weights as inputs (a variable written, or read other than by
+    ReadVariableOp): the build freezes it instead."""
+
+
+@dataclass
+class LiftedWeights:
+    """A concrete function with its captured variables turned into inputs.
+
+    `function` takes the user's inputs, then one float (or other dtype) input per weight, named
+    `WEIGHT_INPUT<i>`; the weights' values stay in TensorFlow's variables (`handles`) and are read one
+    at a time (`weight_values`): nothing holds a second copy of all of them.
+    """
+
+    function: Any
+    graph_def: Any  # the function's GraphDef, without any weight value
+    handles: list[Any]  # what the concrete function captured, in weight order
+    dtypes: list[Any]
+    shapes: list[list[int]]
+    names: list[str]  # each weight's variable name, for messages
+
+    def nbytes(self) -> int:
+        """The weights' size in bytes (what freezing would copy into the graph)."""
+        return sum(int(np.prod(shape, dtype=np.int64)) * dtype.size for shape, dtype in zip(self.shapes, self.dtypes))
+
+
+def lift_weights(concrete: Any) -> LiftedWeights:
+    """`concrete` with each captured variable replaced by an input of the variable's shape and dtype.
+
+    Every read of a variable (a `ReadVariableOp` of the captured resource placeholder) becomes an
+    Identity of the new input, in a called function too (`_lift_call_arguments`). A variable that
+    anything else touches (an assignment, a gather, a loop that takes the resource, a called
+    function that does more than read it) is refused with its name and the op: freezing handles it.
+    """
+    import tensorflow as tf
+
+    graph_def = concrete.graph.as_graph_def()
+    external = {internal.name.split(":")[0]: value for value, internal in concrete.graph.captures}
+    names = {id(variable.handle): variable.name for variable in concrete.variables}
+    consumers = _consumers(graph_def)
+    user_inputs = [t.name.split(":")[0] for t in concrete.inputs if t.name.split(":")[0] not in external]
+    lifted = type(graph_def)()
+    lifted.CopyFrom(graph_def)
+    del lifted.node[:]
+    weights: dict[str, int] = {}
+    handles, dtypes, shapes, labels = [], [], [], []
+    for node in graph_def.node:
+        if node.name in external and consumers.get(node.name):
+            value, label = external[node.name], names.get(id(external[node.name]), node.name)
+            dtype = _captured_dtype(tf, node, consumers[node.name], label, graph_def.library)
+            weights[node.name] = len(handles)
+            handles.append(value)
+            dtypes.append(dtype)
+            shapes.append(_captured_shape(tf, value, dtype))
+            labels.append(label)
+            _add_weight_input(tf, lifted, len(handles) - 1, dtype, shapes[-1])
+            calls = [reader for reader in consumers[node.name] if reader.op in CALL_OPS]
+            if node.attr["dtype"].type != tf.resource.as_datatype_enum or calls:  # a tensor, or a call's argument
+                _add_identity(lifted, node.name, len(handles) - 1, dtype)
+        elif node.name in external:
+            continue  # a capture nothing reads
+        elif node.op == "ReadVariableOp" and node.input[0] in weights:
+            _add_identity(lifted, node.name, weights[node.input[0]], tf.as_dtype(node.attr["dtype"].type))
+        else:
+            lifted.node.add().CopyFrom(node)
+    for node in lifted.node:
+        if node.op in CALL_OPS:
+            _lift_call_arguments(tf, lifted, node, dtypes, weights)
+    return LiftedWeights(_function_of(tf, lifted, user_inputs, len(handles), concrete), lifted, handles, dtypes, shapes,
+                        labels)
+
+
+def _consumers(graph_def: Any) -> dict[str, list[Any]]:
+    """Node name -> the nodes that take one of its outputs (or run after it)."""
+    found: dict[str, list[Any]] = {}
+    for node in graph_def.node:
+        for name in node.input:
+            found.setdefault(name.lstrip("^").split(":")[0], []).append(node)
+    return found
+
+
+# Ops that call a function of the graph's library with their inputs as its arguments. Keras runs
+# grouped convolutions (ConvNeXt's depthwise ones) through an XLA-compiled function that takes the
+# variable itself, which TensorFlow's inliner leaves alone.
+CALL_OPS = ("StatefulPartitionedCall", "PartitionedCall")
+
+
+def _captured_dtype(tf: Any, node: Any, readers: list[Any], label: str, library: Any) -> Any:
+    """The dtype of the weight a captured placeholder stands for: a variable's (read only by
+    ReadVariableOp, here or as the argument of a called function, all of one dtype), or a captured
+    tensor's own."""
+    if node.attr["dtype"].type != tf.resource.as_datatype_enum:
+        return tf.as_dtype(node.attr["dtype"].type)
+    dtypes: set[int] = set()
+    for reader in readers:
+        read = _argument_reads(reader, node.name, library) if reader.op in CALL_OPS else (
+            [reader] if reader.op == "ReadVariableOp" else None)
+        if read is None:
+            raise WeightsRefused(f"variable {label!r} is used by {reader.op} node {reader.name!r}, not "
+                                 "only read by ReadVariableOp: its value cannot be an input of the function")
+        dtypes.update(each.attr["dtype"].type for each in read)
+    if len(dtypes) != 1:
+        raise WeightsRefused(f"variable {label!r} is read as {len(dtypes)} different dtypes")
+    return tf.as_dtype(dtypes.pop())
+
+
+def _argument_reads(call: Any, placeholder: str, library: Any) -> list[Any] | None:
+    """The ReadVariableOp nodes through which `call`'s function reads the argument(s) that
+    `placeholder` feeds, or None when it does anything else with them (or the function is not
+    in `library`)."""
+    function = _library_function(call, library)
+    if function is None:
+        return None
+    positions = [i for i, name in enumerate(call.input) if name.split(":")[0] == placeholder]
+    arguments = {function.signature.input_arg[i].name for i in positions}
+    users = [node for node in function.node_def if any(name.split(":")[0] in arguments for name in node.input)]
+    return users if users and all(node.op == "ReadVariableOp" for node in users) else None
+
+
+def _library_function(call: Any, library: Any) -> Any:
+    name = call.attr["f"].func.name
+    return next((function for function in library.function if function.signature.name == name), None)
+
+
+def _lift_call_arguments(tf: Any, graph_def: Any, call: Any, dtypes: list[Any], index: dict[str, int]) -> None:
+    """Make `call`'s function take each lifted weight it was given as a variable as a value:
+    its argument's type becomes the weight's dtype and its reads become Identities. The function
+    gets a name of its own (TensorFlow keeps the original under its name)."""
+    function = _library_function(call, graph_def.library)
+    for position, name in enumerate(call.input):
+        if name.split(":")[0] not in index or call.attr["Tin"].list.type[position] != tf.resource.as_datatype_enum:
+            continue
+        if not function.signature.name.endswith(LIFTED_SUFFIX):
+            _rename_function(graph_def, function)
+        dtype = dtypes[index[name.split(":")[0]]].as_datatype_enum
+        call.attr["Tin"].list.type[position] = dtype
+        argument = function.signature.input_arg[position]
+        argument.type = dtype
+        for node in function.node_def:
+            if node.op == "ReadVariableOp" and node.input[0].split(":")[0] == argument.name:
+                node.op = "Identity"
+                del node.attr["dtype"]
+                node.attr["T"].type = dtype
+                _rename_output(function, node.name, "value", "output")
+        read_only = call.attr["_read_only_resource_inputs"].list.i
+        if position in read_only:
+            read_only.remove(position)
+
+
+LIFTED_SUFFIX = "_tfcheck_lifted"
+
+
+def _rename_function(graph_def: Any, function: Any) -> None:
+    """Give `function` a name of its own, and every call of it in `graph_def` that name (refused
+    when another function of the library calls it too: that call would keep the old name)."""
+    old = function.signature.name
+    if any(node.attr["f"].func.name == old for each in graph_def.library.function for node in each.node_def
+           if node.op in CALL_OPS):
+        raise WeightsRefused(f"function {old!r} takes a variable and is called from another function")
+    function.signature.name = old + LIFTED_SUFFIX
+    for node in graph_def.node:
+        if node.op in CALL_OPS and node.attr["f"].func.name == old:
+            node.attr["f"].func.name = function.signature.name
+
+
+def _rename_output(function: Any, node: str, old: str, new: str) -> None:
+    """Point every reference to `node`'s output `old` (`node:old:0`) in `function` at `new`."""
+    before, after = f"{node}:{old}:", f"{node}:{new}:"
+    for each in function.node_def:
+        for i, name in enumerate(each.input):
+            if name.startswith(before):
+                each.input[i] = after + name[len(before):]
+    for key, value in function.ret.items():
+        if value.startswith(before):
+            function.ret[key] = after + value[len(before):]
+
+
+def _captured_shape(tf: Any, value: Any, dtype: Any) -> list[int]:
+    if value.dtype != tf.resource:
+        return value.shape.as_list()
+    return tf.raw_ops.ReadVariableOp(resource=value, dtype=dtype).shape.as_list()
+
+
+def _add_weight_input(tf: Any, graph_def: Any, index: int, dtype: Any, shape: list[int]) -> None:
+    placeholder = graph_def.node.add()
+    placeholder.name, placeholder.op = f"{WEIGHT_INPUT}{index}", "Placeholder"
+    placeholder.attr["dtype"].type = dtype.as_datatype_enum
+    placeholder.attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+
+
+def _add_identity(graph_def: Any, name: str, index: int, dtype: Any) -> None:
+    """Node `name` (a read of weight `index`) as an Identity of the weight's input."""
+    identity = graph_def.node.add()
+    identity.name, identity.op = name, "Identity"
+    identity.input.append(f"{WEIGHT_INPUT}{index}")
+    identity.attr["T"].type = dtype.as_datatype_enum
+
+
+def _function_of(tf: Any, graph_def: Any, user_inputs: list[str], weights: int, concrete: Any) -> Any:
+    """A concrete function of `graph_def` from the user's inputs and the weights' inputs to
+    `concrete`'s outputs."""
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(graph_def, name=""), [])
+    graph = wrapped.graph
+    feeds = [graph.get_tensor_by_name(f"{name}:0") for name in user_inputs]
+    feeds += [graph.get_tensor_by_name(f"{WEIGHT_INPUT}{i}:0") for i in range(weights)]
+    return wrapped.prune(feeds, [graph.get_tensor_by_name(t.name) for t in concrete.outputs])
+
+
+def weight_values(lifted: LiftedWeights) -> Iterator[np.ndarray]:
+    """Each weight's value, read from its variable when asked for: one at a time in memory."""
+    import tensorflow as tf
+
+    for handle, dtype in zip(lifted.handles, lifted.dtypes):
+        value = handle if handle.dtype != tf.resource else tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+        yield value.numpy()
+
+
+def _already_frozen_converter(frozen: Any) -> Any:
+    """`tf.lite.TFLiteConverter` for a function `freeze` returned, which it does not freeze again.
+
+    The converter freezes whatever function it is given, although ours has no variables left:
+    for VGG16 that second pass took 60 s and 4 GB, for the same GraphDef (the flatbuffer is
+    byte-for-byte the same: tests/compiler/test_tf_side_memory.py). The GraphDef it converts has
+    its 3-D poolings as 2-D ones, which TFLite has builtins for (`pooling3d.py`).
+    """
+    import tensorflow as tf
+
+    from tfcheck.compiler.trace.pooling3d import pools_as_2d
+
+    class AlreadyFrozen(tf.lite.TFLiteConverter):
+        def _freeze_concrete_function(self) -> tuple[Any, list[Any], list[Any], Any]:
+            inputs = [tensor for tensor in frozen.inputs if tensor.dtype != tf.resource]
+            return pools_as_2d(frozen.graph.as_graph_def(), frozen.graph), inputs, frozen.outputs, frozen
+
+    return AlreadyFrozen.from_concrete_functions([frozen])
+
+
+# The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.
+_UNSIZED_TENSOR_LIST = "requires element_shape to be static"
+_UNSIZED_TENSOR_LIST_MESSAGE = (
+    "loops over a tf.TensorArray (a Keras RNN layer: LSTM, GRU, SimpleRNN; or one written in a "
+    "tf.while_loop) whose elements have a dimension of unknown size: an unknown batch of the "
+    "input_signature, or elements whose size changes from one write to the next. TensorFlow's converter "
+    "turns TensorList ops into TFLite builtins only for elements of one known shape; give the "
+    "input_signature's dimensions sizes, or compute that loop outside the compiled function")
+
+
+def to_tflite(frozen: Any) -> bytes:
+    """Convert a frozen function with builtin ops only (TVM cannot import Flex ops); a TF op
+    without a builtin is named in the error."""
+    import tensorflow as tf
+
+    converter = _already_frozen_converter(frozen)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    try:
+        return converter.convert()
+    except Exception as error:  # noqa: BLE001 - ConverterError and friends, with MLIR text
+        text = str(error)
+        ops = sorted(set(re.findall(r"'tf\.(\w+)' op", text)))
+        if _UNSIZED_TENSOR_LIST in text:
+            raise StepError(_UNSIZED_TENSOR_LIST_MESSAGE, op=", ".join(ops) or None) from error
+        if ops:
+            raise StepError(
+                f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
+                "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
+                "compiled function or replace it with supported ops", op=", ".join(ops)) from error
+        raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
+
+
+# TensorFlow calls whose implementation the converter cannot take, found by the node names in its
+# error, with the form of the same computation that converts (the coverage sweep builds both).
+_CONVERSION_HINTS = {
+    "non_max_suppression_padded": (
+        "tf.image.non_max_suppression_padded(..., pad_to_max_output_size=True) runs TensorFlow's "
+        "batched suppression loop, which TFLite cannot convert. For one image's boxes, "
+        "tf.raw_ops.NonMaxSuppressionV4(boxes=..., scores=..., max_output_size=..., iou_threshold=..., "
+        "score_threshold=..., pad_to_max_output_size=True) returns the same padded indices and count, "
+        "and converts (TFLite NON_MAX_SUPPRESSION_V4)"),
+}
+
+
+def _conversion_hint(message: str) -> str:
+    """What to write instead, when the failed conversion came from a call `_CONVERSION_HINTS` knows
+    (first: the converter's own text follows)."""
+    return "".join(f"{hint}.\nThe converter said: " for node, hint in _CONVERSION_HINTS.items() if node in message)
+
+
+def tflite_runner(flatbuffer: bytes, arrays: list[np.ndarray],
+                  threads: int | None = None) -> Callable[[], list[np.ndarray]]:
+    """A call that runs the flatbuffer with TFLite's default interpreter (XNNPACK) on `arrays`.
+
+    Inputs and outputs are in the subgraph's order, the order TVM's importer gives the compiled
+    function's parameters and results.
+    """
+    interpreter = _interpreter(flatbuffer, arrays, threads)
+    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
+
+    def run() -> list[np.ndarray]:
+        for detail, array in zip(inputs, arrays):
+            interpreter.set_tensor(detail["index"], array)
+        interpreter.invoke()
+        return [interpreter.get_tensor(detail["index"]) for detail in outputs]
+
+    return run
+
+
+def _interpreter(flatbuffer: bytes, arrays: list[np.ndarray], threads: int | None, xnnpack: bool = True) -> Any:
+    """TFLite's interpreter for the flatbuffer (with its default XNNPACK delegate, or its builtin
+    kernels alone), its first inputs resized to `arrays`' shapes (a symbolic build's model, run at
+    one size) and its tensors allocated."""
+    import tensorflow as tf
+
+    resolver = tf.lite.experimental.OpResolverType
+    interpreter = tf.lite.Interpreter(
+        model_content=flatbuffer, num_threads=threads,
+        experimental_op_resolver_type=resolver.AUTO if xnnpack else resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for detail, array in zip(interpreter.get_input_details(), arrays):
+        if tuple(detail["shape"]) != array.shape:
+            interpreter.resize_tensor_input(detail["index"], array.shape)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray],
+                   weights: Iterable[np.ndarray] | None = None) -> list[np.ndarray] | None:
+    """TFLite's outputs for `arrays` (and, for a model that takes its weights as inputs, the
+    `weights` after them, each set as it comes: the interpreter keeps its own copy), or None when
+    its interpreter cannot run the model.
+
+    A second float32 implementation of the same graph: how far its outputs lie from TensorFlow's
+    is how far float32 rounding alone moves them, which verification allows (compiler/build/verify.py).
+    Given `weights`, it runs TFLite's builtin kernels without XNNPACK: XNNPACK packs weights that
+    are inputs into a copy of its own on every run (a second copy of every convolution filter:
+    docs/build.md, "Memory"), and the builtin kernels' rounding is as valid an allowance.
+    """
+    try:
+        interpreter = _interpreter(flatbuffer, arrays, None, xnnpack=weights is None)
+        details = iter(interpreter.get_input_details())
+        for detail, array in zip(details, itertools.chain(arrays, weights or ())):
+            interpreter.set_tensor(detail["index"], array)
+        interpreter.invoke()
+        return [np.array(interpreter.get_tensor(detail["index"])) for detail in interpreter.get_output_details()]
+    except Exception:  # noqa: BLE001 - any interpreter failure only means no second opinion
+        return None
+
+
+def _first_lines(text: str, count: int = 6) -> str:
+    return "\n".join([line for line in text.splitlines() if line.strip()][:count])
+
+
+def flat_outputs(outputs: Any) -> list[np.ndarray]:
+    """Outputs (any tf.nest structure) as NumPy arrays in TensorFlow's flattening order (a
+    dict's values by sorted key), the order of an artifact's outputs."""
+    import tensorflow as tf
+
+    return [np.asarray(value) for value in tf.nest.flatten(outputs)]
+
+
+def call_flat(function: Any, inputs: list[Any]) -> Any:
+    """Call a concrete function (or a tf.function with an input_signature) with its inputs in
+    flattening order, nested as its signature nests them."""
+    import tensorflow as tf
+
+    signature = getattr(function, "structured_input_signature", None)
+    if signature is None:
+        return function(*tf.nest.pack_sequence_as(list(function.input_signature), list(inputs)))
+    args, kwargs = tf.nest.pack_sequence_as(signature, list(inputs))
+    return function(*args, **kwargs)
+
+
+def reference_outputs(concrete: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """TensorFlow's outputs for `inputs`, flattened in the concrete function's output order."""
+    import tensorflow as tf
+
+    return flat_outputs(call_flat(concrete, [tf.constant(a) for a in inputs]))

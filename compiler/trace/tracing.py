@@ -1,0 +1,528 @@
+"""Child process: import the user's module, trace one annotated function, freeze, convert to TFLite.
+
+Run as `python -m tfcheck.compiler.trace.tracing request.json` (see `compiler/process/child.py`). For every shape
+entry of the function it writes, into `work_dir/variant-<i>/`:
+
+- `model.tflite`: the frozen graph converted with TFLite builtin ops only (TVM cannot import Flex);
+  or, for a function whose weights are inputs (`prepare`), the weight-less graph, with the weights'
+  values in `weights.npz` (`compiler/process/weights_file.py`);
+- `io.npz`: generated inputs (`input_<j>`) and TensorFlow's outputs for them (`output_<k>`), which
+  the compile step uses to verify the artifact, and TFLite's outputs (`tflite_output_<k>`, when its
+  interpreter runs the model), which tell verification how far float32 rounding moves them (a
+  symbolic build writes `io-<i>.npz` per verified size, each with the same three);
+
+and reports, per variant, the input/output specs, the output structure, the frozen graph's SHA-256
+(the cache key's main part), the fingerprints and the TFLite operators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcheck.compiler.trace import symbolic
+from tfcheck.compiler.cache.artifacts import cache_key, entry_problem
+from tfcheck.compiler.process.child import EventWriter, StepError, child_main
+from tfcheck.compiler.cache.fastkey import ReadRecorder, lifted_build_failed
+from tfcheck.compiler.process.messages import TracedVariant, TraceRequest, TraceResult
+from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
+                                      generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
+                                      load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
+from tfcheck.compiler.build.verify import TFLITE_OUTPUT
+from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
+from tfcheck.runtime.structure import leaf_paths
+from tfcheck.runtime.weights import read_weights
+
+
+def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
+    """Import, trace every shape entry, and report what the parent needs for the cache key (and,
+    unless in a dry run, for the fast key: what the import and the trace read)."""
+    recorder = None
+    if request.cache_dir is not None:
+        recorder = ReadRecorder([Path(request.root), Path.cwd()], [Path(request.work_dir), Path(request.cache_dir)])
+        recorder.start()
+    source = request.path or request.module
+    events.stage("import", doing="importing TensorFlow", before=f"importing {source}")
+    tf = import_tensorflow(onednn=False)
+    events.stage("import", doing=f"importing {source}", before=f"tracing {request.label}")
+    traced = load_saved_signature(request) if request.saved_model else load_traceable(request)
+    request = dataclasses.replace(request, weights=weights_mode(traced.options, request))
+    entries = traced.options.get("shapes") or request.config_shapes or None
+    dims = traced.options.get("dims")
+    dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
+    signature = _signature(traced, entries)
+    arguments = _arguments(tf, signature, _argument_names(traced, signature))
+    work_dir = Path(request.work_dir)
+    flat = tf.nest.flatten(signature)
+    if request.symbolic and _is_symbolic(flat, entries, dims):
+        variants = [_trace_symbolic(tf, traced.tf_function, signature, arguments, dims or {},
+                                    work_dir / "variant-0", events, request, bool(entries))]
+    else:
+        shapes = _shape_entries(flat, _leaf_names(arguments), entries)
+        variants = [
+            _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}",
+                           events, request)
+            for index, entry in enumerate(shapes)
+        ]
+    return TraceResult(
+        name=traced.name,
+        qualname=traced.qualname,
+        versions=request.key.versions_with(tf.__version__),
+        source_fingerprint=traced.source_fingerprint,
+        variants=variants,
+        inputs=recorder.inputs() if recorder is not None else None,
+        has_shape_entries=bool(entries),
+    )
+
+
+def _is_symbolic(flat: list[Any], entries: list[Any] | None, dims: dict[str, Any] | None) -> bool:
+    """Whether to build one artifact with symbolic dimensions: the signature has unknown
+    dimensions, and either no shape entries list concrete shapes or `dims=` (or the config's
+    `dims`) bounds them as well. Shape entries alone ask for one artifact per shape (the explicit
+    per-shape route); with `dims=` they are the fallback when the symbolic build fails."""
+    unknown = any(not spec.shape.is_fully_defined() for spec in flat)
+    return unknown and (dims is not None or not entries)
+
+
+def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
+    """The input_signature, one entry (a TensorSpec or a tf.nest structure of them) per
+    argument, or a message saying how to add one."""
+    import tensorflow as tf
+
+    signature = traced.tf_function.input_signature
+    if signature is None:
+        raise StepError(signature_hint(_tensor_parameters(traced.tf_function.python_function), entries))
+    leaves = tf.nest.flatten(signature)
+    if not all(isinstance(spec, tf.TensorSpec) for spec in leaves):
+        others = sorted({type(spec).__name__ for spec in leaves if not isinstance(spec, tf.TensorSpec)})
+        raise StepError(f"input_signature holds {', '.join(others)}: an artifact takes tf.TensorSpec "
+                        "inputs, alone or nested in tuples, lists, dicts and namedtuples")
+    return list(signature)
+
+
+def _tensor_parameters(python_function: Any) -> list[str]:
+    """The parameters that take tensors: the positional ones without a default (`training=False`
+    and the like are Python options, not inputs)."""
+    positional = [p for p in inspect.signature(python_function).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [p.name for p in positional if p.default is p.empty] or [p.name for p in positional]
+
+
+def signature_hint(parameters: list[str], entries: list[Any] | None) -> str:
+    """How to declare the missing input_signature, with the function's own parameter names and,
+    when the shape entries (`shapes=` or the config) give one shape per parameter, the shapes they
+    imply: a dimension that differs between entries becomes None."""
+    known = bool(entries) and all(len(entry) == len(parameters) for entry in entries)
+    shapes = [_common_shape([entry[i] for entry in entries]) if known else "[...]"
+              for i in range(len(parameters))]
+    specs = ", ".join(f"tf.TensorSpec({shape}, tf.float32, name={name!r})" for shape, name in zip(shapes, parameters))
+    todo = "shapes from the shape entries; check the dtypes" if known else \
+        "fill in each shape, with None for a dimension that varies, and each dtype"
+    return (f"no input_signature: the build needs the shape and dtype of each input; declare them with "
+            f"@tf.function(input_signature=[{specs}]) ({todo})")
+
+
+def _common_shape(shapes: list[Any]) -> str:
+    """`[None, 8]` for (1, 8) and (4, 8); `[...]` when the ranks differ."""
+    if len({len(shape) for shape in shapes}) != 1:
+        return "[...]"
+    return "[" + ", ".join(str(dims[0]) if len(set(dims)) == 1 else "None" for dims in zip(*shapes)) + "]"
+
+
+def _shape_entries(signature: list[Any], names: list[str], entries: list[Any] | None) -> list[list[list[int]]]:
+    """One list of concrete input shapes (one per tensor, in flattening order) per artifact.
+
+    Without entries the signature's own shapes are used (they are fully known: unknown dimensions
+    without entries take the symbolic route, `_is_symbolic`); with entries each must give one
+    shape per input, compatible with the signature.
+    """
+    if not entries:
+        return [[spec.shape.as_list() for spec in signature]]
+    return [_check_entry(signature, names, entry) for entry in entries]
+
+
+def _check_entry(signature: list[Any], names: list[str], entry: Any) -> list[list[int]]:
+    """Validate one shape entry against the signature (count, rank, known dimensions)."""
+    shapes = [list(shape) for shape in entry]
+    if len(shapes) != len(signature):
+        raise StepError(f"shape entry {entry!r} has {len(shapes)} shapes for "
+                        f"{len(signature)} inputs")
+    for spec, shape, name in zip(signature, shapes, names):
+        if any(dim is None for dim in shape) or not spec.shape.is_compatible_with(shape):
+            raise StepError(f"shape {tuple(shape)} for {name!r} must be "
+                            f"concrete and compatible with the signature's {_shape_text(spec.shape)}")
+    return shapes
+
+
+def _shape_text(shape: Any) -> str:
+    return "(" + ", ".join("None" if dim is None else str(dim) for dim in shape.as_list()) + ")"
+
+
+def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                   shapes: list[list[int]], variant_dir: Path, events: EventWriter,
+                   request: TraceRequest) -> TracedVariant:
+    """Concrete function -> frozen graph -> cache key; then, unless the cache holds the artifact,
+    TFLite flatbuffer and reference inputs/outputs."""
+    from tfcheck.fingerprint import captures_fingerprint
+
+    events.stage("trace", doing=f"tracing {request.label} for input shapes {shapes}")
+    flat = tf.nest.flatten(signature)
+    names = _leaf_names(arguments)
+    concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
+    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    output_structure = _output_structure(tf, concrete.structured_outputs)
+    prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
+        graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
+        {"inputs": arguments, "outputs": output_structure}))
+    described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
+                              output_structure=output_structure, input_structure=arguments,
+                              frozen_because=frozen_because)
+    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, f"for input shapes {shapes}")
+    if flatbuffer is None:
+        return dataclasses.replace(described, cached=True)
+    described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
+    arrays = generate_inputs(inputs)
+    outputs = reference_outputs(concrete, arrays)
+    second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
+    np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
+             **{f"output_{i}": a for i, a in enumerate(outputs)},
+             **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
+    return dataclasses.replace(
+        described,
+        outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
+        operators=tflite_operators(flatbuffer),
+    )
+
+
+def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                    dims: dict[str, Any], variant_dir: Path, events: EventWriter,
+                    request: TraceRequest, has_shape_entries: bool) -> TracedVariant:
+    """The signature as it is, unknown dimensions kept: one frozen graph, one TFLite flatbuffer
+    (its tensors' `shape_signature` keeps -1), and reference inputs and outputs at each size of
+    `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`). An operator that the
+    converter takes only at known sizes fails with what the parent needs to fall back to the
+    shape entries, or to say how to write some (`StepError.symbolic`)."""
+    from tfcheck.fingerprint import captures_fingerprint
+
+    events.stage("trace", doing=f"tracing {request.label} with symbolic dimensions")
+    flat = tf.nest.flatten(signature)
+    names = _leaf_names(arguments)
+    shapes = symbolic.symbolic_shapes([spec.shape.as_list() for spec in flat], names)
+    bounds = symbolic.bounds_of(shapes, dims, request.label)
+    steps = symbolic.verify_sizes(bounds)
+    concrete = tf_function.get_concrete_function()
+    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    output_structure = _output_structure(tf, concrete.structured_outputs)
+    structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
+    prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
+        graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
+        structures))
+    described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
+                              output_structure=output_structure, input_structure=arguments,
+                              frozen_because=frozen_because,
+                              dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
+                                    for name, (low, high) in bounds.items()})
+    try:
+        flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
+    except StepError as error:
+        if error.op is None:
+            raise
+        raise StepError(error.message, error.op, {"dims": described.dims, "inputs": inputs,
+                                                  "has_shape_entries": has_shape_entries}) from error
+    if flatbuffer is None:
+        return dataclasses.replace(described, cached=True)
+    described = dataclasses.replace(described, weights=prepared.weights)
+    observed = []
+    for index, sizes in enumerate(steps):
+        at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
+        arrays = generate_inputs(at)
+        outputs = reference_outputs(concrete, arrays)
+        observed.append([list(a.shape) for a in outputs])
+        second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
+        np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
+                 **{f"output_{i}": a for i, a in enumerate(outputs)},
+                 **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)}, sizes=np.array(json.dumps(sizes)))
+    static = [tensor.shape.as_list() for tensor in tf.nest.flatten(concrete.structured_outputs)]
+    dtypes = [tensor.dtype.name for tensor in tf.nest.flatten(concrete.structured_outputs)]
+    return dataclasses.replace(
+        described,
+        outputs=[{"name": f"output_{i}", "shape": shape, "dtype": dtype}
+                 for i, (shape, dtype) in enumerate(zip(symbolic.output_dims(static, observed, steps), dtypes))],
+        operators=tflite_operators(flatbuffer),
+    )
+
+
+def weights_mode(options: dict[str, Any], request: TraceRequest) -> str:
+    """How the weights reach the converter: `@tfcheck.aot(weights=...)`'s choice ("auto" by
+    default), unless the driver asks for "constants" (a lifted build that failed to compile)."""
+    return "constants" if request.weights == "constants" else options.get("weights") or "auto"
+
+
+@dataclass
+class Prepared:
+    """The function as the converter gets it: frozen, or with its weights as inputs (`lifted`)."""
+
+    concrete: Any
+    mode: str  # "auto", "inputs" or "constants"
+    function: Any
+    lifted: LiftedWeights | None
+    graph_sha256: str  # the cache key's main part: the graph and, when lifted, every weight's bytes
+
+    @property
+    def weights(self) -> int:
+        """How many weight inputs the converted model takes after the user's (0: frozen)."""
+        return len(self.lifted.handles) if self.lifted is not None else 0
+
+    def fall_back(self) -> None:
+        """Freeze instead (the key stays: it identifies the function and its weights either way)."""
+        self.function, self.lifted = freeze(self.concrete), None
+
+
+def prepare(concrete: Any, mode: str) -> Prepared:
+    """The concrete function frozen, or with its weights as inputs: always with `mode` "inputs"
+    (a function that cannot be is refused, naming the variable), never with "constants", and with
+    "auto" when the weights are over `LIFT_WEIGHTS_ABOVE` and the function can be.
+
+    Freezing copies every weight into a GraphDef, and the converter's MLIR copies them again:
+    VGG16's 528 MB of weights took the tracing child to 8.8 GB. Lifted, the converter sees a graph
+    without a single weight value, and the weights go to the compile child in a file.
+    """
+    if mode == "inputs" or (mode == "auto" and _captured_bytes(concrete) > LIFT_WEIGHTS_ABOVE):
+        try:
+            lifted = lift_weights(concrete)
+        except WeightsRefused:
+            if mode == "inputs":
+                raise
+        else:
+            return Prepared(concrete, mode, lifted.function, lifted, lifted_graph_sha256(lifted))
+    frozen = freeze(concrete)
+    return Prepared(concrete, mode, frozen, None, frozen_graph_sha256(frozen))
+
+
+def _prepare_and_key(concrete: Any, request: TraceRequest,
+                     key_of: Callable[[str], str]) -> tuple[Prepared, str, str | None]:
+    """`prepare` and the cache key (`key_of` the graph's SHA-256); frozen at once, with the reason,
+    when an earlier build of this very key with the weights as inputs failed and its frozen build
+    succeeded (`fastkey.remember_lifted_failure`): converting and compiling it again would fail
+    the same way."""
+    prepared = prepare(concrete, request.weights)
+    key = key_of(prepared.graph_sha256)
+    failure = None
+    if prepared.lifted is not None and request.cache_dir is not None:
+        failure = lifted_build_failed(Path(request.cache_dir), key)
+    if failure is None:
+        return prepared, key, None
+    prepared = prepare(concrete, "constants")
+    return prepared, key_of(prepared.graph_sha256), failure
+
+
+def _captured_bytes(concrete: Any) -> int:
+    """The size of the variables the function captures, without reading them."""
+    return sum(int(np.prod(v.shape.as_list(), dtype=np.int64)) * v.dtype.size for v in concrete.variables)
+
+
+def lifted_graph_sha256(lifted: LiftedWeights) -> str:
+    """The SHA-256 of the weight-less graph and of every weight's dtype, shape and bytes, read one
+    weight at a time (the same key role as `frozen_graph_sha256`, without a frozen copy)."""
+    inputs = [tensor.name.split(":")[0] for tensor in lifted.function.inputs]
+    digest = hashlib.sha256(b"tfcheck lifted weights\0")
+    digest.update(hashlib.sha256(canonical_graph_bytes(lifted.graph_def, inputs)).digest())
+    for value in weight_values(lifted):
+        digest.update(f"{value.dtype.str}{list(value.shape)}\0".encode())
+        digest.update(np.ascontiguousarray(value).view(np.uint8).reshape(-1).data)
+    return digest.hexdigest()
+
+
+def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray] | None:
+    """The weights the conversion step saved, one at a time, as TFLite's interpreter takes them:
+    after the user's inputs; None for a frozen function (`tflite_outputs` then runs XNNPACK)."""
+    return read_weights(variant_dir / WEIGHTS_FILE, count) if count else None
+
+
+def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,
+                           request: TraceRequest, what: str) -> bytes | None:
+    """None when the cache holds `key`: checked right after freezing, because converting, running
+    TensorFlow for reference outputs and compiling are all unnecessary for a function that has not
+    changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`, and, when the
+    weights are inputs, their values to `variant_dir/weights.npz` (`WEIGHTS_FILE`).
+
+    A function whose lifted form the converter refuses (an op that needs a constant operand) is
+    converted frozen instead (`prepared` then says 0 weights); one the user asked to lift is not.
+    """
+    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+        return None
+    events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    (variant_dir / WEIGHTS_FILE).unlink(missing_ok=True)
+    try:
+        flatbuffer = to_tflite(prepared.function)
+    except StepError:
+        if prepared.lifted is None or prepared.mode == "inputs":
+            raise
+        prepared.fall_back()
+        flatbuffer = to_tflite(prepared.function)
+    (variant_dir / "model.tflite").write_bytes(flatbuffer)
+    if prepared.lifted is not None:
+        save_weights(weight_values(prepared.lifted), variant_dir / WEIGHTS_FILE)
+    return flatbuffer
+
+
+def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:
+    """Each input tensor's name, following the structure: `x`, `features['ids']`, `pair[0]`."""
+    return [path for argument in arguments for path in leaf_paths(argument, argument["name"])]
+
+
+def frozen_graph_sha256(frozen: Any) -> str:
+    """The SHA-256 of the frozen function's canonical GraphDef (the cache key's main part).
+
+    The serialized graph holds every weight (528 MB for VGG16): it lives only inside this call,
+    not through the TFLite conversion that follows (docs/build.md, "Memory").
+    """
+    inputs = [tensor.name.split(":")[0] for tensor in frozen.inputs]
+    return hashlib.sha256(canonical_graph_bytes(frozen.graph.as_graph_def(), inputs)).hexdigest()
+
+
+def canonical_graph_bytes(graph_def: Any, inputs: list[str]) -> bytes:
+    """The GraphDef serialized in a form that is the same in every process for the same function.
+
+    Freezing control flow (an LSTM, a `tf.range` loop) emits the nodes in an order that changes
+    from process to process, and leaves unreferenced placeholders (`unused_control_flow_input_N`)
+    whose numbering changes too. Neither carries meaning, but both would change the cache key of
+    an unchanged function on every build, so nodes (and library functions and their nodes) are
+    sorted by name, placeholders that are neither an input nor used by any node are dropped, and so
+    are internal attributes.
+    """
+    canonical = type(graph_def)()
+    canonical.CopyFrom(graph_def)
+    used = {name.lstrip("^").split(":")[0] for node in canonical.node for name in node.input}
+    nodes = sorted((node for node in canonical.node
+                    if node.op != "Placeholder" or node.name in inputs or node.name in used),
+                   key=lambda node: node.name)
+    for node in nodes:
+        _drop_internal_attributes(node)
+    del canonical.node[:]
+    canonical.node.extend(nodes)
+    functions = sorted(canonical.library.function, key=lambda function: function.signature.name)
+    del canonical.library.function[:]
+    for function in functions:
+        body = sorted(function.node_def, key=lambda node: node.name)
+        for node in body:
+            _drop_internal_attributes(node)
+        del function.node_def[:]
+        function.node_def.extend(body)
+        canonical.library.function.append(function)
+    return canonical.SerializeToString(deterministic=True)
+
+
+def _drop_internal_attributes(node: Any) -> None:
+    """Remove `_`-prefixed attributes (`_has_manual_control_dependencies`, `_class`, ...): TensorFlow
+    bookkeeping that does not change what the node computes and is not stable between processes."""
+    for name in [name for name in node.attr if name.startswith("_")]:
+        del node.attr[name]
+
+
+def _specialize(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
+                shapes: list[list[int]]) -> Any:
+    """The tf.function to trace for these concrete shapes.
+
+    A tf.function with an input_signature always traces that signature, so unknown dimensions
+    would stay unknown (and TVM would import them as 1); for a shape entry that fills them in, the
+    same Python function is wrapped again with the concrete signature (a lone tensor argument
+    keeps its name, which names the graph's placeholder).
+    """
+    flat = tf.nest.flatten(signature)
+    if all(spec.shape == shape for spec, shape in zip(flat, shapes)):
+        return tf_function
+    specs = iter(tf.TensorSpec(shape, spec.dtype) for spec, shape in zip(flat, shapes))
+    concrete = [tf.TensorSpec(next(specs).shape, entry.dtype, name=argument["name"])
+                if argument["kind"] == "tensor" else tf.nest.map_structure(lambda _: next(specs), entry)
+                for entry, argument in zip(signature, arguments)]
+    return tf.function(tf_function.python_function, input_signature=concrete)
+
+
+def _argument_names(traced: Traceable, signature: list[Any]) -> list[str]:
+    """Each argument's name: a lone TensorSpec's own name, else the Python parameter's name (or
+    the SavedModel signature's keyword), else `input_<i>`."""
+    import tensorflow as tf
+
+    parameters = traced.argument_names or list(inspect.signature(traced.tf_function.python_function).parameters)
+    return [(entry.name if isinstance(entry, tf.TensorSpec) and entry.name else None)
+            or (parameters[i] if i < len(parameters) else f"input_{i}")
+            for i, entry in enumerate(signature)]
+
+
+def _arguments(tf: Any, signature: list[Any], names: list[str]) -> list[dict[str, Any]]:
+    """The manifest's `input_structure`: each argument's structure node with its name."""
+    return [{"name": name, **_structure(tf, entry, tf.TensorSpec, f"argument {name!r}")}
+            for name, entry in zip(names, signature)]
+
+
+def _output_structure(tf: Any, structured: Any) -> dict[str, Any]:
+    """The manifest's `output_structure` (runtime/structure.py)."""
+    return _structure(tf, structured, tf.Tensor, "the function's result")
+
+
+def _structure(tf: Any, value: Any, leaf: type, what: str) -> dict[str, Any]:
+    """The structure node of a tf.nest structure whose leaves are `leaf`s (tensors or specs);
+    containers of leaves only have no `items`, so flat structures read as they always did."""
+    if isinstance(value, leaf):
+        return {"kind": "tensor"}
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise StepError(f"{what} is a dict with keys {sorted(map(repr, value))}: an artifact's dict keys are strings")
+        keys = sorted(value)
+        return _container({"kind": "dict", "keys": keys}, [_structure(tf, value[k], leaf, what) for k in keys])
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        node = {"kind": "namedtuple", "name": type(value).__name__, "fields": list(value._fields)}
+        return _container(node, [_structure(tf, item, leaf, what) for item in value])
+    if isinstance(value, (tuple, list)):
+        node = {"kind": "tuple" if isinstance(value, tuple) else "list", "length": len(value)}
+        return _container(node, [_structure(tf, item, leaf, what) for item in value])
+    raise StepError(f"{what} holds a {type(value).__name__}: an artifact takes and returns tensors, alone or "
+                    "nested in tuples, lists, dicts (string keys) and namedtuples")
+
+
+def _container(node: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    return node if all(item == {"kind": "tensor"} for item in items) else {**node, "items": items}
+
+
+def tflite_operators(flatbuffer: bytes) -> list[dict[str, Any]]:
+    """Every TFLite operator of every subgraph, counted, with one output tensor name as an example
+    (the name carries the TensorFlow node it came from, e.g. `model/conv1/Conv2D`)."""
+    import tflite
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    names = {code: name for name, code in vars(BuiltinOperator).items() if name.isupper()}
+    model = tflite.Model.GetRootAsModel(flatbuffer, 0)
+    counts: dict[str, dict[str, Any]] = {}
+    for s in range(model.SubgraphsLength()):
+        subgraph = model.Subgraphs(s)
+        for o in range(subgraph.OperatorsLength()):
+            operator = subgraph.Operators(o)
+            name = _op_name(model.OperatorCodes(operator.OpcodeIndex()), names)
+            outputs = operator.OutputsAsNumpy() if operator.OutputsLength() else []
+            tensor = subgraph.Tensors(int(outputs[0])).Name().decode() if len(outputs) else ""
+            entry = counts.setdefault(name, {"op": name, "count": 0, "example": tensor})
+            entry["count"] += 1
+    return sorted(counts.values(), key=lambda e: (-e["count"], e["op"]))
+
+
+def _op_name(code: Any, names: dict[int, str]) -> str:
+    """The builtin's name; custom ops as `CUSTOM:<name>`."""
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    name = names.get(builtin, f"BUILTIN_{builtin}")
+    if name == "CUSTOM":
+        return f"CUSTOM:{code.CustomCode().decode()}"
+    return name
+
+
+if __name__ == "__main__":
+    child_main(trace_function, TraceRequest)
