@@ -26,7 +26,7 @@ demo: export TF_CPP_MIN_LOG_LEVEL = 2
 # dispatch example imports TensorFlow in its own process, so the demo drops exactly those lines.
 TF_STARTUP_NOISE := absl::InitializeLog\|oneDNN custom operations are on
 demo: $(STAMP)
-	@echo "==> tfcheck check --statistics fixtures/        (lint: tf.function pitfalls, never running the code)"
+	@echo "==> tfcheck check --statistics fixtures/        (lint: tf.function pitfalls, never running the code; the default rules)"
 	@$(BIN)/tfcheck check --statistics fixtures/; test $$? -le 1
 	@echo
 	@echo "==> tfcheck build fixtures/aot/mlp.py --out .tfcheck/demo   (trace, freeze, compile with TVM, verify, cache)"
