@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine.facts import LOOPS, FileFacts
+from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -176,8 +176,7 @@ def _reads_new_value(facts: FileFacts, load: ast.Name, construct: ast.AST) -> bo
     """A read that can see the value the construct produced: after it, or in a loop around both."""
     if load.lineno > (construct.end_lineno or construct.lineno):  # type: ignore[attr-defined]
         return True
-    loops = [a for a in facts.ancestors(construct) if isinstance(a, LOOPS)]
-    return any(loop in loops for loop in facts.ancestors(load))
+    return facts.common_loop(construct, load) is not None
 
 
 def _python_while_testing(facts: FileFacts, construct: ast.AST, name: str,
