@@ -4,7 +4,6 @@ configuration (an empty `[tool.tfcheck]` table for the defaults themselves)."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,17 +13,11 @@ ALL_RULES = '[tool.tfcheck]\nselect = ["ALL"]\n'
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Callable[..., Path]:
-    """`project({"pkg/a.py": "code"}, config="...")` writes files (dedented) and returns the folder."""
+def project(project: Callable[..., Path]) -> Callable[..., Path]:
+    """tests/conftest.py's `project`, with the all-rules configuration when the test gives none."""
 
     def write(files: dict[str, str], config: str | None = None) -> Path:
-        for name, text in files.items():
-            path = tmp_path / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(textwrap.dedent(text), encoding="utf-8")
-        (tmp_path / "pyproject.toml").write_text(textwrap.dedent(config) if config is not None else ALL_RULES,
-                                                 encoding="utf-8")
-        return tmp_path
+        return project(files, ALL_RULES if config is None else config)
 
     return write
 
