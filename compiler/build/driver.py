@@ -9,6 +9,7 @@ function never stops the others.
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import os
 import shutil
@@ -23,14 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcheck import __version__
 from tfcheck.config import Config
-from tfcheck.compiler.cache.artifacts import ArtifactCache, export_artifact, now_utc, shape_tag, sources_digest
+from tfcheck.compiler.cache.artifacts import ArtifactCache, sources_digest
 from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
 from tfcheck.compiler.trace.discover import AnnotatedFunction
-from tfcheck.compiler.cache.fastkey import recall, remember, remember_lifted_failure
+from tfcheck.compiler.cache.fastkey import recall, remember
 from tfcheck.compiler.frontend.importer import unimportable
 from tfcheck.compiler.process.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
-from tfcheck.compiler.build.export import bundle_runtime, runtime_record
+from tfcheck.compiler.build.export import bundle_runtime, export_artifact, runtime_record, shape_tag
 from tfcheck.compiler.trace.symbolic import entries_example
 from tfcheck.compiler.build.targets import TargetError, describe, device_of, resolve_target
 from tfcheck.runtime.manifest import (FORMAT_VERSION, LIBRARY, WEIGHTS_FORMAT_VERSION, Manifest, SymbolicDim, TensorSpec,
@@ -48,7 +49,7 @@ class BuildOptions:
     """What the command line (and config) decided for this run."""
 
     target: dict[str, Any]
-    cache_dir: Path
+    cache: ArtifactCache
     # --target (or the config's `target`) was given: it replaces every function's `targets=`.
     target_chosen: bool = False
     arch: str | None = None  # --arch, for the functions that list "cuda" in `targets=`
@@ -213,7 +214,7 @@ def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[
     """
     if options.target_chosen or options.dry_run or not function.targets:
         return [options.target]
-    return [resolve_target(spec, options.arch if spec == "cuda" else None, options.cache_dir)
+    return [resolve_target(spec, options.arch if spec == "cuda" else None, options.cache)
             for spec in function.targets]
 
 
@@ -279,7 +280,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
 def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request: TraceRequest,
                      failed: BuildRecord, on_stage: Callable[[str], None], export_suffix: str) -> list[BuildRecord]:
     """Trace (or recall the trace), then build each traced variant."""
-    traced = None if options.dry_run else recall(options.cache_dir, request)
+    traced = None if options.dry_run else recall(options.cache, request)
     if traced is None:
         outcome = run_child("tfcheck.compiler.trace.tracing", request, TraceResult, Path(request.work_dir),
                             on_stage=on_stage, timeout=options.timeout)
@@ -287,7 +288,7 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
         if traced is None:
             return [_trace_failure(function, failed, outcome)]
         if not options.dry_run:
-            remember(options.cache_dir, request, traced)
+            remember(options.cache, request, traced)
     try:
         export_names = _export_names(traced.name, traced.variants, export_suffix)
     except UnsafePathError as error:
@@ -314,7 +315,7 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
         _say_frozen(function, record, lifted[0][0].message or "")
     if all(record.status in ("built", "cached") for record in records):
         for record, variant in lifted:  # the next build of these keys goes straight to the frozen route
-            remember_lifted_failure(options.cache_dir, variant.key, record.message or "")
+            options.cache.keep_lifted_failure(variant.key, record.message or "")
     return records
 
 
@@ -355,14 +356,14 @@ def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir:
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
                         path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
                         config_shapes=config_shapes, config_dims=config_dims,
-                        cache_dir=None if options.dry_run else str(options.cache_dir),
+                        cache_dir=None if options.dry_run else str(options.cache.root),
                         instance=function.instance,
                         saved_model=str(function.path.resolve()) if function.saved_model else None)
 
 
 def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
                    variant: TracedVariant, export_name: str, on_stage: Callable[[str], None]) -> BuildRecord:
-    cache = ArtifactCache(options.cache_dir)
+    cache = options.cache
     if variant.cached:
         return _from_cache(function, options, variant.key, traced.name, export_name, cache)
     record = BuildRecord(function.label, traced.name, describe(options.target), "checked",
@@ -522,6 +523,11 @@ def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
 
 def _verification(result: CompileResult) -> Verification:
     return Verification(result.verify["max_abs_error"], result.verify["max_rel_error"], result.verify["passed"])
+
+
+def now_utc() -> str:
+    """The manifest's `created`: UTC, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def display_path(path: Path) -> str:

@@ -6,8 +6,8 @@ to whatever TVM would detect on the machine that later loads the artifact.
 
 Asking TVM's LLVM for the host's triple and CPU name means `import tvm` (1-2 s), which an
 unchanged rebuild otherwise never needs (compiler/cache/fastkey.py answers it without TensorFlow or
-TVM). So the answer is kept in the artifact cache (`<cache>/.fastkeys/host-cpu-<fingerprint>.json`)
-under a fingerprint of what LLVM's answer depends on: the CPU as the kernel describes it (vendor,
+TVM). So the answer is kept in the artifact cache (`ArtifactCache.keep_host_record`) under a
+fingerprint of what LLVM's answer depends on: the CPU as the kernel describes it (vendor,
 family, model, stepping, name, feature flags) and the TVM installation (versions, location, the
 library's size and time). Another machine, CPU, or TVM build has another fingerprint and asks TVM
 again; a record that is unreadable or malformed is ignored.
@@ -32,11 +32,12 @@ import os
 import platform
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfcheck.atomic import write_atomic
 from tfcheck.runtime import target as runtime_target
-from tfcheck.runtime.manifest import FAST_KEYS
+
+if TYPE_CHECKING:
+    from tfcheck.compiler.cache.artifacts import ArtifactCache
 
 DEVICES = {"llvm": "cpu", "cuda": "cuda"}
 # The fields of /proc/cpuinfo that LLVM's host detection (cpuid: vendor, family, model, features) sees.
@@ -57,21 +58,19 @@ class TargetError(ValueError):
     """A `--target`/`--arch` combination that cannot be built."""
 
 
-def host_cpu_target(record_dir: Path | None = None) -> dict[str, Any]:
-    """This machine's CPU as an llvm target; with `record_dir` (an artifact cache), LLVM's answer
-    is read from, or kept in, its record for this machine and TVM (see the module's docstring).
+def host_cpu_target(cache: ArtifactCache | None = None) -> dict[str, Any]:
+    """This machine's CPU as an llvm target; with a `cache`, LLVM's answer is read from, or kept in,
+    the cache's record for this machine and TVM (see the module's docstring).
 
     The wheel reports a conda triple (`x86_64-conda-linux-gnu`) that the system linker does not
     know; the vendor part is dropped. String targets (`llvm -mcpu=...`) no longer parse in TVM 0.27.
     """
-    fingerprint = host_fingerprint() if record_dir is not None else None
-    record = record_dir / FAST_KEYS / f"host-cpu-{fingerprint}.json" if record_dir and fingerprint else None
-    llvm = _read_host_record(record) if record else None
+    fingerprint = host_fingerprint() if cache is not None else None
+    llvm = _read_host_record(cache.host_record(fingerprint)) if cache is not None and fingerprint else None
     if llvm is None:
         llvm = _llvm_host()
-        if record is not None:
-            record.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(record, json.dumps(llvm))
+        if cache is not None and fingerprint:
+            cache.keep_host_record(fingerprint, json.dumps(llvm))
     return {"kind": "llvm", **llvm, "num-cores": os.cpu_count() or 1}
 
 
@@ -138,12 +137,12 @@ def _cpu_description() -> dict[str, str] | None:
     return described or None
 
 
-def _read_host_record(path: Path) -> dict[str, Any] | None:
-    """The recorded triple, CPU name and features turned off; None when the file is absent,
-    unreadable or malformed."""
+def _read_host_record(text: str | None) -> dict[str, Any] | None:
+    """The recorded triple, CPU name and features turned off; None when there is no record or it is
+    malformed."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(text) if text is not None else None
+    except ValueError:
         return None
     if not isinstance(record, dict) or set(record) - {"mattr"} != {"mtriple", "mcpu"}:
         return None
@@ -155,17 +154,17 @@ def _read_host_record(path: Path) -> dict[str, Any] | None:
     return record if mattr else {"mtriple": record["mtriple"], "mcpu": record["mcpu"]}  # as `_llvm_host` has it
 
 
-def resolve_target(spec: str, arch: str | None, record_dir: Path | None = None) -> dict[str, Any]:
-    """`cpu` (the host), `cuda` (needs `arch`, e.g. sm_90) or a TVM target JSON object; `record_dir`
-    as for `host_cpu_target`."""
+def resolve_target(spec: str, arch: str | None, cache: ArtifactCache | None = None) -> dict[str, Any]:
+    """`cpu` (the host), `cuda` (needs `arch`, e.g. sm_90) or a TVM target JSON object; `cache` as
+    for `host_cpu_target`."""
     if spec in ("cpu", "llvm"):
         if arch:
             raise TargetError("--arch applies to --target cuda only")
-        return host_cpu_target(record_dir)
+        return host_cpu_target(cache)
     if spec == "cuda":
         if not arch or not arch.startswith("sm_") or not arch[3:].isdigit():
             raise TargetError("--target cuda needs --arch with a compute capability such as sm_90")
-        return {"kind": "cuda", "arch": arch, "host": host_cpu_target(record_dir)}
+        return {"kind": "cuda", "arch": arch, "host": host_cpu_target(cache)}
     if spec.lstrip().startswith("{"):
         return _json_target(spec)
     raise TargetError(f"unknown target {spec!r}: use cpu, cuda (with --arch) or a TVM target JSON object")

@@ -16,27 +16,30 @@ An artifact is a folder `<cache>/<key>/` with `manifest.json` and `lib.so`. Why 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import json
 import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcheck.atomic import locked, write_atomic
 from tfcheck.compiler.build.targets import canonical_json
 from tfcheck.gitignore import mark_ignored
 from tfcheck.runtime.bundled import read_runtime
 from tfcheck.runtime.errors import ArtifactError
-from tfcheck.runtime.manifest import FORMAT_VERSION, Manifest, read_manifest
+from tfcheck.runtime.manifest import CACHE_DIR, FORMAT_VERSION, MANIFEST, Manifest, read_manifest
 from tfcheck.runtime.paths import check_name, remove_tree
 from tfcheck.runtime.digest import file_sha256
-from tfcheck.runtime.weights import checked_weights_path
+
+if TYPE_CHECKING:
+    from tfcheck.config import Config
 
 INDEX = "index.json"
+FAST_KEYS = ".fastkeys"
 _TEMP = ".tmp"
+_LOCK = ".lock"
 
 
 def python_sources(root: Path) -> list[Path]:
@@ -76,14 +79,38 @@ def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str,
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+def artifact_cache(flag: Path | None, config: Config) -> ArtifactCache:
+    """The artifact cache a command works on, decided here alone for every command that has one
+    (`build`, `inspect`, `ls`, `clean`): `--cache-dir`, else the config's `cache-dir`, else
+    `.tfcheck/artifacts`."""
+    return ArtifactCache(flag or Path(config.build.cache_dir or CACHE_DIR))
+
+
 class ArtifactCache:
-    """A folder of artifacts by key; safe for concurrent builds on one file system."""
+    """A folder of artifacts by key, safe for concurrent builds on one file system, and the one
+    owner of its layout: no other module joins a name to the cache's folder.
+
+        <key>/                          an artifact: manifest.json, lib.so (and weights.npz)
+        index.json                      the artifacts listed (rewritten under .lock)
+        .tmp/                           entries being built, and corrupt ones on their way out
+        .fastkeys/<identity>            a trace's result and what it read (`cache/fastkey.py`)
+        .fastkeys/host-cpu-<fp>.json    LLVM's name for this CPU and TVM (`build/targets.py`)
+        .fastkeys/lifted-failed-<key>   why a build with the weights as inputs failed
+
+    Every name that goes below the folder (a key, an identity, a fingerprint) is checked to be a
+    plain name first (`check_name`), so nothing the cache reads or writes lies outside it.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def entry(self, key: str) -> Path:
-        return self.root / key
+        """The folder of the artifact `key` (UnsafePathError for a key that is no plain name)."""
+        return self.root / check_name(key, "artifact key")
+
+    def entry_problem(self, key: str) -> str | None:
+        """Why the entry `key` cannot be used (None when it can; "missing" when there is none)."""
+        return entry_problem(self.entry(key))
 
     def lookup(self, key: str) -> tuple[Manifest | None, str | None]:
         """(manifest, None) for a valid entry; (None, why) when the entry is corrupt, after moving
@@ -121,6 +148,57 @@ class ArtifactCache:
     def discard_staging(self, staging: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
+    def artifact_folders(self) -> list[Path]:
+        """The folders holding a manifest (in the cache or a `tfcheck build --out` folder, whose
+        artifacts are named by function), sorted; none when the folder does not exist."""
+        if not self.root.is_dir():
+            return []
+        return sorted(child for child in self.root.iterdir() if (child / MANIFEST).is_file())
+
+    def clear(self) -> int:
+        """Delete every artifact, `index.json` and `.fastkeys/`; how many artifacts there were.
+        Only folders holding a manifest are artifacts, so a mistyped cache folder loses nothing
+        else; an entry that is a symbolic link loses the link, never what it points to."""
+        folders = self.artifact_folders()
+        for folder in folders:
+            remove_tree(folder)
+        (self.root / INDEX).unlink(missing_ok=True)
+        remove_tree(self.root / FAST_KEYS)
+        return len(folders)
+
+    def trace_record(self, identity: str) -> str | None:
+        """The fast key's record of the trace `identity` (`cache/fastkey.py`), or None."""
+        return self._record(check_name(identity, "fast key"))
+
+    def keep_trace_record(self, identity: str, text: str) -> None:
+        self._keep(check_name(identity, "fast key"), text)
+
+    def host_record(self, fingerprint: str) -> str | None:
+        """What LLVM said of the CPU and TVM with this fingerprint (`build/targets.py`), or None."""
+        return self._record(_host_record_name(fingerprint))
+
+    def keep_host_record(self, fingerprint: str, text: str) -> None:
+        self._keep(_host_record_name(fingerprint), text)
+
+    def lifted_failure(self, key: str) -> str | None:
+        """The message of the failed build of `key` with its weights as inputs, or None: its
+        frozen build succeeded, so the next trace that computes `key` freezes at once."""
+        return self._record(_lifted_failure_name(key))
+
+    def keep_lifted_failure(self, key: str, message: str) -> None:
+        self._keep(_lifted_failure_name(key), message)
+
+    def _record(self, name: str) -> str | None:
+        try:
+            return (self.root / FAST_KEYS / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _keep(self, name: str, text: str) -> None:
+        self.create_root()
+        (self.root / FAST_KEYS).mkdir(exist_ok=True)
+        write_atomic(self.root / FAST_KEYS / name, text)
+
     def _discard(self, folder: Path) -> None:
         """Move a corrupt entry aside atomically, then delete it (another build may race us)."""
         trash = self.root / _TEMP / f"corrupt-{uuid.uuid4().hex}"
@@ -136,7 +214,7 @@ class ArtifactCache:
     def _index_add(self, manifest: Manifest) -> None:
         """Record the entry in index.json (read-modify-write under the cache's lock)."""
         self.create_root()
-        with locked(self.root / ".lock"):
+        with locked(self.root / _LOCK):
             index_path = self.root / INDEX
             try:
                 index = json.loads(index_path.read_text(encoding="utf-8"))
@@ -145,6 +223,14 @@ class ArtifactCache:
             written = manifest.to_json()
             index[written["key"]] = {name: written[name] for name in ("function", "qualname", "device", "inputs", "created")}
             write_atomic(index_path, json.dumps(index, indent=2) + "\n")
+
+
+def _host_record_name(fingerprint: str) -> str:
+    return check_name(f"host-cpu-{fingerprint}.json", "host record")
+
+
+def _lifted_failure_name(key: str) -> str:
+    return f"lifted-failed-{check_name(key, 'artifact key')}"
 
 
 def entry_problem(folder: Path) -> str | None:
@@ -159,39 +245,10 @@ def entry_problem(folder: Path) -> str | None:
         return "library file missing"
     if file_sha256(library) != manifest.library_sha256:
         return "library does not match its SHA-256"
+    from tfcheck.runtime.weights import checked_weights_path  # NumPy: `tfcheck ls` and `clean` run without it
+
     try:
         checked_weights_path(manifest)
     except ArtifactError as error:
         return str(error)
     return None
-
-
-def now_utc() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def shape_tag(inputs: list[dict[str, Any]]) -> str:
-    """`1x224x224x3` (inputs joined by `_`), to tell apart the artifacts of one function."""
-    return "_".join("x".join(str(d) for d in spec["shape"]) or "scalar" for spec in inputs)
-
-
-def export_artifact(folder: Path, out_dir: Path, name: str) -> Path:
-    """Copy an artifact to `out_dir/name`, replacing an older export of the same name atomically
-    enough for deployment folders: copy beside it, then swap.
-
-    `name` must be a plain name (UnsafePathError otherwise), so that nothing outside `out_dir`
-    (resolved: `--out` may be a link) is ever replaced; an older export that is a symbolic link
-    is replaced as a link, and whatever it points to is left alone.
-    """
-    check_name(name, "export name")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out_dir = out_dir.resolve()
-    destination = out_dir / name
-    staging = out_dir / f".{name}.{uuid.uuid4().hex}"
-    shutil.copytree(folder, staging)
-    if os.path.lexists(destination):
-        old = out_dir / f".{name}.old.{uuid.uuid4().hex}"
-        os.rename(destination, old)
-        remove_tree(old)
-    os.rename(staging, destination)
-    return destination

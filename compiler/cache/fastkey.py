@@ -19,7 +19,8 @@ installed packages (`ReadRecorder`, a `TraceInputs`):
 - the version of every installed distribution a module was imported from (TensorFlow, Keras,
   NumPy, ...).
 
-The main process stores that, with the trace's result, under `<cache>/.fastkeys/<identity>`,
+The main process stores that, with the trace's result, as the cache's trace record of `identity`
+(`ArtifactCache.keep_trace_record`: `<cache>/.fastkeys/<identity>`),
 where `identity` hashes the request (module, function, config shapes, target, compile options,
 tfcheck, TVM and compiler-source versions, Python). On the next build, `recall` re-hashes those
 files, re-reads those variables and versions and, when everything matches and every artifact the
@@ -48,15 +49,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tfcheck.atomic import write_atomic
-from tfcheck.compiler.cache.artifacts import ArtifactCache, entry_problem
+from tfcheck.compiler.cache.artifacts import ArtifactCache
 from tfcheck.compiler.process.child import CHILD_ENVIRONMENT, EVENTS_FD_VARIABLE
 from tfcheck.compiler.process.messages import ContractError, TraceInputs, TraceRequest, TraceResult, from_message, to_message
 from tfcheck.compiler.cache.opens import FolderWatch
 from tfcheck.runtime.bundled import distribution_version
 from tfcheck.runtime.digest import file_sha256
-from tfcheck.runtime.manifest import FAST_KEYS
-from tfcheck.runtime.paths import UnsafePathError, check_name
+from tfcheck.runtime.paths import UnsafePathError
 
 # Bump when what a record holds, or how it is compared, changes: older records then never match.
 FASTKEY_VERSION = 1
@@ -265,31 +264,29 @@ def identity(request: TraceRequest) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def remember(cache_dir: Path, request: TraceRequest, traced: TraceResult) -> None:
+def remember(cache: ArtifactCache, request: TraceRequest, traced: TraceResult) -> None:
     """Store the trace's result under the request's identity, to be recalled while what it read
     is unchanged (not when the child could not record everything it read)."""
     if traced.inputs is None or not traced.inputs.complete:
         return
     cached = [dataclasses.replace(variant, cached=True) for variant in traced.variants]
-    ArtifactCache(cache_dir).create_root()
-    folder = cache_dir / FAST_KEYS
-    folder.mkdir(exist_ok=True)
-    write_atomic(folder / check_name(identity(request), "fast key"),
-                 json.dumps(to_message(dataclasses.replace(traced, variants=cached))))
+    cache.keep_trace_record(identity(request), json.dumps(to_message(dataclasses.replace(traced, variants=cached))))
 
 
-def recall(cache_dir: Path, request: TraceRequest, environment: Mapping[str, str] = os.environ) -> TraceResult | None:
+def recall(cache: ArtifactCache, request: TraceRequest, environment: Mapping[str, str] = os.environ) -> TraceResult | None:
     """The stored result of this request's trace when nothing it read has changed and its
     artifacts are intact; None otherwise (and for an unreadable or foreign record)."""
+    text = cache.trace_record(identity(request))
+    if text is None:
+        return None
     try:
-        text = (cache_dir / FAST_KEYS / identity(request)).read_text(encoding="utf-8")
         traced = from_message(TraceResult, json.loads(text))
-        keys = [check_name(variant.key, "artifact key") for variant in traced.variants]
-    except (OSError, ValueError, ContractError, UnsafePathError, TypeError, AttributeError):
+        problems = [cache.entry_problem(variant.key) for variant in traced.variants]
+    except (ValueError, ContractError, UnsafePathError, TypeError, AttributeError):
         return None
     if traced.inputs is None or changed(traced.inputs, environment) is not None:
         return None
-    if any(entry_problem(cache_dir / key) is not None for key in keys):
+    if any(problem is not None for problem in problems):
         return None
     return traced
 
@@ -308,29 +305,3 @@ def changed(inputs: TraceInputs, environment: Mapping[str, str]) -> str | None:
         if listing_digest(path) != digest:
             return path
     return None
-
-
-# --- lifted builds that failed -------------------------------------------------------------------
-
-
-def _lifted_failure(cache_dir: Path, key: str) -> Path:
-    return cache_dir / FAST_KEYS / f"lifted-failed-{check_name(key, 'artifact key')}"
-
-
-def remember_lifted_failure(cache_dir: Path, key: str, message: str) -> None:
-    """Note that the build of `key`, a variant with its weights as inputs, failed where its frozen
-    build succeeded: the next trace that computes `key` freezes at once instead of converting and
-    compiling the lifted model again. `key` hashes the lifted graph, every weight, the compiler's
-    sources and versions, so the same failure would follow; the frozen artifact is still looked up
-    by its own key."""
-    ArtifactCache(cache_dir).create_root()
-    (cache_dir / FAST_KEYS).mkdir(exist_ok=True)
-    write_atomic(_lifted_failure(cache_dir, key), message)
-
-
-def lifted_build_failed(cache_dir: Path, key: str) -> str | None:
-    """The message of the failed build with the weights as inputs noted for `key`, or None."""
-    try:
-        return _lifted_failure(cache_dir, key).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, UnsafePathError):
-        return None

@@ -134,7 +134,7 @@ class TracedVariant:
     # weight inputs after the user's (`weights.npz` in `dir`); 0: the weights are frozen in the model
     weights: int = 0
     # why the weights are frozen although the function would take them as inputs: the failure of an
-    # earlier build of this variant with them as inputs (`fastkey.lifted_build_failed`)
+    # earlier build of this variant with them as inputs (`ArtifactCache.lifted_failure`)
     frozen_because: str | None = None
 
 

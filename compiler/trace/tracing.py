@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.trace import symbolic
-from tfcheck.compiler.cache.artifacts import cache_key, entry_problem
+from tfcheck.compiler.cache.artifacts import ArtifactCache, cache_key
 from tfcheck.compiler.process.child import EventWriter, StepError, child_main
-from tfcheck.compiler.cache.fastkey import ReadRecorder, lifted_build_failed
+from tfcheck.compiler.cache.fastkey import ReadRecorder
 from tfcheck.compiler.process.messages import TracedVariant, TraceRequest, TraceResult
 from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
                                       generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
@@ -311,17 +311,24 @@ def _prepare_and_key(concrete: Any, request: TraceRequest,
                      key_of: Callable[[str], str]) -> tuple[Prepared, str, str | None]:
     """`prepare` and the cache key (`key_of` the graph's SHA-256); frozen at once, with the reason,
     when an earlier build of this very key with the weights as inputs failed and its frozen build
-    succeeded (`fastkey.remember_lifted_failure`): converting and compiling it again would fail
+    succeeded (`ArtifactCache.keep_lifted_failure`): converting and compiling it again would fail
     the same way."""
     prepared = prepare(concrete, request.weights)
     key = key_of(prepared.graph_sha256)
     failure = None
-    if prepared.lifted is not None and request.cache_dir is not None:
-        failure = lifted_build_failed(Path(request.cache_dir), key)
+    cache = _cache(request)
+    if prepared.lifted is not None and cache is not None:
+        failure = cache.lifted_failure(key)
     if failure is None:
         return prepared, key, None
     prepared = prepare(concrete, "constants")
     return prepared, key_of(prepared.graph_sha256), failure
+
+
+def _cache(request: TraceRequest) -> ArtifactCache | None:
+    """The artifact cache the driver named; None in a dry run, which reports the operators and so
+    never stops at a cached artifact."""
+    return ArtifactCache(Path(request.cache_dir)) if request.cache_dir is not None else None
 
 
 def _captured_bytes(concrete: Any) -> int:
@@ -357,7 +364,8 @@ def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, even
     A function whose lifted form the converter refuses (an op that needs a constant operand) is
     converted frozen instead (`prepared` then says 0 weights); one the user asked to lift is not.
     """
-    if request.cache_dir is not None and entry_problem(Path(request.cache_dir) / key) is None:
+    cache = _cache(request)
+    if cache is not None and cache.entry_problem(key) is None:
         return None
     events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
     variant_dir.mkdir(parents=True, exist_ok=True)

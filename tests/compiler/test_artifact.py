@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from tfcheck.compiler.cache.artifacts import (
+    FAST_KEYS,
     ArtifactCache,
+    artifact_cache,
     cache_key,
     entry_problem,
-    export_artifact,
     python_sources,
-    shape_tag,
     sources_digest,
 )
-from tfcheck.runtime.manifest import Manifest, TensorSpec
+from tfcheck.compiler.build.export import export_artifact, shape_tag
+from tfcheck.config import BuildConfig, Config
+from tfcheck.runtime.manifest import CACHE_DIR, Manifest, TensorSpec
+from tfcheck.runtime.paths import UnsafePathError
 from tfcheck.runtime.digest import file_sha256
 
 INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
@@ -189,3 +192,35 @@ def test_the_cache_keeps_itself_out_of_git(tmp_path: Path) -> None:
     assert status.stdout == ""
     assert (tmp_path / ".tfcheck/artifacts/.gitignore").read_text().splitlines()[-1] == "*"
     assert [folder.name for folder in cache.root.iterdir() if (folder / "manifest.json").is_file()] == [key()]
+
+
+def test_the_cache_folder_is_the_flag_else_the_config_else_the_default(tmp_path: Path) -> None:
+    """One function decides it for `build`, `inspect`, `ls` and `clean` (issue 38: `inspect` ignored
+    the config's cache-dir)."""
+    configured = Config(root=tmp_path, build=BuildConfig(cache_dir=str(tmp_path / "configured")))
+    assert artifact_cache(tmp_path / "flag", configured).root == tmp_path / "flag"
+    assert artifact_cache(None, configured).root == tmp_path / "configured"
+    assert artifact_cache(None, Config(root=tmp_path)).root == CACHE_DIR
+
+
+def test_the_cache_keeps_its_records_inside_its_fast_key_folder(tmp_path: Path) -> None:
+    """Trace records, host records and failed lifted builds all live under `.fastkeys/`, by names
+    the cache checks; `clear` takes them with the artifacts, and nothing else."""
+    cache = ArtifactCache(tmp_path / "cache")
+    cache.keep_trace_record("a" * 64, "{}")
+    cache.keep_host_record("0123abcd", '{"mtriple": "x"}')
+    cache.keep_lifted_failure(key(), "no constant operand")
+    assert (cache.trace_record("a" * 64), cache.host_record("0123abcd"), cache.lifted_failure(key())) == (
+        "{}", '{"mtriple": "x"}', "no constant operand")
+    assert sorted(path.name for path in (cache.root / FAST_KEYS).iterdir()) == [
+        "a" * 64, "host-cpu-0123abcd.json", f"lifted-failed-{key()}"]
+    assert cache.trace_record("b" * 64) is None and cache.lifted_failure("0" * 64) is None
+    for bad in ("../escape", "/etc/passwd", ".."):
+        with pytest.raises(UnsafePathError):
+            cache.keep_trace_record(bad, "{}")
+        with pytest.raises(UnsafePathError):
+            cache.entry(bad)
+    cache.commit(*stage(cache, key()))
+    (cache.root / "notes").mkdir()
+    assert cache.clear() == 1
+    assert sorted(path.name for path in cache.root.iterdir()) == [".gitignore", ".lock", ".tmp", "notes"]

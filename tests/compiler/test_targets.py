@@ -14,7 +14,7 @@ from tfcheck.compiler.build import targets
 from tfcheck.compiler.trace.discover import AnnotatedFunction
 from tfcheck.compiler.build.driver import BuildOptions, targets_of
 from tfcheck.compiler.build.targets import TargetError, canonical_json, describe, device_of, resolve_target
-from tfcheck.runtime.manifest import FAST_KEYS
+from tfcheck.compiler.cache.artifacts import FAST_KEYS, ArtifactCache
 
 
 def test_cpu_is_the_host_with_a_system_triple() -> None:
@@ -56,16 +56,16 @@ def _function(targets: list[str] | None) -> AnnotatedFunction:
 def test_a_functions_targets_apply_unless_the_command_line_names_one(tmp_path: Path) -> None:
     host = resolve_target("cpu", None)
     znver4 = '{"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"}'
-    options = BuildOptions(target=host, cache_dir=tmp_path, arch="sm_90")
+    options = BuildOptions(target=host, cache=ArtifactCache(tmp_path), arch="sm_90")
     assert targets_of(_function(None), options) == [host]
     assert [describe(t) for t in targets_of(_function(["cpu", znver4, "cuda"]), options)] == [
         describe(host), "llvm:znver4", "cuda:sm_90"]
-    chosen = BuildOptions(target=resolve_target(znver4, None), cache_dir=tmp_path, target_chosen=True)
+    chosen = BuildOptions(target=resolve_target(znver4, None), cache=ArtifactCache(tmp_path), target_chosen=True)
     assert [describe(t) for t in targets_of(_function(["cpu", "cuda"]), chosen)] == ["llvm:znver4"]
 
 
 def test_a_cuda_entry_without_arch_is_an_error_for_that_function(tmp_path: Path) -> None:
-    options = BuildOptions(target=resolve_target("cpu", None), cache_dir=tmp_path)
+    options = BuildOptions(target=resolve_target("cpu", None), cache=ArtifactCache(tmp_path))
     with pytest.raises(TargetError, match="--arch"):
         targets_of(_function(["cpu", "cuda"]), options)
 
@@ -76,7 +76,8 @@ RESOLVE_IN_A_FRESH_PROCESS = """
 import json, sys
 from pathlib import Path
 from tfcheck.compiler.build.targets import resolve_target
-target = resolve_target("cpu", None, Path(sys.argv[1]))
+from tfcheck.compiler.cache.artifacts import ArtifactCache
+target = resolve_target("cpu", None, ArtifactCache(Path(sys.argv[1])))
 print(json.dumps({"target": target, "tvm_imported": "tvm" in sys.modules}))
 """
 
@@ -87,13 +88,13 @@ def _records(cache: Path) -> list[Path]:
 
 def _recorded(cache: Path) -> Path:
     """The record that resolving the host target with `cache` leaves there."""
-    resolve_target("cpu", None, cache)
+    resolve_target("cpu", None, ArtifactCache(cache))
     [record] = _records(cache)
     return record
 
 
 def test_the_host_cpu_is_recorded_and_read_back_without_importing_tvm(tmp_path: Path) -> None:
-    asked = resolve_target("cpu", None, tmp_path)
+    asked = resolve_target("cpu", None, ArtifactCache(tmp_path))
     assert asked == resolve_target("cpu", None) and len(_records(tmp_path)) == 1
     fresh = subprocess.run([sys.executable, "-c", RESOLVE_IN_A_FRESH_PROCESS, str(tmp_path)],
                            capture_output=True, text=True, check=True)
@@ -104,21 +105,21 @@ def test_a_record_counts_only_for_the_same_cpu_and_tvm(tmp_path: Path, monkeypat
     real = resolve_target("cpu", None)
     record = _recorded(tmp_path)
     record.write_text(json.dumps({"mtriple": real["mtriple"], "mcpu": "recorded"}))
-    assert resolve_target("cpu", None, tmp_path)["mcpu"] == "recorded"  # the record is what answers
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path))["mcpu"] == "recorded"  # the record is what answers
 
     description = targets._cpu_description()
     assert description is not None
     monkeypatch.setattr(targets, "_cpu_description", lambda: {**description, "flags": "sse2"})
-    assert resolve_target("cpu", None, tmp_path)["mcpu"] == real["mcpu"]  # another CPU: TVM asked
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path))["mcpu"] == real["mcpu"]  # another CPU: TVM asked
     monkeypatch.setattr(targets, "_cpu_description", lambda: description)
     version = targets._version
     monkeypatch.setattr(targets, "_version", lambda name: "99.0" if name == "apache-tvm" else version(name))
-    assert resolve_target("cpu", None, tmp_path)["mcpu"] == real["mcpu"]  # another TVM: TVM asked
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path))["mcpu"] == real["mcpu"]  # another TVM: TVM asked
     monkeypatch.setattr(targets, "_version", version)
-    assert resolve_target("cpu", None, tmp_path)["mcpu"] == "recorded"
-    assert resolve_target("cuda", "sm_90", tmp_path)["host"]["mcpu"] == "recorded"
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path))["mcpu"] == "recorded"
+    assert resolve_target("cuda", "sm_90", ArtifactCache(tmp_path))["host"]["mcpu"] == "recorded"
     record.write_text(json.dumps({"mtriple": real["mtriple"], "mcpu": "recorded", "mattr": []}))
-    assert "mattr" not in resolve_target("cpu", None, tmp_path)  # an empty list is no list: the same key
+    assert "mattr" not in resolve_target("cpu", None, ArtifactCache(tmp_path))  # an empty list is no list: the same key
 
 
 @pytest.mark.parametrize("content", ["not json", "[]", '{"mtriple": "x86_64-linux-gnu"}',
@@ -131,13 +132,13 @@ def test_a_malformed_record_is_replaced_by_what_tvm_says(tmp_path: Path, content
     real = resolve_target("cpu", None)
     record = _recorded(tmp_path)
     record.write_text(content)
-    assert resolve_target("cpu", None, tmp_path) == real
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path)) == real
     assert json.loads(record.read_text()) == {key: real[key] for key in real if key not in ("kind", "num-cores")}
 
 
 def test_without_proc_cpuinfo_nothing_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(targets, "_cpu_description", lambda: None)
-    assert resolve_target("cpu", None, tmp_path) == resolve_target("cpu", None)
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path)) == resolve_target("cpu", None)
     assert _records(tmp_path) == []
 
 
@@ -166,14 +167,14 @@ def test_vector_extensions_the_machine_hides_are_turned_off(without_avx512: None
     from tfcheck.compiler.build.compile import compiled_cpu_features
     from tfcheck.compiler.schedules.cpu import vector_bits
 
-    host = resolve_target("cpu", None, tmp_path)
+    host = resolve_target("cpu", None, ArtifactCache(tmp_path))
     assert "-avx512f" in host["mattr"] and "-avx2" not in host["mattr"]
     target = tvm.target.Target(host)
     assert not llvm_cpu_has_features(["avx512f"], target) and llvm_cpu_has_features(["avx2"], target)
     assert vector_bits(target) == 256  # the schedules' tiles for 8-float vectors and 16 registers
     assert not [name for name in compiled_cpu_features(target) if "avx512" in name]
     assert json.loads(_recorded(tmp_path).read_text())["mattr"] == host["mattr"]  # the record keeps them
-    assert resolve_target("cpu", None, tmp_path) == host
+    assert resolve_target("cpu", None, ArtifactCache(tmp_path)) == host
 
 
 # The flags of an AMD Zen 3 (AVX2, no AVX-512) in /proc/cpuinfo, normalized, as far as LLVM names them.

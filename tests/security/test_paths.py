@@ -20,10 +20,10 @@ import pytest
 from click.testing import Result
 
 import tfcheck
-from tfcheck.compiler.cache.artifacts import ArtifactCache, entry_problem, export_artifact
+from tfcheck.compiler.build.export import export_artifact, runtime_record
+from tfcheck.compiler.cache.artifacts import ArtifactCache, entry_problem
 from tfcheck.compiler.trace.discover import discover
 from tfcheck.compiler.build.driver import export_clashes
-from tfcheck.compiler.build.export import runtime_record
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
 from tfcheck.runtime.manifest import Manifest, read_manifest

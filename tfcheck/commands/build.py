@@ -28,6 +28,7 @@ from tfcheck.runtime.manifest import CACHE_DIR
 if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for none of it
     from tfcheck.compiler.trace.discover import AnnotatedFunction
     from tfcheck.compiler.build.driver import BuildOptions, BuildRecord
+    from tfcheck.compiler.cache.artifacts import ArtifactCache
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -81,18 +82,18 @@ def _find_functions(arguments: tuple[str, ...], config: Config,
 
 
 def _resolve_target(target: str | None, arch: str | None, config: Config,
-                    record_dir: Path | None) -> tuple[dict[str, Any], bool]:
+                    cache: ArtifactCache | None) -> tuple[dict[str, Any], bool]:
     """The run's target, and whether one was named (which overrides the functions' `targets=`).
 
     Without a named target, `--arch` is kept for the functions that list "cuda" themselves. The
-    host CPU's LLVM name is kept in `record_dir` (the artifact cache), so that an unchanged rebuild
+    host CPU's LLVM name is kept in the artifact `cache`, so that an unchanged rebuild
     need not import TVM to learn it again.
     """
     from tfcheck.compiler.build.targets import TargetError, resolve_target
 
     named = target or config.build.target
     try:
-        return resolve_target(named or "cpu", arch if named else None, record_dir), bool(named)
+        return resolve_target(named or "cpu", arch if named else None, cache), bool(named)
     except TargetError as error:
         if target is None:  # the config's target: say which file and key to fix
             table = "[tool.tfcheck.build]" if config.source and config.source.name == "pyproject.toml" else "[build]"
@@ -305,19 +306,20 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     """
     require("build", "build")
     from tfcheck.compiler.build.driver import BuildOptions, jobs_for
+    from tfcheck.compiler.cache.artifacts import artifact_cache
 
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
-    cache_dir = cache_dir or Path(config.build.cache_dir or CACHE_DIR)
-    run_target, target_chosen = _resolve_target(target, arch, config, None if dry_run else cache_dir)
+    cache = artifact_cache(cache_dir, config)
+    run_target, target_chosen = _resolve_target(target, arch, config, None if dry_run else cache)
     # Tuning measures candidates on this machine: builds running beside it would skew the timings.
     job_count, note = (1, None) if tune else jobs_for(jobs or config.build.jobs)
     if note and functions:
         click.echo(f"tfcheck: {note}", err=True)
     options = BuildOptions(
         target=run_target, target_chosen=target_chosen, arch=arch,
-        cache_dir=cache_dir,
+        cache=cache,
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         dims={name: dict(bounds) for name, bounds in config.build.dims.items()},
         tuning=_tuning(tune, trials, tuning_db, rpc_tracker, rpc_key, config), config=config, timeout=timeout,
@@ -374,10 +376,11 @@ def inspect(paths: tuple[str, ...], output_format: str, timeout: float, signatur
     `tfcheck build --dry-run --no-lint`)."""
     require("inspect", "build")
     from tfcheck.compiler.build.driver import BuildOptions
+    from tfcheck.compiler.cache.artifacts import artifact_cache
 
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
-    options = BuildOptions(target={"kind": "llvm"}, cache_dir=Path(CACHE_DIR), lint=False, dry_run=True,
+    options = BuildOptions(target={"kind": "llvm"}, cache=artifact_cache(None, config), lint=False, dry_run=True,
                            shapes=dict(config.build.shapes), config=config, timeout=timeout)
     _build_and_report(functions, errors, options, output_format, console)

@@ -8,14 +8,17 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tfcheck.runtime.bundled import RUNTIME_DIR, RUNTIME_TAG
-from tfcheck.runtime.manifest import CACHE_DIR, FAST_KEYS, MANIFEST
 from tfcheck.gitignore import remove_marker
+from tfcheck.runtime.manifest import CACHE_DIR, MANIFEST
 from tfcheck.runtime.paths import remove_tree
+
+if TYPE_CHECKING:
+    from tfcheck.compiler.cache.artifacts import ArtifactCache
 
 cache_dir_option = click.option(
     "--cache-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -33,24 +36,22 @@ def _config() -> Any:
         raise click.ClickException(str(error)) from None
 
 
-def _artifact_cache(cache_dir: Path | None, config: Any) -> Path:
-    return cache_dir or Path(config.build.cache_dir or CACHE_DIR)
-
-
 @click.command(name="ls")
 @cache_dir_option
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def ls(cache_dir: Path | None, output_format: str) -> None:
     """List the compiled artifacts: function, target, input shapes, size and age."""
-    cache_dir = _artifact_cache(cache_dir, _config())
-    rows = sorted((_describe(folder) for folder in _artifact_folders(cache_dir)),
+    from tfcheck.compiler.cache.artifacts import artifact_cache
+
+    cache = artifact_cache(cache_dir, _config())
+    rows = sorted((_describe(folder) for folder in cache.artifact_folders()),
                   key=lambda row: (row["function"], row["age_seconds"]))
     if output_format == "json":
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        click.echo(f"no artifacts in {cache_dir}")
+        click.echo(f"no artifacts in {cache.root}")
         return
     header = ("FUNCTION", "TARGET", "SHAPES", "SIZE", "AGE", "KEY")
     table = [header] + [(r["function"], r["target"], r["shapes"], _human_size(r["size_bytes"]),
@@ -71,15 +72,13 @@ def clean(cache_dir: Path | None, lint_cache: bool) -> None:
     holding a manifest.json, and runtime folders named as the build names them, are deleted, so a
     mistyped --cache-dir cannot remove unrelated files; an entry that is a symbolic link loses the
     link, never what it points to."""
+    from tfcheck.compiler.cache.artifacts import artifact_cache
+
     config = _config()
-    cache_dir = _artifact_cache(cache_dir, config)
-    folders = _artifact_folders(cache_dir)
-    for folder in folders:
-        remove_tree(folder)
-    (cache_dir / "index.json").unlink(missing_ok=True)
-    remove_tree(cache_dir / FAST_KEYS)
-    runtimes = _remove_bundled_runtime(cache_dir)
-    click.echo(f"removed {len(folders)} artifact(s) from {cache_dir}"
+    cache = artifact_cache(cache_dir, config)
+    removed = cache.clear()
+    runtimes = _remove_bundled_runtime(cache)
+    click.echo(f"removed {removed} artifact(s) from {cache.root}"
                + (f" and the TVM runtime bundled for them ({RUNTIME_DIR}{os.sep})" if runtimes else ""))
     lint_dir = Path(config.cache_dir)
     if lint_cache and lint_dir.is_dir():
@@ -99,15 +98,15 @@ def _remove_lint_cache(lint_dir: Path) -> None:
         lint_dir.rmdir()
 
 
-def _remove_bundled_runtime(cache_dir: Path) -> bool:
-    """Delete `cache_dir/tvm-runtime/<tag>/`, the runtime libraries `build --out` copied for the
+def _remove_bundled_runtime(cache: ArtifactCache) -> bool:
+    """Delete `<folder>/tvm-runtime/<tag>/`, the runtime libraries `build --out` copied for the
     artifacts of the folder, when no artifact is left to load them; whether anything was deleted.
 
     Only folders named as runtime tags are deleted, then `tvm-runtime/` if that emptied it; a
     `tvm-runtime` that is a symbolic link loses the link, and is never walked into (what it points
     to lies outside the folder)."""
-    runtime_dir = cache_dir / RUNTIME_DIR
-    if _artifact_folders(cache_dir) or not os.path.lexists(runtime_dir):
+    runtime_dir = cache.root / RUNTIME_DIR
+    if cache.artifact_folders() or not os.path.lexists(runtime_dir):
         return False
     if runtime_dir.is_symlink():
         runtime_dir.unlink()
@@ -120,12 +119,6 @@ def _remove_bundled_runtime(cache_dir: Path) -> bool:
     with contextlib.suppress(OSError):
         runtime_dir.rmdir()
     return bool(tags)
-
-
-def _artifact_folders(cache_dir: Path) -> list[Path]:
-    if not cache_dir.is_dir():
-        return []
-    return sorted(child for child in cache_dir.iterdir() if (child / MANIFEST).is_file())
 
 
 def _describe(folder: Path) -> dict[str, Any]:

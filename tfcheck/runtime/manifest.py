@@ -30,7 +30,6 @@ MANIFEST = "manifest.json"
 LIBRARY = "lib.so"  # the exported library's name inside an artifact folder
 ENTRY = "main"  # the Relax VM function an artifact exports
 CACHE_DIR = Path(".tfcheck") / "artifacts"  # where `tfcheck build` puts artifacts by default
-FAST_KEYS = ".fastkeys"  # in the cache: what each function's last trace read (compiler/cache/fastkey.py)
 _REQUIRED = ("format_version", "function", "inputs", "outputs", "output_structure", "device",
              "library", "library_sha256", "entry")
 
