@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 
 from tfcheck.compiler.process.child import EventWriter, StepError, child_main
 from tfcheck.compiler.process.messages import CompileRequest, CompileResult
-from tfcheck.compiler.build.targets import device_of
 from tfcheck.runtime.manifest import LIBRARY
 from tfcheck.runtime.threads import use_all_cores
 from tfcheck.runtime.weights import WEIGHTS
@@ -36,9 +35,8 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     events.stage("compile")
     started = time.monotonic()
     variant = Path(request.variant_dir)
-    target_json = request.target
-    target = tvm.target.Target(target_json)
-    device = device_of(target_json)
+    target = tvm.target.Target(request.target.json)
+    device = request.target.device
     # No reference to the imported module outlives compiling it: its constants (every weight) would
     # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
     # count known here (RNN layers over a static sequence) run unrolled (`compiler/frontend/loop_unroll.py`).
@@ -57,7 +55,7 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     if device == "cuda":
         from tfcheck.compiler.build.cuda import export_cuda_library
 
-        result["device_code"] = export_cuda_library(executable, library, target_json["arch"], variant)
+        result["device_code"] = export_cuda_library(executable, library, request.target.json["arch"], variant)
     else:
         executable.export_library(str(library))
         result["cpu_features"] = compiled_cpu_features(target)

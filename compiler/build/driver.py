@@ -29,11 +29,12 @@ from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_chi
 from tfcheck.compiler.trace.discover import AnnotatedFunction
 from tfcheck.compiler.cache.fastkey import recall, remember
 from tfcheck.compiler.frontend.importer import unimportable
+from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.compiler.process.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
                                        TraceResult)
 from tfcheck.compiler.build.export import bundle_runtime, export_artifact, runtime_record, shape_tag
 from tfcheck.compiler.trace.symbolic import entries_example
-from tfcheck.compiler.build.targets import TargetError, describe, device_of, resolve_target
+from tfcheck.compiler.build.targets import TargetChoice, TargetError
 from tfcheck.runtime.manifest import (FORMAT_VERSION, LIBRARY, WEIGHTS_FORMAT_VERSION, Manifest, SymbolicDim, TensorSpec,
                                       Verification)
 from tfcheck.runtime.weights import WEIGHTS
@@ -48,11 +49,8 @@ if TYPE_CHECKING:
 class BuildOptions:
     """What the command line (and config) decided for this run."""
 
-    target: dict[str, Any]
+    targets: TargetChoice  # resolved once, for every function
     cache: ArtifactCache
-    # --target (or the config's `target`) was given: it replaces every function's `targets=`.
-    target_chosen: bool = False
-    arch: str | None = None  # --arch, for the functions that list "cuda" in `targets=`
     out_dir: Path | None = None
     lint: bool = True
     dry_run: bool = False
@@ -112,14 +110,14 @@ def versions() -> dict[str, str]:
             "tvm_ffi": importlib.metadata.version("apache-tvm-ffi")}
 
 
-def key_parts(options: BuildOptions) -> KeyParts:
+def key_parts(options: BuildOptions, target: BuildTarget) -> KeyParts:
     """What the cache key holds besides the graph and TensorFlow's version."""
-    return KeyParts(options.target, compile_options(options), versions())
+    return KeyParts(target, compile_options(options, target), versions())
 
 
-def compile_options(options: BuildOptions) -> dict[str, Any]:
+def compile_options(options: BuildOptions, target: BuildTarget) -> dict[str, Any]:
     """The compile choices that change the generated code, for the cache key."""
-    if device_of(options.target) == "cuda":
+    if target.device == "cuda":
         return {"schedules": "dlight-gpu"}
     if options.tuning:
         return {"schedules": "metaschedule-or-default", "trials": options.tuning["trials"]}
@@ -138,7 +136,7 @@ def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporte
     def build(index: int, function: AnnotatedFunction) -> list[BuildRecord]:
         started = time.monotonic()
         if index in clashes:
-            result = [BuildRecord(function.label, function.artifact_name, describe(options.target), "failed",
+            result = [BuildRecord(function.label, function.artifact_name, options.targets.default.label, "failed",
                                   message=clashes[index])]
         else:
             result = _build_for_targets(function, options, lint, work_root / str(index),
@@ -205,33 +203,20 @@ def jobs_for(requested: int | None, available: int | None = None) -> tuple[int, 
                   f"{JOB_MEMORY / 1024**3:.0f} GiB")
 
 
-def targets_of(function: AnnotatedFunction, options: BuildOptions) -> list[dict[str, Any]]:
-    """What to build `function` for: the target named on the command line (or in the config) if
-    any, else each entry of the function's `targets=`, else this machine's CPU. A dry run compiles
-    nothing, so it traces once, whatever the targets.
-
-    Raises TargetError for an entry that cannot be built (a "cuda" without --arch, say).
-    """
-    if options.target_chosen or options.dry_run or not function.targets:
-        return [options.target]
-    return [resolve_target(spec, options.arch if spec == "cuda" else None, options.cache)
-            for spec in function.targets]
-
-
 def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
                        work_dir: Path, on_stage: Callable[[str], None]) -> list[BuildRecord]:
     """Build `function` for each of its targets; with several, each export name says its target."""
     try:
-        targets = targets_of(function, options)
+        # A dry run compiles nothing, so it traces once, whatever the targets.
+        targets = [options.targets.default] if options.dry_run else options.targets.for_function(function.targets)
     except TargetError as error:
         failed = BuildRecord(function.label, function.name or function.qualname, ",".join(function.targets or []),
                              "failed", message=f"{function.label}: targets={function.targets!r}: {error}")
         return [failed]
     records = []
     for number, target in enumerate(targets):
-        suffix = f"__{describe(target).replace(':', '-')}" if len(targets) > 1 else ""
-        records += _build_one(function, replace(options, target=target), lint, work_dir / str(number),
-                              on_stage, suffix)
+        suffix = f"__{target.label.replace(':', '-')}" if len(targets) > 1 else ""
+        records += _build_one(function, options, target, lint, work_dir / str(number), on_stage, suffix)
     if lint is not None and function.saved_model:
         for record in records:
             record.message = record.message or f"{function.label}: not linted: a SavedModel holds graphs, not " \
@@ -239,10 +224,9 @@ def _build_for_targets(function: AnnotatedFunction, options: BuildOptions, lint:
     return records
 
 
-def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGate | None,
+def _build_one(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, lint: _LintGate | None,
                work_dir: Path, on_stage: Callable[[str], None], export_suffix: str = "") -> list[BuildRecord]:
-    target_label = describe(options.target)
-    failed = BuildRecord(function.label, function.name or function.qualname, target_label, "failed")
+    failed = BuildRecord(function.label, function.name or function.qualname, target.label, "failed")
     if function.problem:
         failed.message = function.problem
         return [failed]
@@ -253,7 +237,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
             failed.message = f"{function.label}: error-level findings would be frozen into the artifact " \
                              "(--no-lint skips this check):\n" + "\n".join(blocking)
             return [failed]
-    request = _trace_request(function, options, work_dir)
+    request = _trace_request(function, options, target, work_dir)
     records = _trace_and_build(function, options, request, failed, on_stage, export_suffix)
     failed_symbolic = next((record for record in records if record.dims and record.status == "failed"), None)
     if failed_symbolic is None:
@@ -279,7 +263,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, lint: _LintGa
 
 def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request: TraceRequest,
                      failed: BuildRecord, on_stage: Callable[[str], None], export_suffix: str) -> list[BuildRecord]:
-    """Trace (or recall the trace), then build each traced variant."""
+    """Trace (or recall the trace), then build each traced variant for the request's target."""
     traced = None if options.dry_run else recall(options.cache, request)
     if traced is None:
         outcome = run_child("tfcheck.compiler.trace.tracing", request, TraceResult, Path(request.work_dir),
@@ -295,7 +279,7 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
         failed.message = f"{function.label}: {error}"
         return [failed]
     records = [
-        _build_variant(function, options, traced, variant, export_name, on_stage)
+        _build_variant(function, options, request.key.target, traced, variant, export_name, on_stage)
         for variant, export_name in zip(traced.variants, export_names)
     ]
     for record, variant in zip(records, traced.variants):
@@ -348,25 +332,26 @@ def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list
     return export_names
 
 
-def _trace_request(function: AnnotatedFunction, options: BuildOptions, work_dir: Path) -> TraceRequest:
+def _trace_request(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget,
+                   work_dir: Path) -> TraceRequest:
     """What the tracing child needs; the cache folder lets it stop right after freezing when the
     cache already holds the artifact (not in a dry run, which reports the operators)."""
     config_shapes = options.shapes.get(function.label) or options.shapes.get(function.qualname)
     config_dims = options.dims.get(function.label, options.dims.get(function.qualname))  # {} counts: all unbounded
     return TraceRequest(root=str(function.root), module=function.module, qualname=function.qualname,
-                        path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options),
+                        path=display_path(function.path), work_dir=str(work_dir), key=key_parts(options, target),
                         config_shapes=config_shapes, config_dims=config_dims,
                         cache_dir=None if options.dry_run else str(options.cache.root),
                         instance=function.instance,
                         saved_model=str(function.path.resolve()) if function.saved_model else None)
 
 
-def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+def _build_variant(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, traced: TraceResult,
                    variant: TracedVariant, export_name: str, on_stage: Callable[[str], None]) -> BuildRecord:
     cache = options.cache
     if variant.cached:
-        return _from_cache(function, options, variant.key, traced.name, export_name, cache)
-    record = BuildRecord(function.label, traced.name, describe(options.target), "checked",
+        return _from_cache(function, options, target, variant.key, traced.name, export_name)
+    record = BuildRecord(function.label, traced.name, target.label, "checked",
                          ops=sum(op["count"] for op in variant.operators),
                          operators=variant.operators, unsupported=unimportable(variant.operators),
                          inputs=variant.inputs)
@@ -380,7 +365,7 @@ def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: T
         return record
     manifest, corrupt = cache.lookup(variant.key)
     if manifest is None:
-        manifest = _compile_and_store(function, options, traced, variant, cache, record, on_stage)
+        manifest = _compile_and_store(function, options, target, traced, variant, record, on_stage)
         if manifest is None:
             return record
         record.status = "built"
@@ -392,11 +377,11 @@ def _build_variant(function: AnnotatedFunction, options: BuildOptions, traced: T
     return record
 
 
-def _from_cache(function: AnnotatedFunction, options: BuildOptions, key: str, name: str,
-                export_name: str, cache: ArtifactCache) -> BuildRecord:
+def _from_cache(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, key: str, name: str,
+                export_name: str) -> BuildRecord:
     """The record of an artifact that the tracing step found in the cache."""
-    record = BuildRecord(function.label, name, describe(options.target), "cached")
-    manifest, problem = cache.lookup(key)
+    record = BuildRecord(function.label, name, target.label, "cached")
+    manifest, problem = options.cache.lookup(key)
     if manifest is None:
         record.status = "failed"
         record.message = f"{function.label}: the cached artifact {key[:12]} went away during the build " \
@@ -405,7 +390,7 @@ def _from_cache(function: AnnotatedFunction, options: BuildOptions, key: str, na
     record.operators = list(manifest.operators or ())
     record.ops = sum(op["count"] for op in record.operators)
     record.inputs = [spec.to_json() for spec in manifest.inputs]
-    _finish(record, manifest, cache.entry(key), options, export_name)
+    _finish(record, manifest, options.cache.entry(key), options, export_name)
     return record
 
 
@@ -425,13 +410,13 @@ def _finish(record: BuildRecord, manifest: Manifest, folder: Path, options: Buil
         record.exported = str(export_artifact(folder, options.out_dir, export_name))
 
 
-def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
-                       variant: TracedVariant, cache: ArtifactCache, record: BuildRecord,
-                       on_stage: Callable[[str], None]) -> Manifest | None:
+def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, traced: TraceResult,
+                       variant: TracedVariant, record: BuildRecord, on_stage: Callable[[str], None]) -> Manifest | None:
     """Compile into a staging folder; store only a verified (or, for CUDA without a GPU,
     not runnable here) artifact. Fills `record` with the failure otherwise."""
+    cache = options.cache
     staging = cache.new_staging()
-    request = CompileRequest(variant_dir=variant.dir, target=options.target, out_dir=str(staging),
+    request = CompileRequest(variant_dir=variant.dir, target=target, out_dir=str(staging),
                              tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
                              weights=variant.weights)
     compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
@@ -447,7 +432,7 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, trace
             record.message = (f"{function.label}: the artifact does not match TensorFlow: {result.verify['message']}"
                               f"{_top_k_order_hint(variant)}")
         return None
-    manifest = _manifest(function, options, traced, variant, result, staging / LIBRARY)
+    manifest = _manifest(function, options, target, traced, variant, result, staging / LIBRARY)
     cache.commit(staging, manifest)
     return manifest
 
@@ -467,7 +452,7 @@ def _top_k_order_hint(variant: TracedVariant) -> str:
             "and the outputs gathered at them with them)")
 
 
-def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceResult,
+def _manifest(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, traced: TraceResult,
               variant: TracedVariant, result: CompileResult, library: Path) -> Manifest:
     """The manifest of docs/artifact-format.md, with `operators`, `compile_options`,
     `compile_seconds`, for CUDA `device_code`, for tuned builds `tuning`, and `budget_fallbacks`
@@ -486,17 +471,17 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, traced: TraceR
         output_structure=variant.output_structure,
         input_structure=tuple(variant.input_structure),
         instance=function.instance,
-        target=options.target,
-        device=device_of(options.target),
+        target=target.json,
+        device=target.device,
         cpu_features=tuple(result.cpu_features) if result.cpu_features is not None else None,
         versions=traced.versions,
-        runtime=runtime_record(device_of(options.target)),
+        runtime=runtime_record(target.device),
         library=LIBRARY,
         library_sha256=file_sha256(library),
         weights=_weights_record(library.parent / WEIGHTS, result.library_weights),
         format_version=WEIGHTS_FORMAT_VERSION if result.library_weights else FORMAT_VERSION,
         tuned=bool(options.tuning),
-        compile_options=compile_options(options),
+        compile_options=compile_options(options, target),
         verify=_verification(result),
         operators=tuple(variant.operators),
         compile_seconds=result.compile_seconds,

@@ -1,8 +1,9 @@
-"""Build targets: what `--target cpu|cuda|JSON` (with `--arch`) means, as a canonical TVM JSON dict.
+"""Build targets: what `--target cpu|cuda|JSON` (with `--arch`), the config's `target` and a
+function's `targets=` mean, resolved once per run (`choose_targets`) into `BuildTarget`s.
 
-The dict (not a `tvm.target.Target`) is what the cache key and the manifest record, so it is made
-canonical here: the host CPU is spelled out (triple, LLVM CPU name, cores) instead of being left
-to whatever TVM would detect on the machine that later loads the artifact.
+A target's JSON (not a `tvm.target.Target`) is what the cache key and the manifest record, so it is
+made definite here: the host CPU is spelled out (triple, LLVM CPU name, cores) instead of being
+left to whatever TVM would detect on the machine that later loads the artifact.
 
 Asking TVM's LLVM for the host's triple and CPU name means `import tvm` (1-2 s), which an
 unchanged rebuild otherwise never needs (compiler/cache/fastkey.py answers it without TensorFlow or
@@ -31,15 +32,16 @@ import json
 import os
 import platform
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfcheck.compiler.process.target import DEVICES, BuildTarget
 from tfcheck.runtime import target as runtime_target
 
 if TYPE_CHECKING:
     from tfcheck.compiler.cache.artifacts import ArtifactCache
 
-DEVICES = {"llvm": "cpu", "cuda": "cuda"}
 # The fields of /proc/cpuinfo that LLVM's host detection (cpuid: vendor, family, model, features) sees.
 _CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "CPU implementer",
                "CPU architecture", "CPU variant", "CPU part", "Features")
@@ -154,19 +156,46 @@ def _read_host_record(text: str | None) -> dict[str, Any] | None:
     return record if mattr else {"mtriple": record["mtriple"], "mcpu": record["mcpu"]}  # as `_llvm_host` has it
 
 
-def resolve_target(spec: str, arch: str | None, cache: ArtifactCache | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TargetChoice:
+    """What one run builds for, resolved once (`choose_targets`): the target `--target` or the
+    config named, for every function; else each function's own `targets=`; else this machine's CPU."""
+
+    default: BuildTarget  # the named target, else this machine's CPU
+    named: bool = False  # --target or the config's `target` named `default`: it replaces every `targets=`
+    arch: str | None = None  # --arch, for the functions whose `targets=` lists "cuda"
+    cache: ArtifactCache | None = None  # keeps the host CPU's record (none in a dry run)
+
+    def for_function(self, requested: list[str] | None) -> list[BuildTarget]:
+        """A function's targets: its `targets=` entries unless a target was named, else `default`.
+        TargetError for an entry that cannot be built (a "cuda" without --arch, say)."""
+        if self.named or not requested:
+            return [self.default]
+        return [resolve_target(spec, self.arch if spec == "cuda" else None, self.cache) for spec in requested]
+
+
+def choose_targets(flag: str | None, configured: str | None, arch: str | None,
+                   cache: ArtifactCache | None) -> TargetChoice:
+    """The run's targets from `--target` (else the config's `target`) and `--arch`; without either
+    target, this machine's CPU, with `--arch` kept for the functions that list "cuda" themselves.
+    TargetError for a named target that cannot be built."""
+    named = flag or configured
+    return TargetChoice(resolve_target(named or "cpu", arch if named else None, cache), bool(named), arch, cache)
+
+
+def resolve_target(spec: str, arch: str | None, cache: ArtifactCache | None = None) -> BuildTarget:
     """`cpu` (the host), `cuda` (needs `arch`, e.g. sm_90) or a TVM target JSON object; `cache` as
     for `host_cpu_target`."""
     if spec in ("cpu", "llvm"):
         if arch:
             raise TargetError("--arch applies to --target cuda only")
-        return host_cpu_target(cache)
+        return BuildTarget.of(host_cpu_target(cache))
     if spec == "cuda":
         if not arch or not arch.startswith("sm_") or not arch[3:].isdigit():
             raise TargetError("--target cuda needs --arch with a compute capability such as sm_90")
-        return {"kind": "cuda", "arch": arch, "host": host_cpu_target(cache)}
+        return BuildTarget.of({"kind": "cuda", "arch": arch, "host": host_cpu_target(cache)})
     if spec.lstrip().startswith("{"):
-        return _json_target(spec)
+        return BuildTarget.of(_json_target(spec))
     raise TargetError(f"unknown target {spec!r}: use cpu, cuda (with --arch) or a TVM target JSON object")
 
 
@@ -187,20 +216,3 @@ def _json_target(text: str) -> dict[str, Any]:
     if target["kind"] == "cuda" and "host" not in target:
         target = {**target, "host": host_cpu_target()}
     return target
-
-
-def device_of(target: dict[str, Any]) -> str:
-    """`cpu` or `cuda`: where the artifact runs."""
-    return DEVICES[target["kind"]]
-
-
-def describe(target: dict[str, Any]) -> str:
-    """Short form for tables: `llvm:rocketlake`, `cuda:sm_90`."""
-    if target["kind"] == "cuda":
-        return f"cuda:{target.get('arch', '?')}"
-    return f"llvm:{target.get('mcpu', 'generic')}"
-
-
-def canonical_json(target: dict[str, Any]) -> str:
-    """Sorted-key JSON, the form hashed into the cache key."""
-    return json.dumps(target, sort_keys=True, separators=(",", ":"))

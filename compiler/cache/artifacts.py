@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfcheck.atomic import locked, write_atomic
-from tfcheck.compiler.build.targets import canonical_json
+from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.gitignore import mark_ignored
 from tfcheck.runtime.bundled import read_runtime
 from tfcheck.runtime.errors import ArtifactError
@@ -58,7 +58,7 @@ def sources_digest(root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str, Any],
+def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: BuildTarget,
               compile_options: dict[str, Any], versions: dict[str, str],
               structures: dict[str, Any] | None = None) -> str:
     """SHA-256 over the format version, frozen graph, input specs, target, options, versions and
@@ -71,7 +71,7 @@ def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: dict[str,
         "format_version": FORMAT_VERSION,
         "graph_sha256": graph_sha256,
         "inputs": inputs,
-        "target": canonical_json(target),
+        "target": target.canonical,
         "compile_options": compile_options,
         "versions": versions,
         "structures": structures,

@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tfcheck.compiler.process.target import BuildTarget
+
 CONTRACT_VERSION = 1
 _VERSION_KEY = "contract_version"
 
@@ -75,7 +77,7 @@ class KeyParts:
     """Everything in the cache key besides the traced graph and the TensorFlow version, which
     only the tracing child knows (`artifact.cache_key`)."""
 
-    target: dict[str, Any]
+    target: BuildTarget
     compile_options: dict[str, Any]
     versions: dict[str, str]  # without "tensorflow"
 
@@ -168,7 +170,7 @@ class TraceResult:
 @dataclass(frozen=True)
 class CompileRequest:
     variant_dir: str  # a TracedVariant's dir: model.tflite and io.npz
-    target: dict[str, Any]
+    target: BuildTarget
     out_dir: str  # where lib.so goes
     tuning: dict[str, Any] | None = None  # trials, database_dir, rpc_tracker, rpc_key
     inputs: list[dict[str, Any]] | None = None  # the variant's input specs (symbolic dimensions by name)

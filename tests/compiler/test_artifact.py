@@ -18,6 +18,7 @@ from tfcheck.compiler.cache.artifacts import (
     sources_digest,
 )
 from tfcheck.compiler.build.export import export_artifact, shape_tag
+from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.config import BuildConfig, Config
 from tfcheck.runtime.manifest import CACHE_DIR, Manifest, TensorSpec
 from tfcheck.runtime.paths import UnsafePathError
@@ -35,6 +36,7 @@ RUNTIME = {"tag": "tvm-0.27.0-0123456789ab", "tvm": "0.27.0", "tvm_ffi": "0.1.14
 def key(**changes: object) -> str:
     arguments = {"graph_sha256": "ab" * 32, "inputs": INPUTS, "target": TARGET,
                  "compile_options": OPTIONS, "versions": VERSIONS, **changes}
+    arguments["target"] = BuildTarget.of(arguments["target"])  # type: ignore[arg-type]
     return cache_key(**arguments)  # type: ignore[arg-type]
 
 

@@ -28,6 +28,7 @@ from tfcheck.runtime.manifest import CACHE_DIR
 if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for none of it
     from tfcheck.compiler.trace.discover import AnnotatedFunction
     from tfcheck.compiler.build.driver import BuildOptions, BuildRecord
+    from tfcheck.compiler.build.targets import TargetChoice
     from tfcheck.compiler.cache.artifacts import ArtifactCache
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -81,23 +82,18 @@ def _find_functions(arguments: tuple[str, ...], config: Config,
             errors + (found_files.errors if found_files else []) + (found.errors if found else []))
 
 
-def _resolve_target(target: str | None, arch: str | None, config: Config,
-                    cache: ArtifactCache | None) -> tuple[dict[str, Any], bool]:
-    """The run's target, and whether one was named (which overrides the functions' `targets=`).
+def _choose_targets(target: str | None, arch: str | None, config: Config, cache: ArtifactCache | None) -> TargetChoice:
+    """The run's targets (`choose_targets`), with a target that cannot be built reported as the
+    usage error it is: the flag's, or the config file's key. The host CPU's LLVM name is kept in
+    the artifact `cache`, so that an unchanged rebuild need not import TVM to learn it again."""
+    from tfcheck.compiler.build.targets import TargetError, choose_targets
 
-    Without a named target, `--arch` is kept for the functions that list "cuda" themselves. The
-    host CPU's LLVM name is kept in the artifact `cache`, so that an unchanged rebuild
-    need not import TVM to learn it again.
-    """
-    from tfcheck.compiler.build.targets import TargetError, resolve_target
-
-    named = target or config.build.target
     try:
-        return resolve_target(named or "cpu", arch if named else None, cache), bool(named)
+        return choose_targets(target, config.build.target, arch, cache)
     except TargetError as error:
         if target is None:  # the config's target: say which file and key to fix
             table = "[tool.tfcheck.build]" if config.source and config.source.name == "pyproject.toml" else "[build]"
-            _config_error(f"{config.source}: {table} target = {named!r}: {error}")
+            _config_error(f"{config.source}: {table} target = {config.build.target!r}: {error}")
         raise click.BadParameter(str(error), param_hint="--target/--arch") from None
 
 
@@ -312,13 +308,13 @@ def build(paths: tuple[str, ...], target: str | None, arch: str | None, cache_di
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
     cache = artifact_cache(cache_dir, config)
-    run_target, target_chosen = _resolve_target(target, arch, config, None if dry_run else cache)
+    targets = _choose_targets(target, arch, config, None if dry_run else cache)
     # Tuning measures candidates on this machine: builds running beside it would skew the timings.
     job_count, note = (1, None) if tune else jobs_for(jobs or config.build.jobs)
     if note and functions:
         click.echo(f"tfcheck: {note}", err=True)
     options = BuildOptions(
-        target=run_target, target_chosen=target_chosen, arch=arch,
+        targets=targets,
         cache=cache,
         out_dir=out_dir, lint=not no_lint, dry_run=dry_run, shapes=dict(config.build.shapes),
         dims={name: dict(bounds) for name, bounds in config.build.dims.items()},
@@ -376,11 +372,15 @@ def inspect(paths: tuple[str, ...], output_format: str, timeout: float, signatur
     `tfcheck build --dry-run --no-lint`)."""
     require("inspect", "build")
     from tfcheck.compiler.build.driver import BuildOptions
+    from tfcheck.compiler.build.targets import TargetChoice
     from tfcheck.compiler.cache.artifacts import artifact_cache
+    from tfcheck.compiler.process.target import BuildTarget
 
     config = _load_config()
     console = _console(output_format)
     functions, errors = _find_functions(paths, config, signatures)
-    options = BuildOptions(target={"kind": "llvm"}, cache=artifact_cache(None, config), lint=False, dry_run=True,
+    # A dry run traces once and compiles nothing: the target names only the table's column.
+    options = BuildOptions(targets=TargetChoice(BuildTarget.of({"kind": "llvm"}), named=True),
+                           cache=artifact_cache(None, config), lint=False, dry_run=True,
                            shapes=dict(config.build.shapes), config=config, timeout=timeout)
     _build_and_report(functions, errors, options, output_format, console)
