@@ -33,7 +33,7 @@ import tfcheck.runner as runner
 from tfcheck.config import Config
 from tfcheck.findings import FileResult
 from tfcheck.jobs import FileJob
-from tfcheck.project import AnalyzeMany, ProjectRoots, analyze_project
+from tfcheck.project import AnalyzeMany, ProjectFacts, analyze_project
 
 KERAS = Path(sysconfig.get_paths()["purelib"]) / "keras"
 _KERAS_IMPORT = re.compile(r"\bkeras\.src\b|^(\s*)from keras import|^(\s*)import keras$", re.MULTILINE)
@@ -43,8 +43,8 @@ def summaries_first(jobs: Sequence[FileJob], analyze_many: AnalyzeMany) -> dict[
     """Roots from facts-only summaries to the fixed point, then each file once with rules."""
     final = {job.display: job for job in jobs}
     pending = analyze_many([replace(job, report=False) for job in jobs])
-    roots = ProjectRoots(jobs)
-    while changed := roots.add_calls(pending):
+    roots = ProjectFacts(jobs)
+    while changed := roots.absorb(pending):
         final.update((job.display, job) for job in changed)
         pending = analyze_many([replace(job, report=False) for job in changed])
     return {job.display: result for job, result in zip(final.values(), analyze_many(list(final.values())))}

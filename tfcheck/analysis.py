@@ -81,7 +81,7 @@ def _analyze_file(job: FileJob, config: Config, rules: Sequence[Rule], data: byt
             text = notebook.text
         else:
             text = decode_source(job.display, data)
-        candidate = bool(job.extra_roots) or _CANDIDATE.search(text) is not None
+        candidate = bool(job.extra_roots or job.foreign_kinds) or _CANDIDATE.search(text) is not None
         if not job.report and not candidate:
             return result  # another shard's file: only its calls into other files matter, and it has none
         result.lines = text.count("\n") + 1
@@ -103,7 +103,8 @@ def _analyze_source(job: FileJob, config: Config, rules: Sequence[Rule], source:
     if not candidate:
         return result
     try:
-        facts = FileFacts(source, job.module, config.engine, dict(job.extra_roots), job.is_package)
+        facts = FileFacts(source, job.module, config.engine, dict(job.extra_roots), job.is_package,
+                          dict(job.foreign_kinds))
     except RecursionError:
         result.findings.append(_parse_failure_finding(ParseFailure(job.display, "too deeply nested to analyse")))
         return result
@@ -111,6 +112,8 @@ def _analyze_source(job: FileJob, config: Config, rules: Sequence[Rule], source:
         result.errors.append(InternalError(job.display, "the engine", describe_exception(exc)))
         return result
     result.external_calls = [(c.target, c.caller, c.line) for c in facts.graph.external_calls]
+    result.class_kinds = facts.keras_class_summary()
+    result.foreign_bases = facts.foreign_bases()
     if not job.report:
         return result
     for rule in rules:

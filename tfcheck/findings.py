@@ -145,6 +145,9 @@ class FileResult:
     errors: list[InternalError] = field(default_factory=list)
     # calls from graph code into other modules: (qualified target, caller qualname, line)
     external_calls: list[tuple[str, str, int]] = field(default_factory=list)
+    # the file's Keras models and layers (qualified name, kind), and the bases it takes from other modules
+    class_kinds: list[tuple[str, str]] = field(default_factory=list)
+    foreign_bases: list[str] = field(default_factory=list)
     # what was read, for the cache's stat manifest; and whether the result came from the cache
     read_as: tuple[StatSignature, str] | None = None
     cached: bool = False

@@ -14,7 +14,8 @@ from tfcheck.shard import Shard
 
 @dataclass(frozen=True)
 class FileJob:
-    """One file to analyse: where it is, how to show it, and roots found by the project pass.
+    """One file to analyse: where it is, how to show it, and what the project pass found for it (roots
+    other files give it, kinds of the classes of other files it builds on).
 
     `report` is False for files of other shards: only their calls into other modules are wanted.
     """
@@ -25,6 +26,8 @@ class FileJob:
     module: str
     is_package: bool
     extra_roots: tuple[tuple[str, str], ...] = ()
+    # kinds of classes of other files that this file's classes are built on (qualified name, kind)
+    foreign_kinds: tuple[tuple[str, str], ...] = ()
     report: bool = True
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tfcheck.findings import FileResult
 from tfcheck.jobs import FileJob
-from tfcheck.project import ProjectRoots, analyze_project
+from tfcheck.project import ProjectFacts, analyze_project
 
 
 def job(module: str, display: str | None = None) -> FileJob:
@@ -16,10 +16,10 @@ def job(module: str, display: str | None = None) -> FileJob:
 
 
 def test_a_call_roots_the_function_of_the_longest_module_of_the_run() -> None:
-    roots = ProjectRoots([job("pkg"), job("pkg.models"), job("pkg.models.dense")])
+    roots = ProjectFacts([job("pkg"), job("pkg.models"), job("pkg.models.dense")])
     calls = [("pkg.models.dense.Dense.call", "step", 3), ("pkg.models.build", "step", 4),
              ("numpy.add", "step", 5), ("other.helper", "step", 6)]
-    changed = roots.add_calls([FileResult("train.py", external_calls=calls)])
+    changed = roots.absorb([FileResult("train.py", external_calls=calls)])
     assert [(j.module, j.extra_roots) for j in changed] == [
         ("pkg.models", (("build", "called from graph code in step (train.py:4)"),)),
         ("pkg.models.dense", (("Dense.call", "called from graph code in step (train.py:3)"),)),
@@ -27,17 +27,17 @@ def test_a_call_roots_the_function_of_the_longest_module_of_the_run() -> None:
 
 
 def test_the_first_call_names_the_reason_and_a_known_root_changes_nothing() -> None:
-    roots = ProjectRoots([job("pkg.util")])
+    roots = ProjectFacts([job("pkg.util")])
     first = FileResult("a.py", external_calls=[("pkg.util.helper", "f", 1)])
     second = FileResult("b.py", external_calls=[("pkg.util.helper", "g", 2)])
-    [changed] = roots.add_calls([first, second])
+    [changed] = roots.absorb([first, second])
     assert changed.extra_roots == (("helper", "called from graph code in f (a.py:1)"),)
-    assert roots.add_calls([second]) == []
+    assert roots.absorb([second]) == []
 
 
 def test_a_module_name_shared_by_two_files_resolves_to_the_first() -> None:
-    roots = ProjectRoots([job("train", "a/train.py"), job("train", "b/train.py")])
-    [changed] = roots.add_calls([FileResult("main.py", external_calls=[("train.step", "main", 1)])])
+    roots = ProjectFacts([job("train", "a/train.py"), job("train", "b/train.py")])
+    [changed] = roots.absorb([FileResult("main.py", external_calls=[("train.step", "main", 1)])])
     assert changed.display == "a/train.py"
 
 
@@ -74,3 +74,34 @@ def test_a_chain_back_into_a_file_is_followed_to_the_end(project, run_cli) -> No
     [finding] = json.loads(result.stdout)
     assert (finding["path"], finding["line"], finding["code"]) == ("pkg/b.py", 7, "TFC001")
     assert finding["message"].endswith("[`last` is graph code: called from graph code in middle (pkg/c.py:4)]")
+
+
+def test_a_module_named_by_its_ending_resolves_to_the_one_module_that_ends_so() -> None:
+    """A script run from a subfolder imports `tf2.efficientdet_keras` for the run's
+    `efficientdet.tf2.efficientdet_keras` (google/automl efficientdet/tf2/train_lib.py)."""
+    roots = ProjectFacts([job("efficientdet.tf2.efficientdet_keras"), job("other.tf2.anchors")])
+    [changed] = roots.absorb([FileResult("train.py", external_calls=[("tf2.efficientdet_keras.build", "step", 1)])])
+    assert changed.module == "efficientdet.tf2.efficientdet_keras"
+    assert ProjectFacts([job("a.tf2.x"), job("b.tf2.x")]).absorb(
+        [FileResult("t.py", external_calls=[("tf2.x.f", "s", 1)])]) == []  # two endings: not known
+
+
+def test_a_class_built_on_another_files_model_gets_its_kind_once() -> None:
+    facts = ProjectFacts([job("pkg.base"), job("pkg.train")])
+    base = FileResult("pkg/base.py", class_kinds=[("pkg.base.Net", "model")])
+    train = FileResult("pkg/train.py", foreign_bases=["pkg.base.Net", "abc.ABC"])
+    [changed] = facts.absorb([base, train])
+    assert (changed.module, changed.foreign_kinds) == ("pkg.train", (("pkg.base.Net", "model"),))
+    again = FileResult("pkg/train.py", class_kinds=[("pkg.train.NetTrain", "model")], foreign_bases=["pkg.base.Net"])
+    assert facts.absorb([again]) == []  # settled: the same bases give the same kinds
+
+
+def test_train_step_of_a_subclass_of_another_files_model_is_graph_code(project, run_cli) -> None:
+    root = project({
+        "pkg/__init__.py": "",
+        "pkg/base.py": "import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n        return x\n",
+        "pkg/train.py": "import tensorflow as tf\nfrom pkg import base\nclass NetTrain(base.Net):\n"
+                        "    def train_step(self, data):\n        v = tf.Variable(1.0)\n        return {'v': v}\n",
+    })
+    result = run_cli(root, "check", "--format", "json", "--no-cache", ".")
+    assert [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)] == [("pkg/train.py", 5, "TFC004")]

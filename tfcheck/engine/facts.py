@@ -37,8 +37,9 @@ class FileFacts(FileIndex):
     """Facts about one parsed file. Rules read these; they never re-walk scopes or imports."""
 
     def __init__(self, source: SourceFile, module_name: str, settings: EngineSettings | None = None,
-                 extra_roots: Mapping[str, str] | None = None, is_package: bool = False) -> None:
-        super().__init__(source, module_name, settings, is_package)
+                 extra_roots: Mapping[str, str] | None = None, is_package: bool = False,
+                 foreign_kinds: Mapping[str, str] | None = None) -> None:
+        super().__init__(source, module_name, settings, is_package, foreign_kinds)
         self.graph: GraphCode = find_graph_code(self, self.call_graph, extra_roots or {})
 
     # -- values -----------------------------------------------------------------------------------

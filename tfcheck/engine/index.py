@@ -25,6 +25,9 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Attributes a tensor has and Python numbers and lists lack: reading one marks a tf.function parameter a tensor.
 _SHAPE_ATTRIBUTES = frozenset({"shape", "get_shape", "set_shape"})
 _KERAS_LAYERS, _KERAS_METRICS = "keras.layers.", "keras.metrics."
+# Libraries whose classes the engine knows, or that are not the project's: no other file of a run defines them.
+_KNOWN_LIBRARIES = ("builtins.", "tensorflow.", "keras.", "numpy.", "abc.", "typing.", "collections.", "enum.",
+                    "dataclasses.", "object")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -42,8 +45,11 @@ class FileIndex:
     """The low-level facts of one parsed file: navigation, names, resolution, classes, calls, positions."""
 
     def __init__(self, source: SourceFile, module_name: str, settings: EngineSettings | None = None,
-                 is_package: bool = False) -> None:
+                 is_package: bool = False, foreign_kinds: Mapping[str, str] | None = None) -> None:
         self.source = source
+        # What classes of other files of the run are (`pkg.models.Base` -> model), from the project pass:
+        # a class built on one is a model or layer too (google/automl's EfficientDetNetTrain).
+        self.foreign_kinds: Mapping[str, str] = foreign_kinds or {}
         self.path = source.path
         self.module_name = module_name
         self.settings = settings or EngineSettings()
@@ -398,10 +404,27 @@ class FileIndex:
                 return kinds.MODEL
             if name in _LAYER_BASES or _is_keras_class(name, _KERAS_LAYERS):
                 return kinds.LAYER
+            if name in self.foreign_kinds:
+                return self.foreign_kinds[name]
         local = self._local_base(cls)
         if local is not None and depth < 8:
             return self._compute_class_kind(local, depth + 1)
         return kinds.OBJECT
+
+    def keras_class_summary(self) -> list[tuple[str, str]]:
+        """This file's Keras models and layers by qualified name, for the project pass to give the files
+        whose classes are built on them."""
+        return [(f"{self.module_name}.{cls.qualname}", kind) for cls in self.classes
+                if (kind := self.class_kind(cls)) != kinds.OBJECT]
+
+    def foreign_bases(self) -> list[str]:
+        """The base classes this file's classes take from other modules that are neither TensorFlow nor
+        Keras (nor Python's own): classes the project pass may know the kind of. All of them, whatever
+        the kinds already given: the list must not depend on what the project pass answers, or the
+        answers would never settle."""
+        names = (self.resolve(base) for cls in self.classes for base in cls.node.bases)
+        return sorted({name for name in names if name is not None and "." in name
+                       and not name.startswith(_KNOWN_LIBRARIES) and not name.startswith(f"{self.module_name}.")})
 
     def is_keras_metric(self, cls: ClassInfo) -> bool:
         """Whether a class of this file subclasses a metric class of `keras.metrics` (directly or through
