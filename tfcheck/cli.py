@@ -44,6 +44,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "merge": CommandEntry("tfcheck.commands.merge:merge", "Merge the reports of `check --shard I/N` jobs."),
     "rules": CommandEntry("tfcheck.commands.rules:rules", "List every rule."),
     "explain": CommandEntry("tfcheck.commands.rules:explain", "Print the documentation of a rule."),
+    "server": CommandEntry("tfcheck.commands.server:server", "Serve findings to editors (Language Server Protocol)."),
     "run": CommandEntry("tfcheck.commands.run:run", "Run a compiled artifact on .npy inputs.", "runtime"),
     "ls": CommandEntry("tfcheck.commands.cache:ls", "List the compiled artifacts in the cache."),
     "clean": CommandEntry("tfcheck.commands.cache:clean", "Delete the compiled artifacts in the cache."),

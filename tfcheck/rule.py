@@ -114,6 +114,23 @@ def tier(rule: type[Rule]) -> str:
     return "opt-in" if rule.opt_in else "default"
 
 
+# Where a rule's documentation is on the web: SARIF's helpUri, the language server's codeDescription.
+# The project has no public home yet (`.invalid` never resolves); when it has one, change this line.
+# Editors show the documentation itself on hover, and `tfcheck explain` prints it.
+DOCUMENTATION_URL = "https://tfcheck.invalid/rules/{code}"
+
+
+def documentation_url(code: str) -> str:
+    """The stable address of a rule's documentation (`https://tfcheck.invalid/rules/TFC001`)."""
+    return DOCUMENTATION_URL.format(code=code)
+
+
+def explanation(rule: type[Rule]) -> str:
+    """A rule's documentation as Markdown, titled with its code, name, severity and tier: what
+    `tfcheck explain` prints and what an editor shows on hover."""
+    return f"# {rule.code} {rule.name} ({rule.severity.value}, {tier(rule)})\n\n{rule.documentation()}"
+
+
 @lru_cache(maxsize=16)
 def enabled_codes(select: tuple[str, ...], ignore: tuple[str, ...]) -> frozenset[str]:
     """The codes of the rules a run turns on: a default rule when a selector matches it, an opt-in

@@ -10,7 +10,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from tfcheck.output.terminal import table_console
-from tfcheck.rule import Rule, all_rules, rule_by_code, tier
+from tfcheck.rule import Rule, all_rules, explanation, rule_by_code, tier
 
 # Codes in the numbering that no rule has, and why, printed under the table (and in the README's
 # rules table) so that a gap is not taken for a rule that went missing.
@@ -59,5 +59,4 @@ def explain(code: str) -> None:
     if rule is None:
         click.echo(f"tfcheck: error: no rule {code!r}; `tfcheck rules` lists them", err=True)
         sys.exit(2)
-    Console().print(Markdown(f"# {rule.code} {rule.name} ({rule.severity.value}, {tier(rule)})\n\n"
-                             f"{rule.documentation()}"))
+    Console().print(Markdown(explanation(rule)))

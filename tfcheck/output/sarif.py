@@ -8,7 +8,7 @@ from typing import Any, TextIO
 from tfcheck import __version__
 from tfcheck.findings import Finding, RunResult, Severity
 from tfcheck.output import OutputOptions
-from tfcheck.rule import all_rules
+from tfcheck.rule import all_rules, documentation_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -21,7 +21,7 @@ def _rule_descriptor(rule: Any) -> dict[str, Any]:
         "shortDescription": {"text": rule.summary()},
         "fullDescription": {"text": rule.documentation()},
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-        "helpUri": f"https://tfcheck.invalid/rules/{rule.code}",
+        "helpUri": documentation_url(rule.code),
         "defaultConfiguration": {"level": _LEVEL[rule.severity]},
     }
 
