@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from lsprotocol import types
@@ -71,7 +72,13 @@ class Place:
     @classmethod
     def of(cls, document: OpenDocument, cell: int | None, codec: PositionCodec) -> Place:
         uri, text, version = document.where(cell)
-        return cls(uri, version, text, Positions(text, codec))
+        return cls(uri, version, text, positions(text, codec))
+
+
+@lru_cache(maxsize=64)
+def positions(text: str, codec: PositionCodec) -> Positions:
+    """The positions of a text, split into lines once for all its findings (and the next pass's, if unchanged)."""
+    return Positions(text, codec)
 
 
 def diagnostic(finding: Finding, document: OpenDocument, codec: PositionCodec) -> types.Diagnostic:
