@@ -83,18 +83,20 @@ def codes_by_file(projects: Projects, documents: list[OpenDocument]) -> dict[str
     return {linted.document.path.name: [f.code for f in linted.findings] for linted in projects.lint(documents)}
 
 
-def test_a_pass_reports_what_check_reports_on_the_same_text(folder: Path) -> None:
-    """Edited documents give what `tfcheck check` gives once the edits are on disk."""
+def test_each_pass_reports_what_check_reports_on_the_same_text(folder: Path) -> None:
+    """Edited documents, pass after pass on one warm state, give what `tfcheck check` gives once the
+    edits are on disk (roots gained, lost and gained again)."""
     projects = Projects([folder])
-    edited = {"a.py": CALLER.replace("helpers.scale(x)", "helpers.scale(x) + 1"),
-              "other.py": OTHER.replace("@tf.function\n", "")}
-    documents = [document(folder, name, text) for name, text in edited.items()] + [document(folder, "helpers.py")]
-    linted = {outcome.document.path.name: outcome.findings for outcome in projects.lint(documents)}
-    for name, text in edited.items():
-        (folder / name).write_text(text)
-    expected = lint_paths([folder], load_config(folder), jobs=1).findings
-    assert sorted((f for findings in linted.values() for f in findings), key=lambda f: f.sort_key) == expected
-    assert [f.code for f in linted["helpers.py"]] == ["TFC008", "TFC010"] and linted["other.py"] == []
+    eager = CALLER.replace("@tf.function\n", "")
+    for edited in ({"a.py": CALLER.replace("helpers.scale(x)", "helpers.scale(x) + 1"), "other.py": eager},
+                   {"a.py": eager, "other.py": OTHER}, {"a.py": CALLER, "other.py": OTHER + "\n"}):
+        documents = [document(folder, name, text) for name, text in edited.items()] + [document(folder, "helpers.py")]
+        linted = {outcome.document.path.name: outcome.findings for outcome in projects.lint(documents)}
+        for name, text in edited.items():
+            (folder / name).write_text(text)
+        expected = lint_paths([folder], load_config(folder), jobs=1).findings
+        assert sorted((f for findings in linted.values() for f in findings), key=lambda f: f.sort_key) == expected
+        assert bool(linted["helpers.py"]) is (edited["a.py"] != eager)
 
 
 def test_an_unchanged_pass_analyses_nothing_and_a_change_only_what_it_affects(
@@ -105,6 +107,9 @@ def test_an_unchanged_pass_analyses_nothing_and_a_change_only_what_it_affects(
     assert sorted(analyses) == ["a.py", "helpers.py", "helpers.py", "other.py"]  # helpers again with its root
     analyses.clear()
     projects.lint(documents)
+    assert analyses == ["helpers.py"]  # from now on its first round (without its root) is a summary
+    analyses.clear()
+    projects.lint(documents)
     assert analyses == []
     documents[0] = document(folder, "a.py", CALLER + "# a comment\n")
     projects.lint(documents)
@@ -112,7 +117,7 @@ def test_an_unchanged_pass_analyses_nothing_and_a_change_only_what_it_affects(
     analyses.clear()
     documents[0] = document(folder, "a.py", CALLER.replace("@tf.function\n", ""))
     assert codes_by_file(projects, documents)["helpers.py"] == []
-    assert analyses == ["a.py"]  # helpers without roots: remembered from the first pass
+    assert analyses == ["a.py", "helpers.py"]  # helpers lost its root: its first round in full this time
 
 
 def test_a_file_that_stops_parsing_keeps_its_last_good_facts_for_the_others(folder: Path) -> None:

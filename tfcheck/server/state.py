@@ -10,7 +10,10 @@ Each pass is the CLI's own: jobs from tfcheck/jobs.py, the project pass of tfche
 point, each file analysed by tfcheck/analysis.py. What keeps it warm is a memo of analyses: a file
 analysed before with the same content and the same job (the roots, and whatever else the project pass
 gave it) is not analysed again. So a change re-analyses the changed file and each file whose job the
-change altered, directly or through others, and nothing else, and the results are a cold run's.
+change altered, directly or through others, and nothing else, and the results are a cold run's. A file
+that other files gave roots in the last pass is expected to get them again: the pass's first round,
+which analyses it without them, reads only its summary (the rules are skipped, as for another shard's
+file), and only if it ends up given nothing is that first round analysed in full.
 
 A file on disk is read again only when it is known to have changed: the editor says so
 (workspace/didChangeWatchedFiles, `Projects.files_changed`), or a save finds its stat changed
@@ -74,6 +77,7 @@ class Project:
         self._analyzer = Analyzer(config, jobs=1, cache=cache)  # inline: no worker processes in a server
         self._disk_files = discover([folder], config).files if folder is not None else []
         self._jobs: list[FileJob] = []
+        self._base: frozenset[FileJob] = frozenset()  # `_jobs`: each file's job before the project pass
         self._jobs_for: tuple[str, ...] | None = None  # the extra (open, undiscovered) files of `_jobs`
         self._memo: dict[FileJob, _Memo] = {}
         self._generation: dict[str, int] = {}  # disk file -> how many times it is known to have changed
@@ -93,8 +97,14 @@ class Project:
         overlays = {os.path.abspath(doc.path): doc for doc in documents if not self.excludes(doc.path)}
         jobs = self._current_jobs(overlays)
         touched: dict[FileJob, _Memo] = {}
+        # Files other files gave something last time: likely again, so their first-round analysis
+        # (without it) is only read for its summary, and skips the rules.
+        summarize = frozenset(display for display, job in self._final_jobs.items() if job not in self._base)
         self._final_jobs = {}
-        results = analyze_project(jobs, lambda batch: self._analyze_many(batch, overlays, touched))
+        results = analyze_project(jobs, lambda batch: self._analyze_many(batch, overlays, touched, summarize))
+        for job in jobs:  # summarized, yet given nothing this time: that first round is its result, in full
+            if job.display in summarize and self._final_jobs.get(job.display) == job:
+                results[job.display] = self._analyze_many([job], overlays, touched, frozenset())[0]
         self._memo = touched
         displays = {os.path.abspath(job.path): job.display for job in jobs}
         linted = []
@@ -140,18 +150,21 @@ class Project:
         extra = tuple(sorted(path for path in overlays if path not in known))
         if extra != self._jobs_for:
             self._jobs = make_jobs([*self._disk_files, *(Path(path) for path in extra)], self.config)
+            self._base = frozenset(self._jobs)
             self._jobs_for = extra
         return self._jobs
 
-    def _analyze_many(self, jobs: Sequence[FileJob], overlays: dict[str, OpenDocument],
-                      touched: dict[FileJob, _Memo]) -> list[FileResult]:
+    def _analyze_many(self, asked: Sequence[FileJob], overlays: dict[str, OpenDocument],
+                      touched: dict[FileJob, _Memo], summarize: frozenset[str]) -> list[FileResult]:
         """`analyze_project`'s analyzer: from the memo when content and job are unchanged; open documents
-        from the editor's text, the other files through the runner's Analyzer (and the lint cache)."""
+        from the editor's text, the other files through the runner's Analyzer (and the lint cache).
+        A first-round job of a file in `summarize` is analysed as another shard's file is: summary only."""
+        jobs = [replace(job, report=False) if job.display in summarize and job in self._base else job for job in asked]
         tokens = {}
-        for job in jobs:
+        for job, original in zip(jobs, asked):
             document = overlays.get(os.path.abspath(job.path))
             tokens[job] = document.data() if document is not None else self._generation.get(os.path.abspath(job.path), 0)
-            self._final_jobs[job.display] = job
+            self._final_jobs[job.display] = original
         missing = [job for job in jobs if self._memo_of(job, touched, tokens[job]) is None]
         on_disk = [job for job in missing if not isinstance(tokens[job], bytes)]
         fresh = dict(zip(on_disk, self._analyzer.run(on_disk)))
