@@ -12,7 +12,8 @@ import textwrap
 from tests.conftest import REPO, hiding_modules
 
 # The base dependencies of the distribution (and theirs) that only the linter and the CLI use.
-LINTER_MODULES = ("libcst", "click", "rich", "pygments", "markdown_it", "mdurl", "tomli", "yaml")
+LINTER_MODULES = ("libcst", "click", "rich", "pygments", "markdown_it", "mdurl", "tomli", "yaml",
+                  "pygls", "lsprotocol", "cattrs", "attrs", "attr")
 
 
 def test_load_runs_an_artifact_without_the_linter_dependencies(artifacts) -> None:
