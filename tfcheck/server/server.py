@@ -106,9 +106,12 @@ class TfcheckServer(LanguageServer):
         if not _capability(self.client_capabilities, "workspace.did_change_watched_files.dynamic_registration"):
             return
         watchers = [types.FileSystemWatcher(glob_pattern=pattern) for pattern in WATCHED]
-        await self.client_register_capability_async(types.RegistrationParams([types.Registration(
-            "tfcheck-watched-files", types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-            types.DidChangeWatchedFilesRegistrationOptions(watchers))]))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams([types.Registration(
+                "tfcheck-watched-files", types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                types.DidChangeWatchedFilesRegistrationOptions(watchers))]))
+        except Exception as error:  # noqa: BLE001 - saves still catch files changed on disk
+            logger.warning("the client did not take the file watchers: %s", error)
 
     def _folders(self) -> list[Path]:
         """The workspace folders (or the root, for a client that names no folder) on this machine."""
