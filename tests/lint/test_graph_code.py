@@ -604,3 +604,13 @@ def test_keras_call_and_methods_reached_across_files(project, run_cli) -> None:
     assert [(path, line, code) for path, line, code, _ in flagged] == [("pkg/blocks.py", 5, "TFC001"),
                                                                          ("pkg/runner.py", 5, "TFC001")]
     assert all("called from graph code in Net.__call__ (pkg/model.py:11)" in message for *_, message in flagged)
+
+
+def test_module_level_code_sees_the_definition_in_effect() -> None:
+    """A notebook defines `to_grayscale` twice; cell 9's `map` traces the first only (the second's
+    py_function finding named cell 9's map: practical-ml-vision-book 07b_gpumax.ipynb, issue 36)."""
+    facts = analyze_source("nb.py", "import tensorflow as tf\ndef to_grayscale(img):\n    return img\n"
+                           "ds = tf.data.Dataset.range(3).map(to_grayscale)\n"
+                           "def to_grayscale(img):\n    return tf.py_function(abs, [img], tf.float32)\n", "nb")
+    assert [(info.lineno, reason) for info, reason in facts.graph_functions.items()] == [
+        (2, "traced by Dataset.map at line 4")]

@@ -255,8 +255,8 @@ class _Discovery:
         """A module-level `f(...)` runs `info` only while the name is bound to it (a notebook defines `f` anew)."""
         if not isinstance(call.func, ast.Name) or info.parent is not None or info.cls is not None:
             return True
-        binding = self.index.binding_in_effect(call.func.id, call)
-        return binding is None or binding.node is info.node
+        bindings = self.index.bindings_in_effect(call.func.id, call)
+        return not bindings or any(binding.node is info.node for binding in bindings)
 
     def _in_raises_block(self, node: ast.AST) -> bool:
         for ancestor in self.index.ancestors(node):

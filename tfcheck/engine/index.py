@@ -215,15 +215,17 @@ class FileIndex:
         """`expr` is a name that reads a parameter of `function` (not a local of the same name in a nested scope)."""
         return isinstance(expr, ast.Name) and expr.id in function.params and self.binding_scope(expr) is function.scope
 
-    def binding_in_effect(self, name: str, node: ast.AST) -> Binding | None:
-        """The module-level binding of `name` that module-level code at `node` sees: the one made by the
-        last statement before `node`'s (a script, or a notebook's cells, read top to bottom, where a
-        name such as `f` or `train_step` is often defined again). None when no earlier statement binds it."""
+    def bindings_in_effect(self, name: str, node: ast.AST) -> list[Binding]:
+        """The module-level bindings of `name` that module-level code at `node` can see: those of its own
+        top-level statement (a loop may bind it again), and the one made by the last statement before
+        (a script, or a notebook's cells, read top to bottom, where a name such as `f` or `train_step` is
+        often defined again). Empty when nothing at or before `node`'s statement binds it."""
         tree = self.source.tree
         here = self.statement_in(node, tree)
-        earlier = [b for b in self.module_scope.bindings.get(name, ())
-                   if self.statement_in(b.node, tree).lineno < here.lineno]  # type: ignore[attr-defined]
-        return max(earlier, key=lambda b: self.statement_in(b.node, tree).lineno, default=None)  # type: ignore[attr-defined]
+        placed = [(self.statement_in(b.node, tree), b) for b in self.module_scope.bindings.get(name, ())]
+        own = [b for statement, b in placed if statement is here]
+        earlier = [(statement.lineno, b) for statement, b in placed if statement.lineno < here.lineno]  # type: ignore[attr-defined]
+        return own + ([max(earlier, key=lambda pair: pair[0])[1]] if earlier else [])
 
     def binding_scope(self, name: ast.Name) -> Scope | None:
         return self.lookup(name.id, self._name_scopes.get(name))[0]
@@ -302,7 +304,7 @@ class FileIndex:
             return [method] if method is not None else []
         if isinstance(expr, ast.Name):
             found = []
-            for binding in self.bindings_of(expr):
+            for binding in self._callable_bindings(expr):
                 if binding.kind == "def":
                     found.append(self._by_node[binding.node])
                 elif binding.value is not None and isinstance(binding.value, (ast.Lambda, ast.Call)) \
@@ -311,6 +313,15 @@ class FileIndex:
                     found.extend(self._expanded(binding.value))
             return found
         return []
+
+    def _callable_bindings(self, name: ast.Name) -> list[Binding]:
+        """The bindings a name can have where it is read: module-level code of a script or notebook sees
+        only the ones in effect at that point (`ds.map(to_grayscale)` in cell 9 is not cell 14's
+        `to_grayscale`); code in functions, run at any time, may see any."""
+        bindings = self.bindings_of(name)
+        if len(bindings) < 2 or self.function_of(name) is not None or self.binding_scope(name) is not self.module_scope:
+            return bindings
+        return self.bindings_in_effect(name.id, name) or bindings
 
     def _expanded(self, value: ast.expr) -> list[FunctionInfo]:
         """`_wrapped_function` of a binding's value, which is not followed again while it is being followed:
