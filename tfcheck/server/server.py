@@ -121,7 +121,7 @@ class TfcheckServer(LanguageServer):
 
     def _folders_changed(self) -> None:
         folders = self._folders()
-        self._thread.submit(lambda: setattr(self, "_projects", Projects(folders)))
+        self._submit(lambda: setattr(self, "_projects", Projects(folders)))
         self._changed(0)
 
     # -- when to lint ---------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ class TfcheckServer(LanguageServer):
     def _saved(self, params: object) -> None:
         """A save: files whose stat changed since they were read are read again (for editors that watch no
         files: another tool may have written them), then the documents are linted at once."""
-        self._thread.submit(lambda: self._projects.refresh_disk())
+        self._submit(lambda: self._projects.refresh_disk())
         self._changed(0)
 
     def _files_changed(self, params: types.DidChangeWatchedFilesParams) -> None:
@@ -169,7 +169,7 @@ class TfcheckServer(LanguageServer):
             if config:
                 self._projects.reload_configs()
             self._projects.files_changed(paths, created_or_deleted=structure or config)
-        self._thread.submit(apply)
+        self._submit(apply)
         self._changed(0)
 
     def _closed(self, uris: Iterable[str]) -> None:
@@ -211,11 +211,21 @@ class TfcheckServer(LanguageServer):
         return linted, published, errors
 
     def _report(self, errors: list[str]) -> None:
-        """Show each configuration error or internal error once: the findings go on with the last good configuration."""
+        """Show each configuration error or internal error once while it lasts (again if it comes back):
+        the findings go on with the last configuration that loaded."""
         for message in errors:
             if message not in self._reported:
-                self._reported.add(message)
                 self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"tfcheck: {message}"))
+        self._reported = set(errors)
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        """Change the projects' state on the lint thread, before the next pass; a failure is logged."""
+        def logged() -> None:
+            try:
+                work()
+            except Exception:  # noqa: BLE001 - the next pass goes on with the state as it is
+                logger.exception("tfcheck: updating the projects failed")
+        self._thread.submit(logged)
 
     async def _on_thread(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, work)

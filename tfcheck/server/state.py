@@ -39,6 +39,7 @@ from tfcheck.files import discover
 from tfcheck.findings import FileResult, Finding, InternalError, at_least
 from tfcheck.jobs import FileJob, make_jobs
 from tfcheck.project import analyze_project
+from tfcheck.rule import Rule
 from tfcheck.runner import Analyzer
 from tfcheck.server.documents import OpenDocument, source_bytes
 
@@ -85,7 +86,8 @@ class Project:
         self._final_jobs: dict[str, FileJob] = {}  # display -> the job of its last analysis in the last pass
 
     @property
-    def rules(self) -> list:  # type: ignore[type-arg]
+    def rules(self) -> list[Rule]:
+        """The selected rules, imported once (by the runner's Analyzer, which also reads files from disk)."""
         return self._analyzer.rules
 
     def excludes(self, path: Path) -> bool:
