@@ -29,7 +29,7 @@ from tfcheck.suppress import is_suppressed, suppressions
 # unless graph code in another file calls into them.
 _CANDIDATE = re.compile(
     r"function|map_fn|while_loop|switch_case|\bcond\b|\bscan\b|fold[lr]|\.map\(|\.filter\(|flat_map"
-    r"|interleave|\.reduce\(|_step\b|\bcall\b|\bcase\b|eagerly"
+    r"|interleave|\.reduce\(|_step\b|\bcall\b|\bcase\b|eagerly|update_state"
 )
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 

@@ -511,12 +511,24 @@ class FileIndex:
         if info is None or name.id not in info.params or isinstance(info.node, ast.Lambda):
             return False
         decorator = self.decorated_tf_function(info)
-        if decorator is None:
+        is_receiver = info.cls is not None and info.params[0] == name.id
+        if decorator is None or is_receiver:
             return False
         if self.has_input_signature(decorator):
+            return self._in_signature(decorator, info, name.id)
+        return name.id in self._shaped_params(info)
+
+    def _in_signature(self, decorator: ast.expr, info: FunctionInfo, name: str) -> bool:
+        """A parameter the input_signature covers: its position (`self` aside) is within a signature
+        written as a list or tuple; any parameter when the signature is built elsewhere."""
+        signature = next((k.value for k in decorator.keywords if k.arg == "input_signature"), None) \
+            if isinstance(decorator, ast.Call) else None
+        if not isinstance(signature, (ast.List, ast.Tuple)):
             return True
-        is_receiver = info.cls is not None and info.params[0] == name.id
-        return not is_receiver and name.id in self._shaped_params(info)
+        positional = [a.arg for a in info.node.args.posonlyargs + info.node.args.args]
+        if info.cls is not None:
+            positional = positional[1:]
+        return name in positional[:len(signature.elts)]
 
     def _shaped_params(self, info: FunctionInfo) -> frozenset[str]:
         """The parameters of `info` whose shape its own code reads (memoized: asked for every use)."""
