@@ -4,8 +4,8 @@ interleaved with tf.function and TFLite+XNNPACK at one TVM thread and at two, an
 Issue 15's largest models (over 64 MB of weights, so built with their weights as inputs by
 default) ran slower than tf.function in the coverage sweep, which times each backend in its own
 process. This script builds the model the way `tfcheck build` does for each route, in one process:
-frozen (`tf_side.freeze`, the converter folds batch norm into the convolutions) and lifted
-(`tf_side.lift_weights`, then `importer.import_variant` on a variant folder with `weights.npz`,
+frozen (`bridge.freeze`, the converter folds batch norm into the convolutions) and lifted
+(`bridge.lift_weights`, then `importer.import_variant` on a variant folder with `weights.npz`,
 which binds the weights and folds what follows the convolutions into them), and as lifted before
 that fold (``lifted-unfolded``: `importer.bind_weights` alone). Then it times them in rounds that
 alternate between backends (`depthwise_kernels.interleaved_us`), switching TVM's thread pool

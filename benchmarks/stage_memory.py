@@ -37,7 +37,7 @@ def trace(module_path: Path, function: str, work: Path, weights: str, onednn: bo
     from tfcheck.compiler.trace.bridge import (freeze, generate_inputs, import_tensorflow, lift_weights, load_function,
                                           reference_outputs, tflite_outputs, to_tflite, weight_values)
     from tfcheck.compiler.trace.tracing import frozen_graph_sha256, lifted_graph_sha256, saved_weights
-    from tfcheck.compiler.build.verify import TFLITE_OUTPUT
+    from tfcheck.compiler.process.io_file import save_io
     from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
 
     peaks = StagePeaks()
@@ -60,14 +60,12 @@ def trace(module_path: Path, function: str, work: Path, weights: str, onednn: bo
             save_weights(weight_values(lifted), work / WEIGHTS_FILE)
     with peaks.stage("reference outputs (TensorFlow)"):
         user = concrete.inputs[:len(concrete.inputs) - len(concrete.captured_inputs)]
-        specs = [{"shape": [int(d) for d in t.shape], "dtype": t.dtype.name} for t in user]
+        specs = [TensorSpec(t.name, tuple(int(d) for d in t.shape), t.dtype.name) for t in user]
         arrays = generate_inputs(specs)
         outputs = reference_outputs(concrete, arrays)
     with peaks.stage("TFLite outputs"):
         second = tflite_outputs(flatbuffer, arrays, saved_weights(work, len(lifted.handles) if lifted else 0)) or []
-    np.savez(work / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
-             **{f"output_{i}": a for i, a in enumerate(outputs)},
-             **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
+    save_io(work / "io.npz", arrays, outputs, second)
     return peaks
 
 

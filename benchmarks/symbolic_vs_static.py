@@ -98,11 +98,11 @@ def measure(folders: dict[str, Path], model: str, batch: int, rounds: int, secon
     from tfcheck.compiler.bench.latency import prepare_tvm, time_calls
     from tfcheck.compiler.process.messages import Budget
     from tfcheck.compiler.trace.bridge import generate_inputs
+    from tfcheck.runtime.manifest import TensorSpec
 
     _, _, signature, rest = MODELS[model]
     dtype = "int32" if "int32" in signature else "float32"
-    arrays = generate_inputs([{"name": f"input_{i}", "shape": [batch, *dims], "dtype": dtype}
-                              for i, dims in enumerate(rest)])
+    arrays = generate_inputs([TensorSpec(f"input_{i}", (batch, *dims), dtype) for i, dims in enumerate(rest)])
     if dtype == "int32":
         arrays = [array % 1000 for array in arrays]
     calls = {kind: prepare_tvm(_artifact(out, model, batch), arrays) for kind, out in folders.items()}

@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from tfcheck.compiler.process.messages import BenchRequest, BenchResult, Budget
 from tfcheck.compiler.trace.bridge import (flat_outputs, freeze, generate_inputs, import_tensorflow, load_function,
                                       tflite_runner, to_tflite)
 from tfcheck.compiler.bench.turns import ROUNDS, Turns, timed_turns
-from tfcheck.runtime.manifest import Manifest, find_artifact_folders, read_manifest
+from tfcheck.runtime.manifest import Manifest, TensorSpec, find_artifact_folders, read_manifest
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -65,11 +65,11 @@ class FunctionBench:
     """All backends for one artifact's function and input shapes."""
 
     function: str  # the manifest's qualname: module + "." + name in the module
-    inputs: list[dict[str, Any]]
+    inputs: list[TensorSpec]  # concrete shapes
     measurements: list[Measurement] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"function": self.function, "inputs": self.inputs,
+        return {"function": self.function, "inputs": [spec.to_json() for spec in self.inputs],
                 "measurements": [asdict(m) for m in self.measurements]}
 
 
@@ -174,15 +174,14 @@ def _request(backend: str, manifest: Manifest, artifact: Manifest | None, budget
                         artifact=str(artifact.folder) if artifact else None)
 
 
-def timed_inputs(manifest: Manifest) -> list[dict[str, Any]]:
+def timed_inputs(manifest: Manifest) -> list[TensorSpec]:
     """The inputs every backend is timed on: an artifact's unknown dimensions at their smallest
     size (the first the build verified against TensorFlow; batch 1, say). Without it the inputs
     of a symbolic artifact (YOLOv3 for any batch) could not be made: "'str' object cannot be
     interpreted as an integer"."""
     sizes = {name: dim.min for name, dim in (manifest.dims or {}).items()}
-    specs = [spec.to_json() for spec in manifest.inputs]
-    return [{**spec, "shape": [sizes.get(dim, dim) if isinstance(dim, str) else dim for dim in spec["shape"]]}
-            for spec in specs]
+    return [replace(spec, shape=tuple(sizes.get(dim, dim) if isinstance(dim, str) else dim for dim in spec.shape))
+            for spec in manifest.inputs]
 
 
 def _import_root(manifest: Manifest) -> Path:
@@ -291,7 +290,7 @@ def _prepare(request: BenchRequest, arrays: list[np.ndarray]) -> Callable[[], An
         return prepare_tvm(Path(str(request.artifact)), arrays)
     tf = import_tensorflow()
     function, _ = load_function(request.root, request.module, request.qualname)
-    specs = [tf.TensorSpec(s["shape"], s["dtype"]) for s in request.inputs]
+    specs = [tf.TensorSpec(list(s.shape), s.dtype) for s in request.inputs]
     tensors = [tf.constant(a) for a in arrays]
     if backend == "eager":
         python_function = function.python_function

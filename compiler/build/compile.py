@@ -11,11 +11,14 @@ file beside it (`compiler/build/library_weights.py`, docs/build.md "Memory").
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from tfcheck.compiler.process.child import EventWriter, StepError, child_main
-from tfcheck.compiler.process.messages import CompileRequest, CompileResult
+from tfcheck.compiler.process.messages import (BudgetFallback, Comparison, CompileRequest, CompileResult, DeviceCode,
+                                               RefusedSchedule, TuningOptions, TuningSummary, WholeModel)
+from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.runtime.manifest import LIBRARY
 from tfcheck.runtime.threads import use_all_cores
 from tfcheck.runtime.weights import WEIGHTS
@@ -43,27 +46,29 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     # A function whose weights are inputs keeps them out of the library as well (`lift_constants`).
     compiled = compile_module(unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights)),
                               target, device, request.tuning, lift=device == "cpu" and request.weights > 0)
-    executable = compiled.executable
     library = Path(request.out_dir) / LIBRARY
-    result: dict[str, Any] = {"tvm": tvm.__version__}
-    if compiled.weights:
-        result["library_weights"] = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS)
-    if compiled.tuning is not None:
-        result["tuning"] = compiled.tuning
-    if compiled.budget_fallbacks:
-        result["budget_fallbacks"] = compiled.budget_fallbacks
-    if device == "cuda":
+    library_weights = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS) if compiled.weights else 0
+    device_code, cpu_features = _export(compiled.executable, library, request.target, target, variant)
+    tuning, budget_fallbacks = compiled.tuning, compiled.budget_fallbacks
+    del compiled  # its constants (every weight) need not stay resident through verification
+    compile_seconds = round(time.monotonic() - started, 3)
+    events.stage("verify")
+    return CompileResult(tvm=tvm.__version__, compile_seconds=compile_seconds,
+                         verify=_verify(library, sorted(variant.glob("io*.npz")), device, library_weights),
+                         cpu_features=cpu_features, device_code=device_code, tuning=tuning,
+                         budget_fallbacks=budget_fallbacks, library_weights=library_weights)
+
+
+def _export(executable: Any, library: Path, build_target: BuildTarget, target: Any,
+            variant: Path) -> tuple[DeviceCode | None, list[str] | None]:
+    """Write the library: for CUDA with its device code compiled (and what the manifest records of
+    that), for a CPU with the ISA features its code may use."""
+    if build_target.device == "cuda":
         from tfcheck.compiler.build.cuda import export_cuda_library
 
-        result["device_code"] = export_cuda_library(executable, library, request.target.json["arch"], variant)
-    else:
-        executable.export_library(str(library))
-        result["cpu_features"] = compiled_cpu_features(target)
-    del compiled, executable  # their constants (every weight) need not stay resident through verification
-    result["compile_seconds"] = round(time.monotonic() - started, 3)
-    events.stage("verify")
-    result["verify"] = _verify(library, sorted(variant.glob("io*.npz")), device, result.get("library_weights", 0))
-    return CompileResult(**result)
+        return export_cuda_library(executable, library, build_target.json["arch"], variant), None
+    executable.export_library(str(library))
+    return None, compiled_cpu_features(target)
 
 
 class Compiled(NamedTuple):
@@ -71,12 +76,12 @@ class Compiled(NamedTuple):
 
     executable: Any
     weights: list[Any]  # the constants `main` takes after the user's inputs (`lift_constants`); [] for none
-    tuning: dict[str, Any] | None  # what tuning did, when it ran
+    tuning: TuningSummary | None  # what tuning did, when it ran
     # kernels whose first-choice default schedule was over the code-size budget (schedules/budget.py)
-    budget_fallbacks: list[dict[str, Any]]
+    budget_fallbacks: list[BudgetFallback]
 
 
-def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | None, lift: bool = False) -> Compiled:
+def compile_module(mod: Any, target: Any, device: str, tuning: TuningOptions | None, lift: bool = False) -> Compiled:
     """Schedule and compile the imported module; with `lift` (CPU only), `main`'s large constants
     become its last parameters once scheduled and packed (`lift_constants`).
 
@@ -90,10 +95,17 @@ def compile_module(mod: Any, target: Any, device: str, tuning: dict[str, Any] | 
     from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
 
     default = apply_default_schedules(mod, target)
-    fallbacks = budget_fallbacks(default)
+    fallbacks = [_budget_fallback(entry) for entry in budget_fallbacks(default)]
     if not tuning:
         return Compiled(*_compile_cpu(_lifted(default, lift), target), None, fallbacks)
     return Compiled(*_tune(mod, default, target, tuning, lift), fallbacks)
+
+
+def _budget_fallback(entry: dict[str, Any]) -> BudgetFallback:
+    """One entry of `schedules.budget_fallbacks`' report (the schedules import nothing of the
+    build's messages) as the message records it."""
+    refused = [RefusedSchedule(str(item["rule"]), int(item["code_size"])) for item in entry["refused"]]
+    return BudgetFallback(str(entry["kernel"]), str(entry["schedule"]), refused, int(entry["budget"]))
 
 
 def _lifted(mod: Any, lift: bool) -> Any:
@@ -123,25 +135,27 @@ def _gpu_schedules(mod: Any, target: Any) -> Any:
         )(mod)
 
 
-def _tune(mod: Any, default: Any, target: Any, tuning: dict[str, Any],
-          lift: bool) -> tuple[Any, list[Any], dict[str, Any]]:
+def _tune(mod: Any, default: Any, target: Any, tuning: TuningOptions,
+          lift: bool) -> tuple[Any, list[Any], TuningSummary]:
     """Tune per operator, then race the tuned model against the default one as a whole and keep
     the faster: per-kernel timings do not add up to the model's (see `compiler/tuning/model_timing.py`).
     With `lift`, each candidate takes its own constants as parameters (random ones in the race)."""
     from tfcheck.compiler.tuning.model_timing import UntimeableModel, race
     from tfcheck.compiler.tuning.metaschedule import RpcConfig, tune_module
 
-    rpc = RpcConfig.parse(tuning["rpc_tracker"], tuning["rpc_key"]) if tuning.get("rpc_tracker") else None
-    tuned = tune_module(mod, target, trials=int(tuning["trials"]), database_dir=Path(tuning["database_dir"]), rpc=rpc)
+    rpc = RpcConfig.parse(tuning.rpc_tracker, tuning.rpc_key or "") if tuning.rpc_tracker else None
+    tuned = tune_module(mod, target, trials=tuning.trials, database_dir=Path(tuning.database_dir), rpc=rpc)
     summary = tuned.summary()
     if not tuned.tasks_taking_tuned:
-        return *_compile_cpu(_lifted(default, lift), target), {**summary, "whole_model": {"kept": "default"}}
+        return *_compile_cpu(_lifted(default, lift), target), replace(summary, whole_model=WholeModel("default"))
     candidates = {"tuned": _lifted(tuned.mod, lift), "default": _lifted(default, lift)}
     try:
         result = race({name: candidate.mod for name, candidate in candidates.items()}, target, rpc)
     except UntimeableModel as error:
-        return *_compile_cpu(candidates["tuned"], target), {**summary, "whole_model": {"kept": "tuned", "why": str(error)}}
-    return result.executables[result.winner], candidates[result.winner].values, {**summary, "whole_model": result.summary()}
+        return (*_compile_cpu(candidates["tuned"], target),
+                replace(summary, whole_model=WholeModel("tuned", why=str(error))))
+    return (result.executables[result.winner], candidates[result.winner].values,
+            replace(summary, whole_model=result.summary()))
 
 
 def compiled_cpu_features(target: Any) -> list[str]:
@@ -161,7 +175,7 @@ def compiled_cpu_features(target: Any) -> list[str]:
                   if name in VECTOR_FEATURES or feature_key(name) in host)
 
 
-def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> dict[str, Any]:
+def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> Comparison:
     """Run (with the `weights` values of the weights file beside the library, if any) and compare
     where the device exists, at every size the tracing step saved inputs for
     (one `io.npz`, or `io-<i>.npz` per verified size of a symbolic build); a CUDA build on a
@@ -172,8 +186,7 @@ def _verify(library: Path, io_paths: list[Path], device: str, weights: int) -> d
         from tfcheck.runtime.target import cuda_available
 
         if not cuda_available():
-            return {"passed": None, "max_abs_error": None, "max_rel_error": None,
-                    "message": "not run: this machine has no NVIDIA GPU"}
+            return Comparison(None, message="not run: this machine has no NVIDIA GPU")
     return compare_all(library, io_paths, device, weights)
 
 

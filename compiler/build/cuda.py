@@ -24,6 +24,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tfcheck.compiler.process.messages import DeviceCode, FatbinEntry
+
 _U64 = struct.Struct("<Q")
 _C_BYTE = re.compile(rb"0x([0-9a-f]{2})")
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -97,7 +99,7 @@ def _c_from_blob(text: str, blob: bytes) -> str:
     return f"{head}__tvm_ffi__library_bin[{len(blob)}] = {{\n  {rows},\n}};{tail}"
 
 
-def export_cuda_library(executable: Any, library: Path, arch: str, work_dir: Path) -> dict[str, Any]:
+def export_cuda_library(executable: Any, library: Path, arch: str, work_dir: Path) -> DeviceCode:
     """Export `executable` to `library` with every CUDA module compiled to a fatbin for `arch`.
 
     Returns what the manifest records about the device code. Modules that TVM already compiled
@@ -124,9 +126,8 @@ def export_cuda_library(executable: Any, library: Path, arch: str, work_dir: Pat
     embedded = fatbins_in(library)
     if len(embedded) < len(swaps):
         raise CudaExportError(f"{library} holds {len(embedded)} fatbins, {len(swaps)} were packed")
-    return {"format": "fatbin" if swaps else "tvm", "arch": arch,
-            "fatbin_sha256": [hashlib.sha256(binary).hexdigest() for binary in embedded],
-            "entries": [entry for binary in embedded for entry in fatbin_entries(binary)]}
+    return DeviceCode("fatbin" if swaps else "tvm", arch, [hashlib.sha256(binary).hexdigest() for binary in embedded],
+                      [entry for binary in embedded for entry in fatbin_entries(binary)])
 
 
 def fatbins_in(library: Path) -> list[bytes]:
@@ -142,9 +143,9 @@ def fatbins_in(library: Path) -> list[bytes]:
     return found
 
 
-def fatbin_entries(fatbin: bytes) -> list[dict[str, str]]:
-    """What a fatbin holds: `{"kind": "cubin", "arch": "sm_90"}` (machine code) or
-    `{"kind": "ptx", "arch": "compute_90"}`, read from its entry headers (kind u16, header size
+def fatbin_entries(fatbin: bytes) -> list[FatbinEntry]:
+    """What a fatbin holds: `cubin` entries (machine code, for `sm_90`) or `ptx` (for
+    `compute_90`), read from its entry headers (kind u16, header size
     u32 at 4, payload size u64 at 8, SM version u32 at 28)."""
     header_size = struct.unpack_from("<H", fatbin, 6)[0]
     offset, end = header_size, len(fatbin)
@@ -155,6 +156,6 @@ def fatbin_entries(fatbin: bytes) -> list[dict[str, str]]:
         if entry_header == 0:
             break
         name = {1: "ptx", 2: "cubin"}.get(kind, f"kind{kind}")
-        entries.append({"kind": name, "arch": f"{'compute' if name == 'ptx' else 'sm'}_{sm_version}"})
+        entries.append(FatbinEntry(name, f"{'compute' if name == 'ptx' else 'sm'}_{sm_version}"))
         offset += entry_header + payload
     return entries

@@ -23,23 +23,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcheck import __version__
-from tfcheck.config import Config
+from tfcheck.compiler.build.export import bundle_runtime, export_artifact, runtime_record, shape_tag
+from tfcheck.compiler.build.targets import TargetChoice, TargetError
 from tfcheck.compiler.cache.artifacts import ArtifactCache, sources_digest
-from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
-from tfcheck.compiler.trace.discover import AnnotatedFunction
 from tfcheck.compiler.cache.fastkey import recall, remember
 from tfcheck.compiler.frontend.importer import unimportable
+from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
+from tfcheck.compiler.process.messages import (Bounds, CompileOptions, CompileRequest, CompileResult, KeyParts,
+                                               OperatorCount, ShapeEntry, TracedVariant, TraceRequest, TraceResult,
+                                               TuningOptions, as_json)
 from tfcheck.compiler.process.target import BuildTarget
-from tfcheck.compiler.process.messages import (CompileRequest, CompileResult, KeyParts, TracedVariant, TraceRequest,
-                                       TraceResult)
-from tfcheck.compiler.build.export import bundle_runtime, export_artifact, runtime_record, shape_tag
+from tfcheck.compiler.trace.discover import AnnotatedFunction
 from tfcheck.compiler.trace.symbolic import entries_example
-from tfcheck.compiler.build.targets import TargetChoice, TargetError
+from tfcheck.config import Config
+from tfcheck.runtime.digest import file_sha256
 from tfcheck.runtime.manifest import (FORMAT_VERSION, LIBRARY, WEIGHTS_FORMAT_VERSION, Manifest, SymbolicDim, TensorSpec,
                                       Verification)
-from tfcheck.runtime.weights import WEIGHTS
 from tfcheck.runtime.paths import UnsafePathError, check_name
-from tfcheck.runtime.digest import file_sha256
+from tfcheck.runtime.weights import WEIGHTS
 
 if TYPE_CHECKING:
     from tfcheck.findings import Finding
@@ -54,9 +55,9 @@ class BuildOptions:
     out_dir: Path | None = None
     lint: bool = True
     dry_run: bool = False
-    shapes: dict[str, list[Any]] = field(default_factory=dict)  # config: qualname -> entries
-    dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # config: qualname -> dimension bounds
-    tuning: dict[str, Any] | None = None
+    shapes: dict[str, list[ShapeEntry]] = field(default_factory=dict)  # config: qualname -> entries
+    dims: dict[str, dict[str, Bounds]] = field(default_factory=dict)  # config: qualname -> dimension bounds
+    tuning: TuningOptions | None = None
     config: Config | None = None  # for the lint gate
     timeout: float = 1800.0
     jobs: int = 1  # functions built at once (`jobs_for` caps --jobs by memory)
@@ -72,9 +73,9 @@ class BuildRecord:
     status: str  # built, cached, failed, checked (dry run)
     seconds: float = 0.0
     ops: int | None = None
-    operators: list[dict[str, Any]] = field(default_factory=list)
-    unsupported: list[dict[str, Any]] = field(default_factory=list)
-    inputs: list[dict[str, Any]] = field(default_factory=list)
+    operators: list[OperatorCount] = field(default_factory=list)
+    unsupported: list[OperatorCount] = field(default_factory=list)
+    inputs: list[TensorSpec] = field(default_factory=list)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     verified: bool | None = None
@@ -85,7 +86,7 @@ class BuildRecord:
     op: str | None = None
     tuning: dict[str, Any] | None = None  # the manifest's `tuning` (tuned builds)
     budget_fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the manifest's, if any
-    dims: dict[str, Any] | None = None  # symbolic dimensions: name -> {"min", "max", "verified"}
+    dims: dict[str, SymbolicDim] | None = None  # symbolic dimensions: bounds and the sizes verified
     fallback: bool = False  # a symbolic build that failed can fall back to the shape entries
 
 
@@ -115,13 +116,13 @@ def key_parts(options: BuildOptions, target: BuildTarget) -> KeyParts:
     return KeyParts(target, compile_options(options, target), versions())
 
 
-def compile_options(options: BuildOptions, target: BuildTarget) -> dict[str, Any]:
+def compile_options(options: BuildOptions, target: BuildTarget) -> CompileOptions:
     """The compile choices that change the generated code, for the cache key."""
     if target.device == "cuda":
-        return {"schedules": "dlight-gpu"}
+        return CompileOptions("dlight-gpu")
     if options.tuning:
-        return {"schedules": "metaschedule-or-default", "trials": options.tuning["trials"]}
-    return {"schedules": "tfcheck-default"}
+        return CompileOptions("metaschedule-or-default", options.tuning.trials)
+    return CompileOptions("tfcheck-default")
 
 
 def build_all(functions: list[AnnotatedFunction], options: BuildOptions, reporter: Reporter) -> list[BuildRecord]:
@@ -247,7 +248,7 @@ def _build_one(function: AnnotatedFunction, options: BuildOptions, target: Build
         failed_symbolic.message = (
             f"{(failed_symbolic.message or '').rstrip('.')}; to build one artifact per size instead, list the "
             "concrete shapes: "
-            + entries_example([spec["shape"] for spec in failed_symbolic.inputs], function.label,
+            + entries_example([list(spec.shape) for spec in failed_symbolic.inputs], function.label,
                               not function.saved_model, failed_symbolic.dims))
         return records
     # The symbolic artifact failed (an operator that takes no symbolic size, or a mismatch):
@@ -308,8 +309,8 @@ def _trace_failure(function: AnnotatedFunction, failed: BuildRecord, outcome: Ch
     its dims and inputs, so that `_build_one` falls back to the shape entries or says how."""
     record = replace(failed, message=f"{function.label}: {outcome.error}", op=outcome.op)
     if outcome.symbolic:
-        record.dims, record.inputs = outcome.symbolic["dims"], outcome.symbolic["inputs"]
-        record.fallback = outcome.symbolic["has_shape_entries"]
+        record.dims, record.inputs = outcome.symbolic.dims, outcome.symbolic.inputs
+        record.fallback = outcome.symbolic.has_shape_entries
     return record
 
 
@@ -352,14 +353,14 @@ def _build_variant(function: AnnotatedFunction, options: BuildOptions, target: B
     if variant.cached:
         return _from_cache(function, options, target, variant.key, traced.name, export_name)
     record = BuildRecord(function.label, traced.name, target.label, "checked",
-                         ops=sum(op["count"] for op in variant.operators),
+                         ops=sum(op.count for op in variant.operators),
                          operators=variant.operators, unsupported=unimportable(variant.operators),
                          inputs=variant.inputs)
     if record.unsupported:
         record.status = "failed"
-        record.op = ", ".join(op["op"] for op in record.unsupported)
+        record.op = ", ".join(op.op for op in record.unsupported)
         record.message = f"{function.label}: TVM's TFLite importer cannot import " + "; ".join(
-            f"{op['op']} (from TensorFlow node {op['example']!r})" for op in record.unsupported)
+            f"{op.op} (from TensorFlow node {op.example!r})" for op in record.unsupported)
         return record
     if options.dry_run:
         return record
@@ -387,9 +388,9 @@ def _from_cache(function: AnnotatedFunction, options: BuildOptions, target: Buil
         record.message = f"{function.label}: the cached artifact {key[:12]} went away during the build " \
                          f"({problem or 'removed'}); run the build again"
         return record
-    record.operators = list(manifest.operators or ())
-    record.ops = sum(op["count"] for op in record.operators)
-    record.inputs = [spec.to_json() for spec in manifest.inputs]
+    record.operators = [OperatorCount.from_json(entry) for entry in manifest.operators or ()]
+    record.ops = sum(op.count for op in record.operators)
+    record.inputs = list(manifest.inputs)
     _finish(record, manifest, options.cache.entry(key), options, export_name)
     return record
 
@@ -422,14 +423,14 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, targe
     compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
                          on_stage=on_stage, timeout=options.timeout)
     result = compiled.result
-    if result is None or result.verify["passed"] is False:
+    if result is None or result.verify.passed is False:
         cache.discard_staging(staging)
         record.status = "failed"
         if result is None:
             record.message = f"{function.label}: {compiled.error}"
         else:
             _fill_verify(record, _verification(result))
-            record.message = (f"{function.label}: the artifact does not match TensorFlow: {result.verify['message']}"
+            record.message = (f"{function.label}: the artifact does not match TensorFlow: {result.verify.message}"
                               f"{_top_k_order_hint(variant)}")
         return None
     manifest = _manifest(function, options, target, traced, variant, result, staging / LIBRARY)
@@ -443,10 +444,10 @@ def _top_k_order_hint(variant: TracedVariant) -> str:
     always sorted) largest first; and values within rounding of each other may trade places.
     RetinaNet's post-processing (retinanet-tensorflow2.x, 5000 of 76725 anchors per class): 99% of
     the boxes mismatched with `sorted=False`, 4-6% with `sorted=True` (about 6500 near-equal pairs)."""
-    top_k = next((operator for operator in variant.operators if operator["op"] == "TOPK_V2"), None)
+    top_k = next((operator for operator in variant.operators if operator.op == "TOPK_V2"), None)
     if top_k is None:
         return ""
-    return (f" (the function takes a top k, from TensorFlow node '{top_k['example'].split(';')[0]}': the artifact "
+    return (f" (the function takes a top k, from TensorFlow node '{top_k.example.split(';')[0]}': the artifact "
             "returns the k values sorted, largest first, where tf.math.top_k(..., sorted=False) leaves their order to "
             "TensorFlow's kernel, so pass sorted=True; values within rounding of each other may still trade places, "
             "and the outputs gathered at them with them)")
@@ -466,8 +467,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, target: BuildT
         source_fingerprint=traced.source_fingerprint,
         captures_fingerprint=variant.captures_fingerprint,
         graph_fingerprint=variant.graph_sha256,
-        inputs=_specs(variant.inputs),
-        outputs=_specs(variant.outputs),
+        inputs=tuple(variant.inputs),
+        outputs=tuple(variant.outputs),
         output_structure=variant.output_structure,
         input_structure=tuple(variant.input_structure),
         instance=function.instance,
@@ -481,15 +482,14 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, target: BuildT
         weights=_weights_record(library.parent / WEIGHTS, result.library_weights),
         format_version=WEIGHTS_FORMAT_VERSION if result.library_weights else FORMAT_VERSION,
         tuned=bool(options.tuning),
-        compile_options=compile_options(options, target),
+        compile_options=as_json(compile_options(options, target)),
         verify=_verification(result),
-        operators=tuple(variant.operators),
+        operators=tuple(as_json(operator) for operator in variant.operators),
         compile_seconds=result.compile_seconds,
-        device_code=result.device_code,
-        tuning=result.tuning,
-        budget_fallbacks=tuple(result.budget_fallbacks) if result.budget_fallbacks else None,
-        dims={name: SymbolicDim(dim["min"], dim["max"], tuple(dim["verified"])) for name, dim in variant.dims.items()}
-        if variant.dims else None,
+        device_code=as_json(result.device_code) if result.device_code else None,
+        tuning=as_json(result.tuning) if result.tuning else None,
+        budget_fallbacks=tuple(as_json(fallback) for fallback in result.budget_fallbacks) or None,
+        dims=variant.dims or None,
         created=now_utc(),
     )
 
@@ -502,12 +502,9 @@ def _weights_record(path: Path, count: int) -> dict[str, Any] | None:
     return {"file": WEIGHTS, "size": path.stat().st_size, "sha256": file_sha256(path), "count": count}
 
 
-def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
-    return tuple(TensorSpec(entry["name"], tuple(entry["shape"]), entry["dtype"]) for entry in entries)
-
-
 def _verification(result: CompileResult) -> Verification:
-    return Verification(result.verify["max_abs_error"], result.verify["max_rel_error"], result.verify["passed"])
+    """The manifest's `verify`: the comparison without its message."""
+    return Verification(result.verify.max_abs_error, result.verify.max_rel_error, result.verify.passed)
 
 
 def now_utc() -> str:

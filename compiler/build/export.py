@@ -19,6 +19,7 @@ from tfcheck.atomic import copy_atomic
 from tfcheck.runtime.bundled import (FFI_DISTRIBUTION, RUNTIME_DIR, TVM_DISTRIBUTION,
                                      distribution_version, runtime_tag, sha256_of, wheel_libraries,
                                      wheel_library)
+from tfcheck.runtime.manifest import TensorSpec
 from tfcheck.runtime.paths import check_name, remove_tree
 
 
@@ -50,9 +51,9 @@ def bundle_runtime(record: dict[str, Any], out_dir: Path) -> str | None:
     return None
 
 
-def shape_tag(inputs: list[dict[str, Any]]) -> str:
+def shape_tag(inputs: list[TensorSpec]) -> str:
     """`1x224x224x3` (inputs joined by `_`), to tell apart the artifacts of one function."""
-    return "_".join("x".join(str(d) for d in spec["shape"]) or "scalar" for spec in inputs)
+    return "_".join("x".join(str(d) for d in spec.shape) or "scalar" for spec in inputs)
 
 
 def export_artifact(folder: Path, out_dir: Path, name: str) -> Path:

@@ -23,13 +23,14 @@ allows nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import json
 
 import numpy as np
 
 from tfcheck.compiler.process.child import StepError
+from tfcheck.compiler.process.io_file import INPUT, OUTPUT, SIZES, TFLITE_OUTPUT
+from tfcheck.compiler.process.messages import Comparison
 
 # dtype name -> (atol, rtol). float32 is loose enough for reassociated sums over ~10^5 terms
 # (ResNet50's widest reductions) and tight enough to catch a wrong layout or a dropped bias.
@@ -41,8 +42,6 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-# The tracing step's key prefix for TFLite's outputs in io.npz (`tflite_output_<k>`).
-TFLITE_OUTPUT = "tflite_output_"
 # How many times TFLite's largest difference from TensorFlow the artifact may differ on top of the
 # tolerance: TVM's rounding is independent of TFLite's, and as large.
 SPREAD_FACTOR = 2.0
@@ -60,12 +59,11 @@ def rounding_allowance(want: np.ndarray, second: np.ndarray | None, scale: float
 
 
 def compare(actual: list[np.ndarray], expected: list[np.ndarray],
-            tflite: list[np.ndarray] | None = None) -> dict[str, Any]:
+            tflite: list[np.ndarray] | None = None) -> Comparison:
     """Max absolute and relative error over all outputs, and whether all are within tolerance
     (widened by `rounding_allowance` where TFLite's outputs for the same inputs are given)."""
     if len(actual) != len(expected):
-        return {"passed": False, "max_abs_error": None, "max_rel_error": None,
-                "message": f"the artifact returned {len(actual)} outputs, TensorFlow {len(expected)}"}
+        return Comparison(False, message=f"the artifact returned {len(actual)} outputs, TensorFlow {len(expected)}")
     seconds = tflite if tflite is not None and len(tflite) == len(expected) else [None] * len(expected)
     max_abs = max_rel = 0.0
     failures = []
@@ -86,8 +84,7 @@ def compare(actual: list[np.ndarray], expected: list[np.ndarray],
             widened = f" + {allowance:.1e} ({SPREAD_FACTOR:g} x TFLite's own difference)" if allowance else ""
             failures.append(f"output {index}: {bad} of {difference.size} elements beyond "
                             f"atol={atol:g}, rtol={rtol:g}{widened}")
-    return {"passed": not failures, "max_abs_error": max_abs, "max_rel_error": max_rel,
-            "message": "; ".join(failures)}
+    return Comparison(not failures, max_abs, max_rel, "; ".join(failures))
 
 
 def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> list[np.ndarray]:
@@ -100,15 +97,15 @@ def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> 
     from tfcheck.runtime.weights import WEIGHTS, read_weights
 
     data = np.load(io_path)
-    count = sum(1 for key in data.files if key.startswith("input_"))
+    count = sum(1 for key in data.files if key.startswith(INPUT))
     values = read_weights(library.parent / WEIGHTS, weights) if weights else ()
     executable = Executable(library, ENTRY, device, wheel_libraries(device), values)
-    return executable.run([aligned(data[f"input_{i}"]) for i in range(count)])
+    return executable.run([aligned(data[f"{INPUT}{i}"]) for i in range(count)])
 
 
 def expected_outputs(io_path: Path) -> list[np.ndarray]:
     """TensorFlow's outputs saved by the tracing step, in order."""
-    return _saved(io_path, "output_")
+    return _saved(io_path, OUTPUT)
 
 
 def tflite_outputs(io_path: Path) -> list[np.ndarray] | None:
@@ -122,7 +119,7 @@ def _saved(io_path: Path, prefix: str) -> list[np.ndarray]:
     return [data[f"{prefix}{i}"] for i in range(count)]
 
 
-def compare_all(library: Path, io_paths: list[Path], device: str, weights: int = 0) -> dict[str, Any]:
+def compare_all(library: Path, io_paths: list[Path], device: str, weights: int = 0) -> Comparison:
     """`compare` at each saved set of inputs (`run_library`): the largest errors over all, passed when all pass;
     a symbolic build's message says at which sizes it failed (`at batch=33: output 0: ...`)."""
     results = []
@@ -133,17 +130,18 @@ def compare_all(library: Path, io_paths: list[Path], device: str, weights: int =
         except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
             raise StepError(f"running the compiled library{where} failed: {type(error).__name__}: {error}") from error
         results.append((where, compare(actual, expected_outputs(io_path), tflite_outputs(io_path))))
-    errors = {key: [r[key] for _, r in results if r[key] is not None] for key in ("max_abs_error", "max_rel_error")}
-    return {"passed": all(r["passed"] for _, r in results),
-            **{key: max(values) if values else None for key, values in errors.items()},
-            "message": "; ".join(f"{where.strip()}: {r['message']}" if where else r["message"]
-                                 for where, r in results if not r["passed"])}
+    abs_errors = [r.max_abs_error for _, r in results if r.max_abs_error is not None]
+    rel_errors = [r.max_rel_error for _, r in results if r.max_rel_error is not None]
+    return Comparison(all(r.passed for _, r in results), max(abs_errors) if abs_errors else None,
+                      max(rel_errors) if rel_errors else None,
+                      "; ".join(f"{where.strip()}: {r.message}" if where else r.message
+                                for where, r in results if not r.passed))
 
 
 def _sizes(io_path: Path) -> str:
     """` at batch=33, tokens_1=17` for the inputs of a symbolic build's verified size, else ``."""
     data = np.load(io_path)
-    if "sizes" not in data.files:
+    if SIZES not in data.files:
         return ""
-    sizes = json.loads(str(data["sizes"]))
+    sizes = json.loads(str(data[SIZES]))
     return " at " + ", ".join(f"{name}={size}" for name, size in sizes.items())

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfcheck.atomic import locked, write_atomic
+from tfcheck.compiler.process.messages import CompileOptions, as_json
 from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.gitignore import mark_ignored
 from tfcheck.runtime.bundled import read_runtime
 from tfcheck.runtime.errors import ArtifactError
-from tfcheck.runtime.manifest import CACHE_DIR, FORMAT_VERSION, MANIFEST, Manifest, read_manifest
+from tfcheck.runtime.manifest import CACHE_DIR, FORMAT_VERSION, MANIFEST, Manifest, TensorSpec, read_manifest
 from tfcheck.runtime.paths import check_name, remove_tree
 from tfcheck.runtime.digest import file_sha256
 
@@ -58,8 +59,8 @@ def sources_digest(root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: BuildTarget,
-              compile_options: dict[str, Any], versions: dict[str, str],
+def cache_key(graph_sha256: str, inputs: list[TensorSpec], target: BuildTarget,
+              compile_options: CompileOptions, versions: dict[str, str],
               structures: dict[str, Any] | None = None) -> str:
     """SHA-256 over the format version, frozen graph, input specs, target, options, versions and
     the input and output structures (a dict key renamed in the result leaves the graph as it was,
@@ -70,9 +71,9 @@ def cache_key(graph_sha256: str, inputs: list[dict[str, Any]], target: BuildTarg
     parts = {
         "format_version": FORMAT_VERSION,
         "graph_sha256": graph_sha256,
-        "inputs": inputs,
+        "inputs": [spec.to_json() for spec in inputs],
         "target": target.canonical,
-        "compile_options": compile_options,
+        "compile_options": as_json(compile_options),
         "versions": versions,
         "structures": structures,
     }

@@ -31,6 +31,8 @@ from tfcheck.compiler.frontend.channel_fold import fold_channel_affine
 from tfcheck.compiler.process.child import StepError
 from tfcheck.compiler.frontend.tflite_values import constant_value
 from tfcheck.compiler.process.weights_file import WEIGHT_INPUT, WEIGHTS_FILE
+from tfcheck.compiler.process.messages import OperatorCount
+from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 from tfcheck.runtime.weights import read_weights
 
 
@@ -50,14 +52,14 @@ def supported_tflite_ops() -> frozenset[str]:
     return frozenset(OperatorConverter(None, None, None, None).convert_map)
 
 
-def unimportable(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def unimportable(operators: list[OperatorCount]) -> list[OperatorCount]:
     """The operators of a `tflite_operators` report that TVM cannot import (custom ops included)."""
     supported = supported_tflite_ops()
-    return [entry for entry in operators if entry["op"] not in supported]
+    return [entry for entry in operators if entry.op not in supported]
 
 
-def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
-                 dims: dict[str, Any] | None = None) -> Any:
+def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
+                 dims: dict[str, SymbolicDim] | None = None) -> Any:
     """Parse the flatbuffer and import it as a Relax IRModule whose `main` takes the inputs in
     signature order and returns the outputs in the concrete function's order.
 
@@ -85,7 +87,7 @@ def import_tflite(path: Path, inputs: list[dict[str, Any]] | None = None,
         raise _named_error(None, None, error) from error
 
 
-def import_variant(variant_dir: Path, inputs: list[dict[str, Any]] | None = None, dims: dict[str, Any] | None = None,
+def import_variant(variant_dir: Path, inputs: list[TensorSpec] | None = None, dims: dict[str, SymbolicDim] | None = None,
                    weights: int = 0) -> Any:
     """`import_tflite` of the variant's `model.tflite`, with its `weights` weight inputs (if any)
     bound to the values of `weights.npz` as constants (`bind_weights`), and what follows a

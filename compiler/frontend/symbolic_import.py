@@ -35,14 +35,15 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.frontend.tflite_values import constant_value
+from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 
 
-def input_shapes(model: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]] | None:
+def input_shapes(model: Any, inputs: list[TensorSpec]) -> dict[str, tuple[Any, ...]] | None:
     """`shape_dict` for `from_tflite`: each input tensor's shape with its named dimensions as
     `tir.Var`s (one per name, shared by the inputs that use it); None when all are static."""
     from tvm import tirx
 
-    if not any(isinstance(dim, str) for spec in inputs for dim in spec["shape"]):
+    if not any(isinstance(dim, str) for spec in inputs for dim in spec.shape):
         return None
     subgraph = model.Subgraphs(0)
     variables: dict[str, Any] = {}
@@ -50,16 +51,16 @@ def input_shapes(model: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[An
     for index, spec in zip(subgraph.InputsAsNumpy(), inputs):
         name = subgraph.Tensors(int(index)).Name().decode("utf-8")
         shapes[name] = tuple(variables.setdefault(dim, tirx.Var(dim, "int64")) if isinstance(dim, str) else dim
-                             for dim in spec["shape"])
+                             for dim in spec.shape)
     return shapes
 
 
-def with_bounds(module: Any, dims: dict[str, Any]) -> Any:
+def with_bounds(module: Any, dims: dict[str, SymbolicDim]) -> Any:
     """`main` with `tir_var_upper_bound` for the bounded dimensions (Relax plans memory with it) and
     `tir_var_lower_bound` for those with a minimum (the schedules estimate a kernel's work at it:
     `schedules.blocks.smallest_extent`)."""
     for attr, key in (("tir_var_upper_bound", "max"), ("tir_var_lower_bound", "min")):
-        bounds = {name: int(dim[key]) for name, dim in dims.items() if dim.get(key) is not None}
+        bounds = {name: int(getattr(dim, key)) for name, dim in dims.items() if getattr(dim, key) is not None}
         if bounds:
             module["main"] = module["main"].with_attr(attr, bounds)
     return module

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from tfcheck.compiler.process.messages import ContractError, from_message, to_message
+from tfcheck.compiler.process.messages import (ChildError, ContractError, Stage, SymbolicFailure, from_message,
+                                               to_message)
 
 EVENTS_FD_VARIABLE = "TFCHECK_EVENTS_FD"
 # Set in every child's environment besides the parent's own variables.
@@ -50,10 +51,10 @@ _CHILDREN = _Children()
 class StepError(Exception):
     """A build step failed for a reason the user can act on; `op` names a TensorFlow op if any;
     `symbolic`, when the symbolic route failed to convert (an operator TensorFlow's converter
-    takes only at known sizes), holds the variant's `dims`, its `inputs` and whether shape entries
-    exist (`has_shape_entries`): what the parent needs to fall back to them or to say how."""
+    takes only at known sizes), is what the parent needs to fall back to the shape entries or to
+    say how to write some."""
 
-    def __init__(self, message: str, op: str | None = None, symbolic: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, op: str | None = None, symbolic: SymbolicFailure | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.op = op
@@ -67,7 +68,7 @@ class ChildOutcome(Generic[Result]):
     result: Result | None
     error: str | None
     op: str | None = None
-    symbolic: dict[str, Any] | None = None  # `StepError.symbolic`
+    symbolic: SymbolicFailure | None = None  # `StepError.symbolic`
 
 
 # --- child side ----------------------------------------------------------------------------------
@@ -81,8 +82,14 @@ class EventWriter:
         self.doing: str | None = None
         self.before: str | None = None
 
-    def emit(self, event: str, **data: Any) -> None:
-        self._stream.write(json.dumps({"event": event, **data}) + "\n")
+    def emit(self, event: str, message: object) -> None:
+        """One event line: its kind (stage, error, result) and its message (a dataclass of
+        `compiler/process/messages.py`), which the parent reads back as that dataclass."""
+        self.send(event, to_message(message))
+
+    def send(self, event: str, encoded: dict[str, Any]) -> None:
+        """An event whose message `to_message` has encoded already."""
+        self._stream.write(json.dumps({"event": event, "message": encoded}) + "\n")
 
     def stage(self, name: str, doing: str | None = None, before: str | None = None) -> None:
         """Tell the parent which stage (import, trace, convert, compile, verify) has started.
@@ -92,7 +99,7 @@ class EventWriter:
         what the message names, since its log shows only TensorFlow's start-up.
         """
         self.doing, self.before = doing or f"the {name} step", before
-        self.emit("stage", stage=name, doing=self.doing, before=before)
+        self.emit("stage", Stage(name, self.doing, before))
 
 
 def child_main(step: Callable[[Request, EventWriter], object], request_type: type[Request]) -> None:
@@ -106,18 +113,18 @@ def child_main(step: Callable[[Request, EventWriter], object], request_type: typ
     events = EventWriter()
     try:
         request = from_message(request_type, json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")))
-        result = to_message(step(request, events))
+        result = to_message(step(request, events))  # a step that returns no message fails here, as itself
     except StepError as error:
-        events.emit("error", message=error.message, op=error.op, symbolic=error.symbolic)
+        events.emit("error", ChildError(error.message, error.op, error.symbolic))
         sys.exit(1)
     except SystemExit as exit_request:
         call = "sys.exit()" if exit_request.code is None else f"sys.exit({exit_request.code!r})"
-        events.emit("error", message=stage_failure(events.doing, events.before, f"exited ({call})"), op=None)
+        events.emit("error", ChildError(stage_failure(events.doing, events.before, f"exited ({call})")))
         sys.exit(1)
     except Exception as error:  # noqa: BLE001 - any failure of user code or TF/TVM is reported
-        events.emit("error", message=f"{type(error).__name__}: {error}", op=None)
+        events.emit("error", ChildError(f"{type(error).__name__}: {error}"))
         sys.exit(1)
-    events.emit("result", result=result)
+    events.send("result", result)
 
 
 def stage_failure(doing: str | None, before: str | None, what: str) -> str:
@@ -237,7 +244,7 @@ def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[st
             for line in lines:
                 event = json.loads(line)
                 if event["event"] == "stage":
-                    on_stage(event["stage"])
+                    on_stage(_stage(event).name)
                 events.append(event)
     finally:
         selector.close()
@@ -249,15 +256,17 @@ def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[st
 def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out: bool,
              timeout: float, log_path: Path, result_type: type[Result]) -> ChildOutcome[Result]:
     for event in events:
-        if event["event"] == "result":
-            try:
-                return ChildOutcome(result=from_message(result_type, event["result"]), error=None)
-            except ContractError as error:
-                return ChildOutcome(result=None, error=f"the build process answered badly: {error}")
-        if event["event"] == "error":
-            return ChildOutcome(result=None, error=event["message"], op=event.get("op"), symbolic=event.get("symbolic"))
-    stages = [event for event in events if event["event"] == "stage"]
-    last = stages[-1] if stages else {}
+        if event["event"] not in ("result", "error"):
+            continue
+        try:
+            if event["event"] == "result":
+                return ChildOutcome(result=from_message(result_type, event["message"]), error=None)
+            failure = from_message(ChildError, event["message"])
+        except ContractError as error:
+            return ChildOutcome(result=None, error=f"the build process answered badly: {error}")
+        return ChildOutcome(result=None, error=failure.message, op=failure.op, symbolic=failure.symbolic)
+    stages = [_stage(event) for event in events if event["event"] == "stage"]
+    last = stages[-1] if stages else Stage("", None)
     advice = ""
     if timed_out:
         why = f"timed out after {timeout:g} s"
@@ -268,8 +277,13 @@ def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out:
     else:
         why = f"exited with status {process.returncode} without reporting a result"
         advice = " (os._exit, or a crash in native code)"
-    error = stage_failure(last.get("doing"), last.get("before"), why) + advice
+    error = stage_failure(last.doing, last.before, why) + advice
     return ChildOutcome(result=None, error=error + _log_tail(log_path))
+
+
+def _stage(event: dict[str, Any]) -> Stage:
+    """A stage event's message."""
+    return from_message(Stage, event["message"])
 
 
 # TensorFlow's start-up lines (absl INFO/WARNING records, CPU-feature notes): in every child's log,

@@ -5,6 +5,12 @@ parent writes a request, the child reports a result, both as JSON. Each is a dat
 that both ends (and `tfcheck/commands/`) name the same fields, and every message carries
 `contract_version`: the parent and the child are the same installation, so a mismatch means a
 half-upgraded install, refused with a message rather than misread.
+
+Every field is typed, down to the leaves: tensors are the manifest's `TensorSpec`s, symbolic
+dimensions its `SymbolicDim`s, and the input and output structures the runtime's structure `Node`s
+(runtime/structure.py: JSON objects of one documented form, checked where they are read), so what
+the tracing child reports is what the manifest records. `from_message` rebuilds each nested
+dataclass from its JSON object by the field's type; nothing is passed on as an untyped dict.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfcheck.compiler.process.target import BuildTarget
+from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
+from tfcheck.runtime.structure import Node
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 _VERSION_KEY = "contract_version"
 
 Message = TypeVar("Message")
@@ -54,36 +62,89 @@ def _build(kind: type[Message], data: dict[str, Any]) -> Message:
 
 
 def _convert(hint: Any, value: Any) -> Any:
-    """`value` as `hint` says: a dataclass from its dict, each item of a list, else as it is."""
+    """`value` as `hint` says: a dataclass from its dict, each item of a list, a tuple or a dict's
+    values, else as it is (JSON gives lists where the dataclass has tuples)."""
     if value is None:
         return None
     origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        options = [option for option in typing.get_args(hint) if option is not type(None)]
+        options = [option for option in arguments if option is not type(None)]
         return _convert(options[0], value) if len(options) == 1 else value
     if origin is list:
-        (item,) = typing.get_args(hint)
-        return [_convert(item, entry) for entry in value]
+        return [_convert(arguments[0], entry) for entry in value]
+    if origin is tuple:
+        items = [arguments[0]] * len(value) if arguments[1:] == (Ellipsis,) else arguments
+        return tuple(_convert(item, entry) for item, entry in zip(items, value))
+    if origin is dict:
+        return {key: _convert(arguments[1], entry) for key, entry in value.items()}
     if dataclasses.is_dataclass(hint):
         return _build(hint, value)  # type: ignore[arg-type]
     return value
 
 
-# --- tracing: compiler/trace/tracing.py -------------------------------------------------------------------
+def as_json(record: object) -> dict[str, Any]:
+    """A record of a message as the manifest (and the cache key) write it: its JSON object, nested
+    records included, without the fields that hold None (a `CompileOptions` without `trials`)."""
+    fields = ((item.name, getattr(record, item.name)) for item in dataclasses.fields(record))  # type: ignore[arg-type]
+    return {name: _json_value(value) for name, value in fields if value is not None}
+
+
+def _json_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return as_json(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    return value
+
+
+# --- what more than one message names ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The compile choices that change the generated code: part of the cache key and the manifest."""
+
+    schedules: str  # "tfcheck-default", "metaschedule-or-default" (--tune) or "dlight-gpu" (CUDA)
+    trials: int | None = None  # --tune's trials
+
+
+@dataclass(frozen=True)
+class OperatorCount:
+    """One TFLite operator of a traced model: how often it occurs, and one output tensor's name
+    (which names the TensorFlow node it came from, e.g. `model/conv1/Conv2D`)."""
+
+    op: str  # the builtin's name; `CUSTOM:<name>` for a custom op
+    count: int
+    example: str
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> OperatorCount:
+        """An entry of a manifest's `operators`."""
+        return cls(str(entry["op"]), int(entry["count"]), str(entry["example"]))
+
+
+# --- tracing: compiler/trace/tracing.py ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class KeyParts:
     """Everything in the cache key besides the traced graph and the TensorFlow version, which
-    only the tracing child knows (`artifact.cache_key`)."""
+    only the tracing child knows (`cache.artifacts.cache_key`)."""
 
     target: BuildTarget
-    compile_options: dict[str, Any]
+    compile_options: CompileOptions
     versions: dict[str, str]  # without "tensorflow"
 
     def versions_with(self, tensorflow: str) -> dict[str, str]:
         """The versions that go into the key and the manifest."""
         return {**self.versions, "tensorflow": tensorflow}
+
+
+# Shape entries (`shapes=`, the config's): per entry, one shape per input tensor.
+ShapeEntry = list[list[int]]
+# Bounds of a symbolic dimension (`dims=`, the config's): (min, max), max None for no upper bound.
+Bounds = tuple[int, int | None]
 
 
 @dataclass(frozen=True)
@@ -94,7 +155,7 @@ class TraceRequest:
     path: str  # the source file, as the user would type it (messages)
     work_dir: str
     key: KeyParts
-    config_shapes: list[Any] | None = None  # the config's shape entries for this function
+    config_shapes: list[ShapeEntry] | None = None  # the config's shape entries for this function
     # The artifact cache: with it, the child stops right after freezing when the cache holds the
     # artifact already; without it (a dry run, which reports the operators) it never does.
     cache_dir: str | None = None
@@ -104,11 +165,11 @@ class TraceRequest:
     # A SavedModel folder: `qualname` is then the signature's name, `module` the folder's
     # name as an identifier, and nothing is imported.
     saved_model: str | None = None
-    config_dims: dict[str, Any] | None = None  # the config's bounds of symbolic dimensions
+    config_dims: dict[str, Bounds] | None = None  # the config's bounds of symbolic dimensions
     # Unknown dimensions become symbolic dimensions of one artifact (False: the per-shape
     # fallback, one artifact per shape entry, after the symbolic build failed).
     symbolic: bool = True
-    # How the weights reach the converter (`trace.prepare`): "auto", or "constants" when a build
+    # How the weights reach the converter (`tracing.prepare`): "auto", or "constants" when a build
     # with the weights as inputs failed and the driver tries again with them frozen.
     weights: str = "auto"
 
@@ -122,17 +183,16 @@ class TracedVariant:
     """One shape entry, traced and frozen; converted (with `io.npz`) unless `cached`."""
 
     dir: str
-    inputs: list[dict[str, Any]]
+    inputs: list[TensorSpec]  # symbolic dimensions by name
     graph_sha256: str
     captures_fingerprint: str
     key: str
     cached: bool = False
-    outputs: list[dict[str, Any]] = field(default_factory=list)
-    output_structure: dict[str, Any] = field(default_factory=dict)
-    operators: list[dict[str, Any]] = field(default_factory=list)
-    input_structure: list[dict[str, Any]] = field(default_factory=list)  # one node per argument
-    # symbolic dimensions: name -> {"min", "max" (None: unbounded), "verified": [sizes]}
-    dims: dict[str, Any] | None = None
+    outputs: list[TensorSpec] = field(default_factory=list)
+    output_structure: Node = field(default_factory=dict)
+    operators: list[OperatorCount] = field(default_factory=list)
+    input_structure: list[Node] = field(default_factory=list)  # one node per argument
+    dims: dict[str, SymbolicDim] | None = None  # symbolic dimensions: bounds and the sizes verified
     # weight inputs after the user's (`weights.npz` in `dir`); 0: the weights are frozen in the model
     weights: int = 0
     # why the weights are frozen although the function would take them as inputs: the failure of an
@@ -164,7 +224,47 @@ class TraceResult:
     has_shape_entries: bool = False  # shape entries exist: the per-shape fallback of a symbolic build
 
 
-# --- compiling: compiler/build/compile.py --------------------------------------------------------------
+@dataclass(frozen=True)
+class SymbolicFailure:
+    """A symbolic trace that the converter refused (an operator it takes only at known sizes):
+    what the driver needs to fall back to the shape entries, or to say how to write some."""
+
+    dims: dict[str, SymbolicDim]
+    inputs: list[TensorSpec]
+    has_shape_entries: bool
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A child has begun a stage (import, trace, convert, compile, verify): what it is doing, and
+    what is still to come, which a crash or a hang in it is reported with."""
+
+    name: str
+    doing: str | None
+    before: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildError:
+    """A step that failed in its child: the message for the user, the TensorFlow or TFLite operator
+    it names if any, and for a symbolic trace the converter refused, what falls back."""
+
+    message: str
+    op: str | None = None
+    symbolic: SymbolicFailure | None = None
+
+
+# --- compiling: compiler/build/compile.py --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """--tune's settings (`tuning/metaschedule.py`)."""
+
+    trials: int
+    database_dir: str
+    rpc_tracker: str | None = None  # HOST:PORT: measure on the tracker's devices
+    rpc_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,25 +272,96 @@ class CompileRequest:
     variant_dir: str  # a TracedVariant's dir: model.tflite and io.npz
     target: BuildTarget
     out_dir: str  # where lib.so goes
-    tuning: dict[str, Any] | None = None  # trials, database_dir, rpc_tracker, rpc_key
-    inputs: list[dict[str, Any]] | None = None  # the variant's input specs (symbolic dimensions by name)
-    dims: dict[str, Any] | None = None  # the variant's symbolic dimensions (TracedVariant.dims)
+    tuning: TuningOptions | None = None
+    inputs: list[TensorSpec] | None = None  # the variant's input specs (symbolic dimensions by name)
+    dims: dict[str, SymbolicDim] | None = None  # the variant's symbolic dimensions (TracedVariant.dims)
     weights: int = 0  # the model's weight inputs, bound from `weights.npz` (TracedVariant.weights)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The compiled library's outputs against TensorFlow's (`build/verify.py`): the largest errors,
+    whether every element is within tolerance (None: not run, a CUDA build without a GPU), and
+    what failed where."""
+
+    passed: bool | None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class FatbinEntry:
+    """One entry of a fatbin: machine code (`cubin`, `sm_90`) or PTX (`ptx`, `compute_90`)."""
+
+    kind: str
+    arch: str
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """A CUDA artifact's device code (`build/cuda.py`): compiled fatbins, or TVM's own format."""
+
+    format: str  # "fatbin", or "tvm" when TVM left no CUDA source to compile
+    arch: str
+    fatbin_sha256: list[str]
+    entries: list[FatbinEntry]  # the entries of every fatbin
+
+
+@dataclass(frozen=True)
+class WholeModel:
+    """How the tuned model fared against the default one as a whole (`tuning/model_timing.py`)."""
+
+    kept: str  # "tuned" or "default"
+    tuned_ms: float | None = None  # median latencies, when the race ran
+    default_ms: float | None = None
+    why: str | None = None  # why the race did not run
+
+
+@dataclass(frozen=True)
+class TuningSummary:
+    """What tuning did for one artifact: the manifest's `tuning` (docs/artifact-format.md)."""
+
+    database: str
+    tasks: int
+    tasks_reused: int
+    tasks_tuned: int
+    tasks_kept_default: int
+    tasks_of_unknown_size: int
+    trials: int
+    seconds: float
+    whole_model: WholeModel | None = None
+
+
+@dataclass(frozen=True)
+class RefusedSchedule:
+    rule: str
+    code_size: int  # the estimated TIR nodes after unrolling
+
+
+@dataclass(frozen=True)
+class BudgetFallback:
+    """A kernel whose first-choice schedule was over the code-size budget (`schedules/budget.py`)."""
+
+    kernel: str
+    schedule: str  # the schedule used instead, or "unscheduled"
+    refused: list[RefusedSchedule]
+    budget: int
 
 
 @dataclass(frozen=True)
 class CompileResult:
     tvm: str
     compile_seconds: float
-    verify: dict[str, Any]  # passed, max_abs_error, max_rel_error, message
+    verify: Comparison
     cpu_features: list[str] | None = None  # CPU targets
-    device_code: dict[str, Any] | None = None  # CUDA targets
-    tuning: dict[str, Any] | None = None  # tuned builds
-    budget_fallbacks: list[dict[str, Any]] | None = None  # kernels over the code-size budget
+    device_code: DeviceCode | None = None  # CUDA targets
+    tuning: TuningSummary | None = None  # tuned builds
+    budget_fallbacks: list[BudgetFallback] = field(default_factory=list)  # kernels over the code-size budget
     library_weights: int = 0  # the constants `main` takes from the artifact's weights file (0: no file)
 
 
-# --- benchmarking: compiler/bench/latency.py --------------------------------------------------------------
+# --- benchmarking: compiler/bench/latency.py -----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -211,7 +382,7 @@ class BenchRequest:
     module: str
     qualname: str  # in the module
     root: str
-    inputs: list[dict[str, Any]]
+    inputs: list[TensorSpec]  # concrete shapes
     budget: Budget
     outputs_path: str
     turns: list[int]  # the child's ends of its turn pipes, go and done (compiler/bench/turns.py)

@@ -17,7 +17,7 @@ import os
 import random
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import numpy as np
 from tfcheck.compiler.process.child import StepError
 from tfcheck.compiler.process.messages import TraceRequest
 from tfcheck.compiler.process.weights_file import WEIGHT_INPUT
+from tfcheck.runtime.manifest import TensorSpec
 
 # Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
 SEED = 0
@@ -154,21 +155,22 @@ def _unwrap(wrapper: Any) -> tuple[Any, dict[str, Any]]:
     return tf_function, getattr(wrapper, "aot_options", {}) or {}
 
 
-def generate_inputs(specs: list[dict[str, Any]]) -> list[np.ndarray]:
-    """Deterministic inputs for {"name", "shape", "dtype"} specs: normal floats, small positive
-    ints, random booleans. Without TensorFlow: the benchmark's TVM children never load it."""
+def generate_inputs(specs: Sequence[TensorSpec]) -> list[np.ndarray]:
+    """Deterministic inputs for specs of concrete shapes: normal floats, small positive ints,
+    random booleans. Without TensorFlow: the benchmark's TVM children never load it."""
     rng = np.random.default_rng(SEED)
     arrays = []
     for spec in specs:
-        dtype = _numpy_dtype(spec["dtype"])
+        dtype = _numpy_dtype(spec.dtype)
+        shape = list(spec.shape)
         if dtype.kind == "f":
-            arrays.append(rng.standard_normal(spec["shape"]).astype(dtype))
+            arrays.append(rng.standard_normal(shape).astype(dtype))
         elif dtype.kind == "b":
-            arrays.append(rng.random(spec["shape"]) < 0.5)
+            arrays.append(rng.random(shape) < 0.5)
         elif dtype.kind in "iu":
-            arrays.append(rng.integers(1, 8, size=spec["shape"]).astype(dtype))
+            arrays.append(rng.integers(1, 8, size=shape).astype(dtype))
         else:
-            raise StepError(f"input {spec['name']!r} has dtype {spec['dtype']}, which the build "
+            raise StepError(f"input {spec.name!r} has dtype {spec.dtype}, which the build "
                             "cannot generate test inputs for")
     return arrays
 

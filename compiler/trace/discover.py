@@ -64,7 +64,7 @@ class AnnotatedFunction:
 
     @property
     def artifact_name(self) -> str:
-        """The artifact's name as the trace gives it (`tf_side.load_traceable`): `name=`, else
+        """The artifact's name as the trace gives it (`bridge.load_traceable`): `name=`, else
         `<instance>_<method>` for a method, else the name the function is bound to."""
         if self.name:
             return self.name

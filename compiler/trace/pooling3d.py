@@ -71,7 +71,7 @@ def _as_plane_pools(graph_def: Any, node: Any, given: list[int], result: list[in
     def shape(suffix: str, values: list[int]) -> str:
         constant = add(suffix, "Const", [])
         constant.attr["dtype"].type = _INT32
-        constant.attr["value"].tensor.CopyFrom(_int32_tensor(values))
+        _int32_vector(constant.attr["value"].tensor, values)
         return constant.name
 
     def reshape(suffix: str, source: str, values: list[int]) -> str:
@@ -111,8 +111,10 @@ def _fresh(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _int32_tensor(values: list[int]) -> Any:
-    """A TensorProto of the int32 vector `values`."""
-    import tensorflow as tf
-
-    return tf.make_tensor_proto(np.array(values, dtype=np.int32))
+def _int32_vector(tensor: Any, values: list[int]) -> None:
+    """Fill the TensorProto `tensor` with the int32 vector `values`, as `tf.make_tensor_proto` does
+    (shape, then the little-endian bytes as `tensor_content`), without importing TensorFlow: the
+    GraphDef is a protocol buffer, and only `trace/bridge.py` imports TensorFlow."""
+    tensor.dtype = _INT32
+    tensor.tensor_shape.dim.add().size = len(values)
+    tensor.tensor_content = np.array(values, dtype="<i4").tobytes()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfcheck.compiler.process.child import StepError
+from tfcheck.runtime.manifest import SymbolicDim
 
 BATCH = "batch"
 # The largest size verified for a dimension without an upper bound.
@@ -92,7 +93,7 @@ def output_dims(static: list[list[int | None]], observed: list[list[list[int]]],
 
 
 def entries_example(shapes: list[list[int | str | None]], label: str, decorator: bool = True,
-                    dims: dict[str, dict[str, Any]] | None = None) -> str:
+                    dims: dict[str, SymbolicDim] | None = None) -> str:
     """Both spellings of shape entries for these signature shapes, unknown (None or named)
     dimensions at their `dims` bounds, else as 1 and 8 (an image of 96 to 224 pixels a side is
     not offered 1x1): the decorator's (a bare shape for a one-input function; not for a
@@ -100,9 +101,8 @@ def entries_example(shapes: list[list[int | str | None]], label: str, decorator:
     def size(dim: int | str | None, largest: bool) -> int:
         if isinstance(dim, int):
             return dim
-        bounds = (dims or {}).get(dim or "", {})
-        low = int(bounds.get("min") or 1)
-        return (int(bounds["max"]) if bounds.get("max") else max(8, low)) if largest else low
+        bounds = (dims or {}).get(dim or "", SymbolicDim())
+        return (bounds.max if bounds.max else max(8, bounds.min)) if largest else bounds.min
 
     entries = [[[size(dim, largest) for dim in shape] for shape in shapes] for largest in (False, True)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))

@@ -17,10 +17,10 @@ and reports, per variant, the input/output specs, the output structure, the froz
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +32,14 @@ from tfcheck.compiler.trace import symbolic
 from tfcheck.compiler.cache.artifacts import ArtifactCache, cache_key
 from tfcheck.compiler.process.child import EventWriter, StepError, child_main
 from tfcheck.compiler.cache.fastkey import ReadRecorder
-from tfcheck.compiler.process.messages import TracedVariant, TraceRequest, TraceResult
+from tfcheck.compiler.process.io_file import save_io
+from tfcheck.compiler.process.messages import (OperatorCount, SymbolicFailure, TracedVariant, TraceRequest,
+                                               TraceResult)
 from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
                                       generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
-from tfcheck.compiler.build.verify import TFLITE_OUTPUT
 from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
+from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 from tfcheck.runtime.structure import leaf_paths
 from tfcheck.runtime.weights import read_weights
 
@@ -58,8 +60,8 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     entries = traced.options.get("shapes") or request.config_shapes or None
     dims = traced.options.get("dims")
     dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
-    signature = _signature(traced, entries)
-    arguments = _arguments(tf, signature, _argument_names(traced, signature))
+    signature = _signature(tf, traced, entries)
+    arguments = _arguments(tf, signature, _argument_names(tf, traced, signature))
     work_dir = Path(request.work_dir)
     flat = tf.nest.flatten(signature)
     if request.symbolic and _is_symbolic(flat, entries, dims):
@@ -92,11 +94,9 @@ def _is_symbolic(flat: list[Any], entries: list[Any] | None, dims: dict[str, Any
     return unknown and (dims is not None or not entries)
 
 
-def _signature(traced: Traceable, entries: list[Any] | None) -> list[Any]:
+def _signature(tf: Any, traced: Traceable, entries: list[Any] | None) -> list[Any]:
     """The input_signature, one entry (a TensorSpec or a tf.nest structure of them) per
     argument, or a message saying how to add one."""
-    import tensorflow as tf
-
     signature = traced.tf_function.input_signature
     if signature is None:
         raise StepError(signature_hint(_tensor_parameters(traced.tf_function.python_function), entries))
@@ -177,7 +177,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     flat = tf.nest.flatten(signature)
     names = _leaf_names(arguments)
     concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
-    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    inputs = [TensorSpec(n, tuple(s), spec.dtype.name) for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
         graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
@@ -192,12 +192,10 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     arrays = generate_inputs(inputs)
     outputs = reference_outputs(concrete, arrays)
     second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
-    np.savez(variant_dir / "io.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
-             **{f"output_{i}": a for i, a in enumerate(outputs)},
-             **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)})
+    save_io(variant_dir / "io.npz", arrays, outputs, second)
     return dataclasses.replace(
         described,
-        outputs=[{"name": f"output_{i}", "shape": list(a.shape), "dtype": str(a.dtype)} for i, a in enumerate(outputs)],
+        outputs=[TensorSpec(f"output_{i}", tuple(a.shape), str(a.dtype)) for i, a in enumerate(outputs)],
         operators=tflite_operators(flatbuffer),
     )
 
@@ -219,7 +217,7 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     bounds = symbolic.bounds_of(shapes, dims, request.label)
     steps = symbolic.verify_sizes(bounds)
     concrete = tf_function.get_concrete_function()
-    inputs = [{"name": n, "shape": s, "dtype": spec.dtype.name} for n, s, spec in zip(names, shapes, flat)]
+    inputs = [TensorSpec(n, tuple(s), spec.dtype.name) for n, s, spec in zip(names, shapes, flat)]
     output_structure = _output_structure(tf, concrete.structured_outputs)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
@@ -228,33 +226,31 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
                               frozen_because=frozen_because,
-                              dims={name: {"min": low, "max": high, "verified": sorted({s[name] for s in steps})}
+                              dims={name: SymbolicDim(low, high, tuple(sorted({s[name] for s in steps})))
                                     for name, (low, high) in bounds.items()})
     try:
         flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
     except StepError as error:
         if error.op is None:
             raise
-        raise StepError(error.message, error.op, {"dims": described.dims, "inputs": inputs,
-                                                  "has_shape_entries": has_shape_entries}) from error
+        raise StepError(error.message, error.op,
+                        SymbolicFailure(described.dims or {}, inputs, has_shape_entries)) from error
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)
     observed = []
     for index, sizes in enumerate(steps):
-        at = [{**spec, "shape": shape} for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
+        at = [dataclasses.replace(spec, shape=tuple(shape)) for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
         arrays = generate_inputs(at)
         outputs = reference_outputs(concrete, arrays)
         observed.append([list(a.shape) for a in outputs])
         second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
-        np.savez(variant_dir / f"io-{index}.npz", **{f"input_{i}": a for i, a in enumerate(arrays)},
-                 **{f"output_{i}": a for i, a in enumerate(outputs)},
-                 **{f"{TFLITE_OUTPUT}{i}": a for i, a in enumerate(second)}, sizes=np.array(json.dumps(sizes)))
+        save_io(variant_dir / f"io-{index}.npz", arrays, outputs, second, sizes)
     static = [tensor.shape.as_list() for tensor in tf.nest.flatten(concrete.structured_outputs)]
     dtypes = [tensor.dtype.name for tensor in tf.nest.flatten(concrete.structured_outputs)]
     return dataclasses.replace(
         described,
-        outputs=[{"name": f"output_{i}", "shape": shape, "dtype": dtype}
+        outputs=[TensorSpec(f"output_{i}", tuple(shape), dtype)
                  for i, (shape, dtype) in enumerate(zip(symbolic.output_dims(static, observed, steps), dtypes))],
         operators=tflite_operators(flatbuffer),
     )
@@ -456,11 +452,9 @@ def _specialize(tf: Any, tf_function: Any, signature: list[Any], arguments: list
     return tf.function(tf_function.python_function, input_signature=concrete)
 
 
-def _argument_names(traced: Traceable, signature: list[Any]) -> list[str]:
+def _argument_names(tf: Any, traced: Traceable, signature: list[Any]) -> list[str]:
     """Each argument's name: a lone TensorSpec's own name, else the Python parameter's name (or
     the SavedModel signature's keyword), else `input_<i>`."""
-    import tensorflow as tf
-
     parameters = traced.argument_names or list(inspect.signature(traced.tf_function.python_function).parameters)
     return [(entry.name if isinstance(entry, tf.TensorSpec) and entry.name else None)
             or (parameters[i] if i < len(parameters) else f"input_{i}")
@@ -502,7 +496,7 @@ def _container(node: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, A
     return node if all(item == {"kind": "tensor"} for item in items) else {**node, "items": items}
 
 
-def tflite_operators(flatbuffer: bytes) -> list[dict[str, Any]]:
+def tflite_operators(flatbuffer: bytes) -> list[OperatorCount]:
     """Every TFLite operator of every subgraph, counted, with one output tensor name as an example
     (the name carries the TensorFlow node it came from, e.g. `model/conv1/Conv2D`)."""
     import tflite
@@ -510,7 +504,8 @@ def tflite_operators(flatbuffer: bytes) -> list[dict[str, Any]]:
 
     names = {code: name for name, code in vars(BuiltinOperator).items() if name.isupper()}
     model = tflite.Model.GetRootAsModel(flatbuffer, 0)
-    counts: dict[str, dict[str, Any]] = {}
+    counts: collections.Counter[str] = collections.Counter()
+    examples: dict[str, str] = {}  # the first output tensor's name of each operator
     for s in range(model.SubgraphsLength()):
         subgraph = model.Subgraphs(s)
         for o in range(subgraph.OperatorsLength()):
@@ -518,9 +513,9 @@ def tflite_operators(flatbuffer: bytes) -> list[dict[str, Any]]:
             name = _op_name(model.OperatorCodes(operator.OpcodeIndex()), names)
             outputs = operator.OutputsAsNumpy() if operator.OutputsLength() else []
             tensor = subgraph.Tensors(int(outputs[0])).Name().decode() if len(outputs) else ""
-            entry = counts.setdefault(name, {"op": name, "count": 0, "example": tensor})
-            entry["count"] += 1
-    return sorted(counts.values(), key=lambda e: (-e["count"], e["op"]))
+            counts[name] += 1
+            examples.setdefault(name, tensor)
+    return [OperatorCount(name, counts[name], examples[name]) for name in sorted(counts, key=lambda n: (-counts[n], n))]
 
 
 def _op_name(code: Any, names: dict[int, str]) -> str:

@@ -44,6 +44,7 @@ from tfcheck.compiler import schedules
 from tfcheck.compiler.cache.artifacts import sources_digest
 from tfcheck.compiler.schedules import blocks, default_schedule, fold_packed_weights, legalize_and_fuse, schedule_module
 from tfcheck.atomic import locked, write_atomic
+from tfcheck.compiler.process.messages import TuningSummary
 from tfcheck.runtime.threads import use_all_cores
 
 logger = logging.getLogger(__name__)
@@ -92,18 +93,13 @@ class TuningResult:
     tasks_taking_tuned: int = 0  # operators whose tuned schedule measured faster than the default
     tasks_of_unknown_size: int = 0  # operators over sizes known only at run time: not tunable (`_tunable_tasks`)
 
-    def summary(self) -> dict[str, int | float | str]:
-        """What the manifest records about the tuning run (docs/artifact-format.md)."""
-        return {
-            "database": str(self.database_dir),
-            "tasks": self.tasks_total,
-            "tasks_reused": self.tasks_reused,
-            "tasks_tuned": self.tasks_tuned,
-            "tasks_kept_default": self.tasks_kept_default,
-            "tasks_of_unknown_size": self.tasks_of_unknown_size,
-            "trials": self.trials,
-            "seconds": round(self.seconds, 3),
-        }
+    def summary(self) -> TuningSummary:
+        """What the manifest records about the tuning run (docs/artifact-format.md); the race of
+        the whole models (`model_timing.py`) comes later."""
+        return TuningSummary(database=str(self.database_dir), tasks=self.tasks_total, tasks_reused=self.tasks_reused,
+                             tasks_tuned=self.tasks_tuned, tasks_kept_default=self.tasks_kept_default,
+                             tasks_of_unknown_size=self.tasks_of_unknown_size, trials=self.trials,
+                             seconds=round(self.seconds, 3))
 
 
 def default_database_root() -> Path:

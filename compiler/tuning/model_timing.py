@@ -26,6 +26,7 @@ import tvm
 from tvm import relax
 
 from tfcheck.compiler.schedules import compile_cpu
+from tfcheck.compiler.process.messages import WholeModel
 from tfcheck.runtime.threads import use_all_cores
 
 if TYPE_CHECKING:
@@ -49,9 +50,12 @@ class Race:
         """The faster candidate; on a tie, the first one given."""
         return min(self.median_ms, key=self.median_ms.__getitem__)
 
-    def summary(self) -> dict[str, Any]:
-        """What the manifest records about the race (docs/artifact-format.md)."""
-        return {"kept": self.winner, **{f"{name}_ms": round(ms, 4) for name, ms in self.median_ms.items()}}
+    def summary(self) -> WholeModel:
+        """What the manifest records about the race of the tuned and the default model
+        (docs/artifact-format.md)."""
+        tuned, default = (self.median_ms.get(name) for name in ("tuned", "default"))
+        return WholeModel(self.winner, round(tuned, 4) if tuned is not None else None,
+                          round(default, 4) if default is not None else None)
 
 
 class UntimeableModel(ValueError):

@@ -9,6 +9,7 @@ from tfcheck.commands import bench, build
 from tfcheck.compiler.bench.latency import FunctionBench, Measurement
 from tfcheck.compiler.build.driver import BuildRecord
 from tfcheck.rule import all_rules
+from tfcheck.runtime.manifest import TensorSpec
 
 LONG_NAME = "models.a_rather_long_package_name.with_submodules.serving_signature_for_the_classifier"
 
@@ -23,7 +24,7 @@ def test_rules_are_whole_when_piped(project, run_cli) -> None:
 
 
 def test_the_bench_table_is_whole_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
-    result = FunctionBench(LONG_NAME, [{"dtype": "float32", "shape": [1, 224, 224, 3]}],
+    result = FunctionBench(LONG_NAME, [TensorSpec("images", (1, 224, 224, 3), "float32")],
                            [Measurement(backend, median_ms=1.25, ratio=1.0) for backend in bench.BACKENDS])
     bench._print_table([result], bench.table_console())
     printed = capsys.readouterr().out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import multiprocessing
 from pathlib import Path
@@ -18,15 +20,16 @@ from tfcheck.compiler.cache.artifacts import (
     sources_digest,
 )
 from tfcheck.compiler.build.export import export_artifact, shape_tag
+from tfcheck.compiler.process.messages import CompileOptions
 from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.config import BuildConfig, Config
 from tfcheck.runtime.manifest import CACHE_DIR, Manifest, TensorSpec
 from tfcheck.runtime.paths import UnsafePathError
 from tfcheck.runtime.digest import file_sha256
 
-INPUTS = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
+INPUTS = [TensorSpec("x", (1, 4), "float32")]
 TARGET = {"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake", "num-cores": 2}
-OPTIONS = {"schedules": "tfcheck-default"}
+OPTIONS = CompileOptions("tfcheck-default")
 VERSIONS = {"tfcheck": "0.1.0", "compiler_sources": "0123456789abcdef", "tvm": "0.27.0", "tensorflow": "2.21.0"}
 RUNTIME = {"tag": "tvm-0.27.0-0123456789ab", "tvm": "0.27.0", "tvm_ffi": "0.1.14",
            "libraries": {name: "0" * 64 for name in ("libtvm_ffi.so", "libtvm_runtime.so",
@@ -43,10 +46,10 @@ def key(**changes: object) -> str:
 def test_key_changes_with_every_component_and_ignores_target_key_order() -> None:
     variants = [
         key(graph_sha256="cd" * 32),
-        key(inputs=[{**INPUTS[0], "shape": [2, 4]}]),
-        key(inputs=[{**INPUTS[0], "dtype": "float16"}]),
+        key(inputs=[dataclasses.replace(INPUTS[0], shape=(2, 4))]),
+        key(inputs=[dataclasses.replace(INPUTS[0], dtype="float16")]),
         key(target={**TARGET, "mcpu": "znver4"}),
-        key(compile_options={"schedules": "metaschedule", "trials": 64}),
+        key(compile_options=CompileOptions("metaschedule", 64)),
         key(versions={**VERSIONS, "tvm": "0.28.0"}),
         key(versions={**VERSIONS, "tensorflow": "2.22.0"}),
         key(versions={**VERSIONS, "tfcheck": "0.2.0"}),
@@ -54,6 +57,14 @@ def test_key_changes_with_every_component_and_ignores_target_key_order() -> None
     ]
     assert len({key(), *variants}) == len(variants) + 1
     assert key(target=dict(reversed(list(TARGET.items())))) == key()
+
+
+def test_the_key_hashes_the_parts_as_the_manifest_records_them() -> None:
+    """Typed messages changed no key: the key is the SHA-256 of the parts' JSON, as it always was."""
+    parts = {"format_version": 1, "graph_sha256": "ab" * 32, "inputs": [{"name": "x", "shape": [1, 4], "dtype": "float32"}],
+             "target": json.dumps(TARGET, sort_keys=True, separators=(",", ":")),
+             "compile_options": {"schedules": "tfcheck-default"}, "versions": VERSIONS, "structures": None}
+    assert key() == hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def test_a_changed_code_generator_changes_the_sources_digest(tmp_path: Path) -> None:
@@ -180,7 +191,7 @@ def test_export_replaces_an_older_copy(tmp_path: Path) -> None:
 
 
 def test_shape_tag() -> None:
-    assert shape_tag([{"shape": [8, 224, 224, 3]}, {"shape": []}]) == "8x224x224x3_scalar"
+    assert shape_tag([TensorSpec("x", (8, 224, 224, 3), "float32"), TensorSpec("k", (), "int32")]) == "8x224x224x3_scalar"
 
 
 def test_the_cache_keeps_itself_out_of_git(tmp_path: Path) -> None:

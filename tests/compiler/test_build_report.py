@@ -19,6 +19,7 @@ from tfcheck.compiler.build.driver import BuildRecord
 from tfcheck.compiler.trace.symbolic import entries_example
 from tfcheck.compiler.trace.tracing import _tensor_parameters, signature_hint
 from tfcheck.config import parse_table
+from tfcheck.runtime.manifest import SymbolicDim
 
 
 def record(status: str, name: str, cache: Path, out: Path | None = None) -> BuildRecord:
@@ -81,7 +82,7 @@ def test_the_unknown_dimension_hint_shows_both_spellings_that_work(shapes: list)
 
 def test_the_unknown_dimension_hint_takes_the_sizes_the_dims_allow() -> None:
     """MobileNetV2 for images of 96 to 224 pixels a side was offered `(1, 1, 1, 3)` and `(1, 8, 8, 3)`."""
-    dims = {"images_1": {"min": 96, "max": 224}, "images_2": {"min": 96, "max": 224}, "batch": {"min": 2, "max": None}}
+    dims = {"images_1": SymbolicDim(96, 224), "images_2": SymbolicDim(96, 224), "batch": SymbolicDim(2, None)}
     example = entries_example([["batch", "images_1", "images_2", 3]], "models.f", dims=dims)
     assert example.startswith("@tfcheck.aot(shapes=[(2, 96, 96, 3), (8, 224, 224, 3)])")
 
@@ -90,11 +91,11 @@ def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ() -
     """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False): the
     artifact's order (sorted) is not TensorFlow's, which the mismatch message has to explain."""
     from tfcheck.compiler.build.driver import _top_k_order_hint
-    from tfcheck.compiler.process.messages import TracedVariant
+    from tfcheck.compiler.process.messages import OperatorCount, TracedVariant
 
     def variant(*ops: str) -> TracedVariant:
         return TracedVariant("dir", [], "sha", "captures", "key",
-                             operators=[{"op": op, "count": 1, "example": f"model/filter/{op.lower()};other"} for op in ops])
+                             operators=[OperatorCount(op, 1, f"model/filter/{op.lower()};other") for op in ops])
 
     assert _top_k_order_hint(variant("CONV_2D", "ADD")) == ""
     hint = _top_k_order_hint(variant("CONV_2D", "TOPK_V2"))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tfcheck.compiler.build.cuda import CudaExportError, fatbin_entries, fatbins_in, swap_source_for_binary
+from tfcheck.compiler.process.messages import FatbinEntry
 from tfcheck.runtime.target import cuda_available
 
 EM_CUDA = 190
@@ -87,7 +88,7 @@ def test_cuda_artifact_holds_machine_code_for_the_requested_arch(cuda_build: dic
     assert manifest["target"]["host"]["kind"] == "llvm"
     assert {"kind": "cubin", "arch": "sm_90"} in manifest["device_code"]["entries"]
     [fatbin] = fatbins_in(folder / "lib.so")
-    assert {"kind": "cubin", "arch": "sm_90"} in fatbin_entries(fatbin)
+    assert FatbinEntry("cubin", "sm_90") in fatbin_entries(fatbin)
     cubin = fatbin[fatbin.index(b"\x7fELF"):]
     assert struct.unpack_from("<H", cubin, 18)[0] == EM_CUDA
     if not cuda_available():

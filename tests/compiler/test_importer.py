@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from tfcheck.compiler.frontend.importer import ImporterError, import_tflite, supported_tflite_ops, unimportable
+from tfcheck.compiler.process.messages import OperatorCount
 
 
 def test_common_builtins_are_importable_and_custom_ops_are_not() -> None:
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "WHILE", "SOFTMAX"} <= supported_tflite_ops()
-    operators = [{"op": "ADD", "count": 2, "example": "add"},
-                 {"op": "CUSTOM:MyOp", "count": 1, "example": "model/my_op"},
-                 {"op": "SKIP_GRAM", "count": 1, "example": "skip"}]
-    assert [entry["op"] for entry in unimportable(operators)] == ["CUSTOM:MyOp", "SKIP_GRAM"]
+    operators = [OperatorCount("ADD", 2, "add"), OperatorCount("CUSTOM:MyOp", 1, "model/my_op"),
+                 OperatorCount("SKIP_GRAM", 1, "skip")]
+    assert [entry.op for entry in unimportable(operators)] == ["CUSTOM:MyOp", "SKIP_GRAM"]
 
 
 def test_an_importer_failure_outside_any_operator_is_reported_as_such(tmp_path: Path) -> None:

@@ -278,10 +278,11 @@ def test_a_slice_of_a_tensor_with_an_unknown_batch_is_tensorflows(tmp_path: Path
 
     from tfcheck.compiler.frontend.importer import import_tflite
     from tfcheck.compiler.trace.bridge import freeze, to_tflite
+    from tfcheck.runtime.manifest import TensorSpec
 
     function = tf.function(SLICES[name], input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
     (tmp_path / "model.tflite").write_bytes(to_tflite(freeze(function.get_concrete_function())))
-    module = import_tflite(tmp_path / "model.tflite", [{"name": "x", "shape": ["batch", 7], "dtype": "float32"}])
+    module = import_tflite(tmp_path / "model.tflite", [TensorSpec("x", ("batch", 7), "float32")])
     machine = relax.VirtualMachine(relax.build(module, "llvm"), tvm.cpu())
     for batch in (1, 4, 5):
         x = np.random.default_rng(batch).standard_normal((batch, 7)).astype(np.float32)

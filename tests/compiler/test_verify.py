@@ -16,29 +16,29 @@ from tfcheck.compiler.build.verify import compare
 def test_float_outputs_within_tolerance_pass_and_report_errors() -> None:
     expected = [np.array([1.0, -2.0, 0.0], np.float32)]
     result = compare([expected[0] + np.float32(5e-5)], expected)
-    assert result["passed"] is True
-    assert 4e-5 < result["max_abs_error"] < 6e-5
-    assert result["max_rel_error"] < 1.0
+    assert result.passed is True
+    assert 4e-5 < result.max_abs_error < 6e-5
+    assert result.max_rel_error < 1.0
 
 
 def test_a_wrong_value_fails_with_the_count_of_bad_elements() -> None:
     expected = [np.zeros(4, np.float32), np.ones(2, np.float32)]
     actual = [np.zeros(4, np.float32), np.array([1.0, 1.1], np.float32)]
     result = compare(actual, expected)
-    assert result["passed"] is False
-    assert result["message"] == "output 1: 1 of 2 elements beyond atol=0.0001, rtol=0.001"
+    assert result.passed is False
+    assert result.message == "output 1: 1 of 2 elements beyond atol=0.0001, rtol=0.001"
 
 
 def test_tolerance_grows_with_the_largest_magnitude() -> None:
     expected = [np.array([1000.0, 0.0], np.float32)]
-    assert compare([np.array([1000.0, 0.05], np.float32)], expected)["passed"] is True
-    assert compare([np.array([1000.0, 0.5], np.float32)], expected)["passed"] is False
+    assert compare([np.array([1000.0, 0.05], np.float32)], expected).passed is True
+    assert compare([np.array([1000.0, 0.5], np.float32)], expected).passed is False
 
 
 def test_integers_must_match_exactly_and_shapes_and_counts_must_agree() -> None:
-    assert compare([np.array([1, 2])], [np.array([1, 3])])["passed"] is False
-    assert "float32[3] instead of float32[2]" in compare([np.zeros(3, np.float32)], [np.zeros(2, np.float32)])["message"]
-    assert compare([], [np.zeros(1)])["message"] == "the artifact returned 0 outputs, TensorFlow 1"
+    assert compare([np.array([1, 2])], [np.array([1, 3])]).passed is False
+    assert "float32[3] instead of float32[2]" in compare([np.zeros(3, np.float32)], [np.zeros(2, np.float32)]).message
+    assert compare([], [np.zeros(1)]).message == "the artifact returned 0 outputs, TensorFlow 1"
 
 
 def test_tflites_own_difference_widens_the_float_tolerance() -> None:
@@ -47,11 +47,11 @@ def test_tflites_own_difference_widens_the_float_tolerance() -> None:
     expected = [np.array([0.5, -0.25, 0.0], np.float32)]
     tflite = [expected[0] + np.array([0.0, 1e-3, 0.0], np.float32)]
     rounded = [expected[0] + np.array([-1.5e-3, 0.0, 1e-3], np.float32)]
-    assert compare(rounded, expected)["passed"] is False
-    assert compare(rounded, expected, tflite)["passed"] is True
+    assert compare(rounded, expected).passed is False
+    assert compare(rounded, expected, tflite).passed is True
     wrong = compare([expected[0] + np.float32(3e-3)], expected, tflite)
-    assert wrong["passed"] is False
-    assert wrong["message"] == ("output 0: 3 of 3 elements beyond atol=0.0001, rtol=0.001 "
+    assert wrong.passed is False
+    assert wrong.message == ("output 0: 3 of 3 elements beyond atol=0.0001, rtol=0.001 "
                                 "+ 2.0e-03 (2 x TFLite's own difference)")
 
 
@@ -59,11 +59,11 @@ def test_a_tflite_difference_too_large_for_rounding_widens_nothing() -> None:
     """A TFLite output more than 1% of the scale away is a different computation, not rounding."""
     expected = [np.array([1.0, 2.0], np.float32)]
     tflite = [np.array([1.0, 2.1], np.float32)]
-    assert compare([np.array([1.0, 2.05], np.float32)], expected, tflite)["passed"] is False
+    assert compare([np.array([1.0, 2.05], np.float32)], expected, tflite).passed is False
 
 
 def test_integers_take_no_rounding_allowance() -> None:
-    assert compare([np.array([1, 2])], [np.array([1, 3])], [np.array([1, 5])])["passed"] is False
+    assert compare([np.array([1, 2])], [np.array([1, 3])], [np.array([1, 5])]).passed is False
 
 
 DEEP_MODEL = '''

@@ -75,9 +75,9 @@ def compare(out: Path, work: Path) -> bool:
         got = np.load(work / f"{folder.name}.aot.npz")
         expected = [reference[f"output_{i}"] for i in range(len(got.files))]
         result = verify([got[f"arr_{i}"] for i in range(len(got.files))], expected)
-        print(f"{folder.name}: max |artifact - TensorFlow| = {result['max_abs_error']:.2e} "
-              f"({'ok' if result['passed'] else 'DIFFERS'})")
-        passed = passed and result["passed"]
+        print(f"{folder.name}: max |artifact - TensorFlow| = {result.max_abs_error:.2e} "
+              f"({'ok' if result.passed else 'DIFFERS'})")
+        passed = passed and bool(result.passed)
     return passed
 
 

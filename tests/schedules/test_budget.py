@@ -74,10 +74,10 @@ def test_a_kernel_over_the_budget_falls_back_and_is_named_in_the_build_report() 
     mod, x, expected = _exploding_epilogue(levels=8)
     compiled = compile_module(mod, TARGET, "cpu", None)
     [fallback] = compiled.budget_fallbacks
-    assert fallback["kernel"].startswith("fused_matmul")
-    assert fallback["schedule"] == "schedule_fallback"
-    [refused] = fallback["refused"]
-    assert refused["rule"] == "schedule_contraction" and refused["code_size"] > fallback["budget"] == CODE_SIZE_BUDGET
+    assert fallback.kernel.startswith("fused_matmul")
+    assert fallback.schedule == "schedule_fallback"
+    [refused] = fallback.refused
+    assert refused.rule == "schedule_contraction" and refused.code_size > fallback.budget == CODE_SIZE_BUDGET
     check(relax.VirtualMachine(compiled.executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy(), expected)
 
 

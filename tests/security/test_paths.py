@@ -26,7 +26,7 @@ from tfcheck.compiler.trace.discover import discover
 from tfcheck.compiler.build.driver import export_clashes
 from tfcheck.runtime import ArtifactError
 from tfcheck.runtime import library as runtime_library
-from tfcheck.runtime.manifest import Manifest, read_manifest
+from tfcheck.runtime.manifest import Manifest, TensorSpec, read_manifest
 from tfcheck.runtime.paths import UnsafePathError, check_name, name_problem, path_inside
 
 BAD_NAMES = ["../victim", "../../x", "..\\victim", "a/b", "a\\b", "/tmp/abs", "a\0b", "", ".", "..",
@@ -311,7 +311,7 @@ def test_target_suffixes_and_shape_tags_are_checked_as_part_of_the_export_name()
     from tfcheck.compiler.build.driver import _export_names
     from tfcheck.compiler.process.messages import TracedVariant
 
-    variants = [TracedVariant("", [{"shape": shape}], "", "", "") for shape in ([1, 4], [3, 4])]
+    variants = [TracedVariant("", [TensorSpec("x", shape, "float32")], "", "", "") for shape in ((1, 4), (3, 4))]
     assert _export_names("f", variants, "__llvm-x86-64") == ["f__1x4__llvm-x86-64", "f__3x4__llvm-x86-64"]
     with pytest.raises(UnsafePathError, match="export name 'f__1x4__llvm-../../x'"):
         _export_names("f", variants, "__llvm-../../x")

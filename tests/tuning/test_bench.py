@@ -107,7 +107,7 @@ def test_a_symbolic_artifact_is_timed_at_the_smallest_size_of_each_unknown_dimen
              outputs=(), output_structure={"kind": "tuple"}, device="cpu", library="lib.so", library_sha256="0" * 64,
              dims={"batch": SymbolicDim(1, 8, (1, 5, 8)), "images_3": SymbolicDim(3, 4, (3, 4))}).write(folder)
     [manifest] = find_artifacts(folder)
-    assert timed_inputs(manifest) == [{"name": "images", "shape": [1, 416, 416, 3], "dtype": "float32"}]
+    assert timed_inputs(manifest) == [TensorSpec("images", (1, 416, 416, 3), "float32")]
 
 
 @pytest.mark.slow
@@ -144,7 +144,7 @@ def test_markdown_table_shows_median_and_ratio_and_failures() -> None:
     from tfcheck.commands.bench import _markdown
     from tfcheck.compiler.bench.latency import FunctionBench, Measurement
 
-    result = FunctionBench("m.f", [{"name": "x", "shape": [2, 4], "dtype": "float32"}], [
+    result = FunctionBench("m.f", [TensorSpec("x", (2, 4), "float32")], [
         Measurement("tf.function", median_ms=2.0, ratio=1.0),
         Measurement("tvm", median_ms=0.5, ratio=0.25),
         Measurement("xla", error="boom"),

@@ -28,6 +28,7 @@ from tfcheck.compiler.build.compile import compile_module  # noqa: E402
 from tfcheck.compiler.schedules import apply_default_schedules, legalize_and_fuse  # noqa: E402
 from tfcheck.compiler.schedules.apply import RULE_ATTR  # noqa: E402
 from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
+from tfcheck.compiler.process.messages import TuningOptions, WholeModel, as_json  # noqa: E402
 from tfcheck.compiler.tuning.metaschedule import (  # noqa: E402
     RpcConfig,
     default_database_root,
@@ -145,7 +146,7 @@ def test_kernels_over_a_size_known_at_run_time_keep_their_default_schedules(tmp_
     assert (result.tasks_total, result.tasks_of_unknown_size, result.tasks_tuned, result.trials) == (0, 1, 0, 0)
     from tfcheck.commands.build import _tuning_text
 
-    assert "1 operator over sizes known only at run time kept it (not tunable)" in _tuning_text(result.summary())
+    assert "1 operator over sizes known only at run time kept it (not tunable)" in _tuning_text(as_json(result.summary()))
     [kernel] = _kernels(result.mod).values()
     assert kernel.attrs[RULE_ATTR] == "schedule_contraction"
     for rows in (1, 9):
@@ -217,12 +218,11 @@ def test_each_operator_keeps_the_faster_of_its_tuned_and_default_schedule(
     assert len(measured.read_text().splitlines()) == 1, "the default schedule was measured again"
 
 
-def _tuning_request(root: Path, rpc: RpcConfig | None = None) -> dict[str, object]:
+def _tuning_request(root: Path, rpc: RpcConfig | None = None) -> TuningOptions:
     """What `tfcheck build --tune --trials 0` asks of the compiling child."""
-    request: dict[str, object] = {"trials": 0, "database_dir": str(root)}
-    if rpc is not None:
-        request |= {"rpc_tracker": f"{rpc.tracker_host}:{rpc.tracker_port}", "rpc_key": rpc.key}
-    return request
+    if rpc is None:
+        return TuningOptions(0, str(root))
+    return TuningOptions(0, str(root), f"{rpc.tracker_host}:{rpc.tracker_port}", rpc.key)
 
 
 @pytest.mark.slow
@@ -235,8 +235,8 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
 
     compiled = compile_module(mod, target, "cpu", _tuning_request(tmp_path))
     executable, tuning = compiled.executable, compiled.tuning
-    assert (tuning["tasks_kept_default"], tuning["whole_model"]["kept"]) == (0, "default")
-    assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
+    assert (tuning.tasks_kept_default, tuning.whole_model.kept) == (0, "default")
+    assert tuning.whole_model.tuned_ms > tuning.whole_model.default_ms > 0
     x = np.random.default_rng(0).random((RACE_ROWS, RACE_INNER), dtype=np.float32)
     out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     np.testing.assert_allclose(out, np.maximum(x @ weight, 0), rtol=1e-5)
@@ -245,16 +245,17 @@ def test_a_tuned_model_slower_as_a_whole_gives_way_to_the_default_build(tmp_path
 def test_without_a_tuned_schedule_there_is_no_race(tmp_path: Path) -> None:
     mod, _ = _dense_relu_with_constant_weight(8, 16, 8)
     tuning = compile_module(mod, _target(), "cpu", _tuning_request(tmp_path)).tuning
-    assert tuning["tasks_tuned"] == 0 and tuning["whole_model"] == {"kept": "default"}
+    assert tuning.tasks_tuned == 0 and tuning.whole_model == WholeModel("default")
 
 
 def test_the_race_keeps_the_faster_model_and_reports_both_times() -> None:
     target = _target()
     mod, _ = _dense_relu_with_constant_weight(RACE_ROWS, RACE_INNER, RACE_COLS)
     unscheduled = legalize_and_fuse(mod, target)  # plain loop nests: one core, no vectors
-    result = race({"slow": unscheduled, "fast": apply_default_schedules(mod, target)}, target, rounds=2)
-    assert result.winner == "fast" and result.median_ms["slow"] > result.median_ms["fast"] > 0
-    assert result.summary() == {"kept": "fast", **{f"{k}_ms": round(v, 4) for k, v in result.median_ms.items()}}
+    result = race({"default": unscheduled, "tuned": apply_default_schedules(mod, target)}, target, rounds=2)
+    assert result.winner == "tuned" and result.median_ms["default"] > result.median_ms["tuned"] > 0
+    assert result.summary() == WholeModel("tuned", round(result.median_ms["tuned"], 4),
+                                          round(result.median_ms["default"], 4))
 
 
 def test_models_whose_weights_are_parameters_race_each_with_its_own_weights() -> None:
@@ -381,8 +382,8 @@ def test_the_whole_model_race_runs_on_the_rpc_device(tmp_path: Path, rpc_device:
     target_database_dir(tmp_path, target).mkdir(parents=True)
     _record_unscheduled_kernel(mod, target, tmp_path, run_secs=1e-9)
     tuning = compile_module(mod, target, "cpu", _tuning_request(tmp_path, rpc_device)).tuning
-    assert tuning["whole_model"]["kept"] == "default", tuning
-    assert tuning["whole_model"]["tuned_ms"] > tuning["whole_model"]["default_ms"] > 0
+    assert tuning.whole_model.kept == "default", tuning
+    assert tuning.whole_model.tuned_ms > tuning.whole_model.default_ms > 0
 
 
 @pytest.mark.parametrize(

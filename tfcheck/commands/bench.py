@@ -135,10 +135,15 @@ def _markdown(results: list[FunctionBench]) -> str:
     lines = ["| function | inputs | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
     for result in results:
         by_name = {m.backend: m for m in result.measurements}
-        shapes = ", ".join(f"{s['dtype']}{s['shape']}" for s in result.inputs)
+        shapes = _shapes(result)
         cells = [_plain_cell(by_name[n]) if n in by_name else "-" for n in names]
         lines.append(f"| {result.function} | {shapes} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _shapes(result: FunctionBench) -> str:
+    """`float32[1, 224, 224, 3]`, for each input the backends were timed on."""
+    return ", ".join(f"{spec.dtype}{list(spec.shape)}" for spec in result.inputs)
 
 
 def _plain_cell(measurement: Measurement) -> str:
@@ -158,7 +163,7 @@ def _print_table(results: list[FunctionBench], console: Console) -> None:
         table.add_column(name, justify="right")
     for result in results:
         by_name = {m.backend: m for m in result.measurements}
-        shapes = ", ".join(f"{s['dtype']}{s['shape']}" for s in result.inputs)
+        shapes = _shapes(result)
         table.add_row(result.function, shapes, *(_plain_cell(by_name[n]) if n in by_name else "-" for n in names))
     console.print(table)
     for result in results:

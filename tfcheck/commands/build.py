@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # imported when a command runs: `tfcheck --help` pays for non
     from tfcheck.compiler.build.driver import BuildOptions, BuildRecord
     from tfcheck.compiler.build.targets import TargetChoice
     from tfcheck.compiler.cache.artifacts import ArtifactCache
+    from tfcheck.compiler.process.messages import TuningOptions
+    from tfcheck.runtime.manifest import TensorSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -235,8 +237,9 @@ def _whole_model_text(race: dict[str, Any] | None) -> str:
     return "; no tuned schedule measured faster: kept the default build"
 
 
-def _shapes(inputs: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{spec['dtype']}{spec['shape']}" for spec in inputs)
+def _shapes(inputs: list[TensorSpec]) -> str:
+    """`float32[1, 8], int32[1]`: each input's dtype and shape."""
+    return ", ".join(f"{spec.dtype}{list(spec.shape)}" for spec in inputs)
 
 
 def _exit_code(records: list[BuildRecord], errors: list[str]) -> int:
@@ -246,17 +249,18 @@ def _exit_code(records: list[BuildRecord], errors: list[str]) -> int:
 
 
 def _tuning(tune: bool, trials: int, tuning_db: Path | None, rpc_tracker: str | None, rpc_key: str | None,
-            config: Config) -> dict[str, Any] | None:
+            config: Config) -> TuningOptions | None:
     if not tune:
         if rpc_tracker or rpc_key or tuning_db:
             raise click.BadParameter("needs --tune", param_hint="--tuning-db/--rpc-tracker/--rpc-key")
         return None
     if bool(rpc_tracker) != bool(rpc_key):
         raise click.BadParameter("give both or neither", param_hint="--rpc-tracker/--rpc-key")
+    from tfcheck.compiler.process.messages import TuningOptions
     from tfcheck.compiler.tuning.metaschedule import default_database_root
 
     database = tuning_db or (Path(config.build.tuning_db) if config.build.tuning_db else default_database_root())
-    return {"trials": trials, "database_dir": str(database.resolve()), "rpc_tracker": rpc_tracker, "rpc_key": rpc_key}
+    return TuningOptions(trials, str(database.resolve()), rpc_tracker, rpc_key)
 
 
 # A SavedModel folder's signatures to compile (repeatable), for `build` and `inspect`.
@@ -348,13 +352,13 @@ def _print_operator_report(records: list[BuildRecord], console: Console) -> None
         if not record.operators:
             console.print(f"  [red]✗[/] {escape(record.message or '')}", highlight=False)
             continue
-        unsupported = {op["op"] for op in record.unsupported}
+        unsupported = {op.op for op in record.unsupported}
         table = Table(show_header=True, box=None, padding=(0, 2))
         for column in ("TFLite op", "count", "TVM import", "example TensorFlow node"):
             table.add_column(column)
         for op in record.operators:
-            status = "[red]unsupported[/]" if op["op"] in unsupported else "[green]ok[/]"
-            table.add_row(op["op"], str(op["count"]), status, op["example"])
+            status = "[red]unsupported[/]" if op.op in unsupported else "[green]ok[/]"
+            table.add_row(op.op, str(op.count), status, op.example)
         console.print(table)
     if records:
         console.print(summary_lines(records)[0], highlight=False)
