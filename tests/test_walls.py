@@ -9,7 +9,8 @@ analyses, the FileFacts front) are walls here too.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"tfcheck": ROOT / "tfcheck", "tfcheck.rules": ROOT / "rules", "tfcheck.compiler": ROOT / "compiler"}
 TENSORFLOW = ("tensorflow", "keras", "tf_keras")
 TF_BRIDGE = "tfcheck.runtime.tf_bridge"
+COMPILER_TF_BRIDGE = "tfcheck.compiler.trace.bridge"
 
 # Import circles among tfcheck's modules that exist today, each listed by its modules (sorted);
 # any circle not listed here fails the test, and a listed one that is gone must come off the list.
@@ -156,6 +158,9 @@ WALLS = {
     "the engine and tfcheck's core import no compiler": (
         _is_core,
         lambda imported: _within(imported, "tfcheck.compiler")),
+    "the compiler imports TensorFlow in one module, its bridge (compiler/trace/bridge.py)": (
+        lambda importer: _within(importer, "tfcheck.compiler") and importer != COMPILER_TF_BRIDGE,
+        lambda imported: _within(imported, *TENSORFLOW)),
 }
 
 
@@ -169,6 +174,93 @@ def test_walls_hold(imports: list[Import], wall: str) -> None:
     who, what = WALLS[wall]
     breaches = [str(found) for found in imports if who(found.importer) and what(found.imported)]
     assert not breaches, f"{wall}:\n" + "\n".join(breaches)
+
+
+# The compiler's stage folders (docs/architecture.md, "The compiler") and the folders each may
+# import: imports run one way, from the conductors (build/) down to what every step runs on
+# (process/). Nothing imports build/; the schedules import no other stage, trace/ least of all.
+STAGES: dict[str, frozenset[str]] = {
+    "build": frozenset({"trace", "frontend", "schedules", "tuning", "cache", "process"}),
+    "bench": frozenset({"trace", "process"}),
+    "tuning": frozenset({"schedules", "cache", "process"}),
+    "trace": frozenset({"cache", "process"}),
+    "frontend": frozenset({"schedules", "process"}),
+    "schedules": frozenset(),
+    "cache": frozenset({"process"}),
+    "process": frozenset(),
+}
+# Inside schedules/: the pipeline (apply.py, the package) over the three kinds of pass, the rules over
+# the lowering passes whose marks they leave, and all of them over the shared questions (blocks, cpu,
+# tiling, budget: "helpers").
+SCHEDULE_PARTS: dict[str, frozenset[str]] = {
+    "pipeline": frozenset({"rewrites", "rules", "lowering", "helpers"}),
+    "rewrites": frozenset({"helpers"}),
+    "rules": frozenset({"lowering", "helpers"}),
+    "lowering": frozenset({"helpers"}),
+    "helpers": frozenset(),
+}
+
+
+def _folder(module: str, root: Path) -> str | None:
+    """The folder of `root` whose tree holds `module`'s file ("" for a file directly in `root`);
+    None for a module outside it."""
+    path = _module_paths().get(module)
+    if path is None or root not in path.parents:
+        return None
+    parts = path.relative_to(root).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+@functools.cache
+def _module_paths() -> dict[str, Path]:
+    return module_files()
+
+
+def _stage(module: str) -> str | None:
+    return _folder(module, PACKAGE_DIRS["tfcheck.compiler"])
+
+
+def _schedule_part(module: str) -> str | None:
+    folder = _folder(module, PACKAGE_DIRS["tfcheck.compiler"] / "schedules")
+    if folder == "":
+        return "pipeline" if module in ("tfcheck.compiler.schedules", "tfcheck.compiler.schedules.apply") else "helpers"
+    return folder
+
+
+def _breaches(imports: list[Import], part: Callable[[str], str | None],
+              allowed: dict[str, frozenset[str]]) -> list[str]:
+    """The imports from one folder into another that `allowed` does not list."""
+    breaches = []
+    for found in imports:
+        source, target = part(found.importer), part(found.imported)
+        if source is not None and target is not None and source != target and target not in allowed[source]:
+            breaches.append(f"{found} ({source}/ may import {', '.join(sorted(allowed[source])) or 'no other folder'})")
+    return breaches
+
+
+def test_the_compiler_is_stage_folders_whose_imports_run_one_way(imports: list[Import]) -> None:
+    loose = [name for name in module_files() if _stage(name) not in (None, *STAGES) and name != "tfcheck.compiler"]
+    assert not loose, f"compiler modules outside the stage folders: {loose}"
+    assert not circles([Import(source, target, ROOT, 0, False) for source, targets in STAGES.items()
+                        for target in targets]), "the stage folders' own order has a circle"
+    breaches = _breaches(imports, _stage, STAGES)
+    assert not breaches, "imports against the stage order:\n" + "\n".join(breaches)
+
+
+def test_the_schedules_passes_import_one_way(imports: list[Import]) -> None:
+    breaches = _breaches(imports, _schedule_part, SCHEDULE_PARTS)
+    assert not breaches, "imports against the order inside schedules/:\n" + "\n".join(breaches)
+
+
+def test_the_stage_order_sees_an_import_the_wrong_way() -> None:
+    """The order checks are only as good as the folders they find: a trace module importing the
+    verifier (as the tracing child once did, for a file name) and a lowering pass importing a rule
+    are breaches; a rule importing a lowering pass is not."""
+    wrong = [Import("tfcheck.compiler.trace.tracing", "tfcheck.compiler.build.verify", ROOT, 1, False),
+             Import("tfcheck.compiler.schedules.lowering.tails", "tfcheck.compiler.schedules.rules.rows", ROOT, 1, True)]
+    right = Import("tfcheck.compiler.schedules.rules.rows", "tfcheck.compiler.schedules.lowering.tails", ROOT, 1, False)
+    assert len(_breaches(wrong, _stage, STAGES)) == 1 and len(_breaches(wrong, _schedule_part, SCHEDULE_PARTS)) == 1
+    assert _breaches([right], _schedule_part, SCHEDULE_PARTS) == []
 
 
 def circles(edges: list[Import]) -> set[tuple[str, ...]]:
