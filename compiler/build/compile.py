@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tfcheck.compiler.process.child import EventWriter, StepError, child_main
+from tfcheck.compiler.process.child import EventWriter, child_main
 from tfcheck.compiler.process.messages import (BudgetFallback, Comparison, CompileRequest, CompileResult, DeviceCode,
                                                RefusedSchedule, TuningOptions, TuningSummary, WholeModel)
 from tfcheck.compiler.process.target import BuildTarget
