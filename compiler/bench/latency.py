@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tfcheck.compiler.process.child import ChildOutcome, EventWriter, StepError, child_main, run_child, stop_children
+from tfcheck.compiler.process.error_metric import scaled_error
 from tfcheck.compiler.process.messages import BenchRequest, BenchResult, Budget
 from tfcheck.compiler.trace.bridge import (flat_outputs, freeze, generate_inputs, import_tensorflow, load_function,
                                       tflite_runner, to_tflite)
@@ -55,6 +56,7 @@ class Measurement:
     runs: int = 0
     ratio: float | None = None  # median / tf.function's median: < 1 is faster than tf.function
     max_abs_diff: float | None = None  # largest difference from tf.function's outputs
+    max_rel_diff: float | None = None  # the same, relative to each output's scale (`scaled_error`), as the build's
     setup_s: float | None = None  # conversion, compilation or loading before the first call
     build_s: float | None = None  # TVM artifacts: compile (and tuning) time from the manifest
     error: str | None = None
@@ -216,10 +218,10 @@ def _compare(result: FunctionBench, work: Path) -> None:
             measurement.ratio = round(measurement.median_ms / reference.median_ms, 3)
         outputs = _load_outputs(work / measurement.backend.replace(".", "_") / "outputs.npz")
         if _comparable(outputs, reference_outputs):
+            pairs = list(zip(outputs, reference_outputs))
             measurement.max_abs_diff = max(
-                (float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(outputs, reference_outputs)),
-                default=0.0,
-            )
+                (float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) for a, b in pairs), default=0.0)
+            measurement.max_rel_diff = max((scaled_error(a, b) for a, b in pairs), default=0.0)
 
 
 def _comparable(outputs: list[np.ndarray] | None, reference: list[np.ndarray] | None) -> bool:

@@ -6,8 +6,9 @@ record), so what is verified is exactly what the cache stores, loaded as product
 `|tvm - tf| <= atol * scale + rtol * |tf| + allowance`, with a tolerance for its dtype and `scale` the output's
 largest magnitude (at least 1): summation order differs between TVM and TensorFlow, and the
 rounding error that leaves grows with the size of the values summed, not with each element's own
-size. Integers and booleans must match exactly. The reported relative error is
-`max(|tvm - tf| / (|tf| + atol))`, which stays finite where TensorFlow's output is zero.
+size. Integers and booleans must match exactly. The reported relative error is relative to the
+output's scale, `max|tvm - tf| / max|tf|` (`process/error_metric.py`, the figure `tfcheck bench`
+reports too): taken element by element it blew up on outputs near zero (issue 42).
 
 `allowance` is what float32 itself cannot do better than on this model: `SPREAD_FACTOR` times the
 largest difference between TFLite's outputs (the same graph, run by TFLite's interpreter, saved by
@@ -17,7 +18,8 @@ random weights) turn a relative change of 1e-5 in their input into 3.6e-2 in the
 TensorFlow, TFLite (XNNPACK and reference kernels) and TVM each end up 1.4e-3 to 1.7e-3 away from
 a float64 evaluation of ResNet152, with TVM the closest (docs/build.md). A TFLite difference above
 `SPREAD_CAP` of the output's scale is not rounding (a conversion that changed the computation) and
-allows nothing.
+allows nothing. In the reported figure's terms the rule is the same: an error relative to the
+output's scale up to twice TFLite's, on top of the tolerance.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import numpy as np
 
 from tfcheck.compiler.process.child import StepError
+from tfcheck.compiler.process.error_metric import scaled_error
 from tfcheck.compiler.process.io_file import INPUT, OUTPUT, SIZES, TFLITE_OUTPUT
 from tfcheck.compiler.process.messages import Comparison
 
@@ -60,8 +63,9 @@ def rounding_allowance(want: np.ndarray, second: np.ndarray | None, scale: float
 
 def compare(actual: list[np.ndarray], expected: list[np.ndarray],
             tflite: list[np.ndarray] | None = None) -> Comparison:
-    """Max absolute and relative error over all outputs, and whether all are within tolerance
-    (widened by `rounding_allowance` where TFLite's outputs for the same inputs are given)."""
+    """Max absolute error and error relative to each output's scale (`scaled_error`) over all
+    outputs, and whether all are within tolerance (widened by `rounding_allowance` where TFLite's
+    outputs for the same inputs are given)."""
     if len(actual) != len(expected):
         return Comparison(False, message=f"the artifact returned {len(actual)} outputs, TensorFlow {len(expected)}")
     seconds = tflite if tflite is not None and len(tflite) == len(expected) else [None] * len(expected)
@@ -71,20 +75,30 @@ def compare(actual: list[np.ndarray], expected: list[np.ndarray],
         if got.shape != want.shape or got.dtype != want.dtype:
             failures.append(f"output {index}: {got.dtype}{list(got.shape)} instead of {want.dtype}{list(want.shape)}")
             continue
-        atol, rtol = TOLERANCES.get(str(want.dtype), (0.0, 0.0))
         difference = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        reference = np.abs(want.astype(np.float64))
         if difference.size:
             max_abs = max(max_abs, float(difference.max()))
-            max_rel = max(max_rel, float((difference / (reference + max(atol, 1e-30))).max()))
-        scale = max(1.0, float(reference.max())) if reference.size else 1.0
-        allowance = rounding_allowance(want, second, scale)
-        bad = int(np.count_nonzero(difference > atol * scale + rtol * reference + allowance))
-        if bad:
-            widened = f" + {allowance:.1e} ({SPREAD_FACTOR:g} x TFLite's own difference)" if allowance else ""
-            failures.append(f"output {index}: {bad} of {difference.size} elements beyond "
-                            f"atol={atol:g}, rtol={rtol:g}{widened}")
+            max_rel = max(max_rel, scaled_error(got, want))
+        failure = _beyond_tolerance(got, want, second, difference)
+        if failure:
+            failures.append(f"output {index}: {failure}")
     return Comparison(not failures, max_abs, max_rel, "; ".join(failures))
+
+
+def _beyond_tolerance(got: np.ndarray, want: np.ndarray, second: np.ndarray | None, difference: np.ndarray) -> str:
+    """How many elements of one output are beyond `atol * scale + rtol * |tf| + allowance`, with
+    the output's error and TFLite's, both relative to the output's scale; `` when none is."""
+    atol, rtol = TOLERANCES.get(str(want.dtype), (0.0, 0.0))
+    reference = np.abs(want.astype(np.float64))
+    scale = max(1.0, float(reference.max())) if reference.size else 1.0
+    allowance = rounding_allowance(want, second, scale)
+    bad = int(np.count_nonzero(difference > atol * scale + rtol * reference + allowance))
+    if not bad:
+        return ""
+    widened = (f" + {allowance:.1e} ({SPREAD_FACTOR:g} x TFLite's own difference, "
+               f"{scaled_error(second, want):.1e} of the output's scale)") if allowance and second is not None else ""
+    return (f"{bad} of {difference.size} elements beyond atol={atol:g}, rtol={rtol:g}{widened} "
+            f"(error {scaled_error(got, want):.1e} of the output's scale)")
 
 
 def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> list[np.ndarray]:

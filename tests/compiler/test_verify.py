@@ -26,13 +26,61 @@ def test_a_wrong_value_fails_with_the_count_of_bad_elements() -> None:
     actual = [np.zeros(4, np.float32), np.array([1.0, 1.1], np.float32)]
     result = compare(actual, expected)
     assert result.passed is False
-    assert result.message == "output 1: 1 of 2 elements beyond atol=0.0001, rtol=0.001"
+    assert result.message == ("output 1: 1 of 2 elements beyond atol=0.0001, rtol=0.001 "
+                              "(error 1.0e-01 of the output's scale)")
+
+
+def test_the_relative_error_is_relative_to_the_outputs_scale() -> None:
+    """An output near zero with a tiny absolute error (an image-to-image generator's) is not
+    reported as a large relative error: element by element it was 1e-6 / (1e-7 + atol) = 1e-2."""
+    expected = [np.array([1.0, 1e-7, -2.0], np.float32)]
+    result = compare([expected[0] + np.array([0.0, 1e-6, 0.0], np.float32)], expected)
+    assert result.passed is True
+    assert result.max_rel_error == pytest.approx(1e-6 / 2.0, rel=1e-2)
+    assert result.max_abs_error == pytest.approx(1e-6, rel=1e-2)
+
+
+def test_an_all_zero_output_takes_its_absolute_error() -> None:
+    result = compare([np.full(3, 2e-5, np.float32)], [np.zeros(3, np.float32)])
+    assert result.passed is True and result.max_rel_error == pytest.approx(2e-5, rel=1e-3)
+    assert compare([np.zeros((0, 3), np.float32)], [np.zeros((0, 3), np.float32)]).max_rel_error == 0.0
+
+
+def test_each_output_is_measured_against_its_own_scale() -> None:
+    expected = [np.array([1000.0, 0.0], np.float32), np.array([0.01, 0.0], np.float32)]
+    actual = [expected[0] + np.float32(0.01), expected[1] + np.float32(1e-5)]
+    assert compare(actual, expected).max_rel_error == pytest.approx(1e-3, rel=1e-2)
 
 
 def test_tolerance_grows_with_the_largest_magnitude() -> None:
     expected = [np.array([1000.0, 0.0], np.float32)]
     assert compare([np.array([1000.0, 0.05], np.float32)], expected).passed is True
     assert compare([np.array([1000.0, 0.5], np.float32)], expected).passed is False
+
+
+def test_tfcheck_bench_reports_the_same_figure(tmp_path: Path) -> None:
+    """`tfcheck bench` compares each backend with tf.function by the build's figure, and warns only
+    where it is over 1% (an output of scale 1000 that is 0.05 off is not worth a warning)."""
+    from rich.console import Console
+
+    from tfcheck.commands.bench import _print_table
+    from tfcheck.compiler.bench.latency import FunctionBench, Measurement, _compare
+    from tfcheck.runtime.manifest import TensorSpec
+
+    expected = [np.array([1000.0, 1e-7], np.float32), np.array([0.5, 0.0], np.float32)]
+    actual = [expected[0] + np.array([0.05, 0.0], np.float32), expected[1] + np.array([0.0, 1e-6], np.float32)]
+    for backend, outputs in (("tf_function", expected), ("tvm", actual)):
+        (tmp_path / backend).mkdir()
+        np.savez(tmp_path / backend / "outputs.npz", **{f"out{i}": o for i, o in enumerate(outputs)})
+    result = FunctionBench("m.f", [TensorSpec("x", (2,), "float32")],
+                           [Measurement("tf.function", median_ms=2.0), Measurement("tvm", median_ms=1.0)])
+    _compare(result, tmp_path)
+    tvm = result.measurements[1]
+    assert tvm.max_rel_diff == pytest.approx(compare(actual, expected).max_rel_error)
+    assert tvm.max_rel_diff == pytest.approx(5e-5, rel=1e-3)
+    console = Console(record=True, width=200)
+    _print_table([result], console)
+    assert "differ" not in console.export_text()
 
 
 def test_integers_must_match_exactly_and_shapes_and_counts_must_agree() -> None:
@@ -52,7 +100,8 @@ def test_tflites_own_difference_widens_the_float_tolerance() -> None:
     wrong = compare([expected[0] + np.float32(3e-3)], expected, tflite)
     assert wrong.passed is False
     assert wrong.message == ("output 0: 3 of 3 elements beyond atol=0.0001, rtol=0.001 "
-                                "+ 2.0e-03 (2 x TFLite's own difference)")
+                             "+ 2.0e-03 (2 x TFLite's own difference, 2.0e-03 of the output's scale) "
+                             "(error 6.0e-03 of the output's scale)")
 
 
 def test_a_tflite_difference_too_large_for_rounding_widens_nothing() -> None:

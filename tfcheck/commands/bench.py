@@ -170,9 +170,9 @@ def _print_table(results: list[FunctionBench], console: Console) -> None:
         for m in result.measurements:
             if m.error:
                 console.print(f"[red]✗[/] {result.function} {m.backend}: {m.error}", highlight=False)
-            elif m.max_abs_diff is not None and m.max_abs_diff > 1e-2:
+            elif m.max_rel_diff is not None and m.max_rel_diff > 1e-2:
                 console.print(f"[yellow]![/] {result.function} {m.backend}: outputs differ from tf.function "
-                              f"by up to {m.max_abs_diff:.2g}", highlight=False)
+                              f"by up to {m.max_abs_diff:.2g}, {m.max_rel_diff:.2g} of their scale", highlight=False)
 
 
 def _plot(results: list[FunctionBench], path: Path) -> None:
