@@ -91,15 +91,30 @@ class EventWriter:
         """An event whose message `to_message` has encoded already."""
         self._stream.write(json.dumps({"event": event, "message": encoded}) + "\n")
 
-    def stage(self, name: str, doing: str | None = None, before: str | None = None) -> None:
+    def stage(self, name: str, doing: str | None = None, before: str | None = None, advice: str | None = None,
+              symbolic: SymbolicFailure | None = None) -> None:
         """Tell the parent which stage (import, trace, convert, compile, verify) has started.
 
         `doing` says what the process is doing ("importing m.py") and `before` what is still to
         come ("tracing m.f"): when the process exits, crashes or hangs in this stage, they are
-        what the message names, since its log shows only TensorFlow's start-up.
+        what the message names, since its log shows only TensorFlow's start-up. `advice` is what
+        to try when native code crashes the process in this stage, and `symbolic` what falls back
+        then (`Stage`).
         """
         self.doing, self.before = doing or f"the {name} step", before
-        self.emit("stage", Stage(name, self.doing, before))
+        self.emit("stage", Stage(name, self.doing, before, advice, symbolic, _log_offset()))
+
+
+def _log_offset() -> int | None:
+    """How much the process has written to its log so far (stdout and stderr share it, and one
+    file offset); None when stdout is not a file."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        return os.lseek(sys.stdout.fileno(), 0, os.SEEK_CUR)
+    except (OSError, ValueError):
+        return None
 
 
 def child_main(step: Callable[[Request, EventWriter], object], request_type: type[Request]) -> None:
@@ -154,7 +169,8 @@ def run_child(
     child exits, or at once when it never starts.
 
     Crashes (signals), non-zero exits without an error event and timeouts are turned into error
-    messages that quote the end of the child's log.
+    messages that name the stage and quote the end of what the child printed in it; a crash adds
+    what its signal means and the stage's advice, and hands on the stage's symbolic fallback.
     """
     try:
         return _run_child(module, request, result_type, work_dir, on_stage, timeout, env, pass_fds)
@@ -268,17 +284,37 @@ def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out:
     stages = [_stage(event) for event in events if event["event"] == "stage"]
     last = stages[-1] if stages else Stage("", None)
     advice = ""
+    symbolic = None
     if timed_out:
         why = f"timed out after {timeout:g} s"
         advice = (f" (--timeout {timeout:g} limits each tracing or compiling process; if this step "
                   f"needs longer, raise it, e.g. --timeout {max(3600, 2 * timeout):g})")
     elif process.returncode < 0:
         why = f"crashed with {signal.Signals(-process.returncode).name}"
+        advice = _crash_advice(-process.returncode, last)
+        symbolic = last.symbolic  # a symbolic conversion that crashed: the driver falls back or says how
     else:
         why = f"exited with status {process.returncode} without reporting a result"
         advice = " (os._exit, or a crash in native code)"
     error = stage_failure(last.doing, last.before, why) + advice
-    return ChildOutcome(result=None, error=error + _log_tail(log_path))
+    return ChildOutcome(result=None, error=error + _log_tail(log_path, last.log_offset), symbolic=symbolic)
+
+
+# What a signal that ends a build process says about its cause.
+_SIGNAL_MEANINGS = {
+    signal.SIGSEGV: "a segmentation fault: native code (TensorFlow, TVM, an extension) read memory it does not own",
+    signal.SIGBUS: "a bus error: native code read memory it does not own",
+    signal.SIGABRT: "native code aborted, usually on a failed internal check",
+    signal.SIGILL: "an instruction this CPU does not have",
+    signal.SIGFPE: "an arithmetic fault in native code",
+    signal.SIGKILL: "killed, most often by the system when memory ran out",
+}
+
+
+def _crash_advice(number: int, stage: Stage) -> str:
+    """` (what the signal means); what to try`, the latter from the stage the crash happened in."""
+    meaning = _SIGNAL_MEANINGS.get(number)
+    return (f" ({meaning})" if meaning else "") + (f"; {stage.advice}" if stage.advice else "")
 
 
 def _stage(event: dict[str, Any]) -> Stage:
@@ -286,13 +322,15 @@ def _stage(event: dict[str, Any]) -> Stage:
     return from_message(Stage, event["message"])
 
 
-# TensorFlow's start-up lines (absl INFO/WARNING records, CPU-feature notes): in every child's log,
-# they would crowd out the lines that explain a failure.
+# TensorFlow's start-up lines (absl INFO/WARNING records, CPU-feature notes), and the deprecation
+# note its converter prints for the call tfcheck makes: in every child's log, they would crowd out
+# the lines that explain a failure.
 _START_UP_NOISE = re.compile(
     r"[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] "
     r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|To enable the following instructions: ")
+    r"|To enable the following instructions: "
+    r"|WARNING:absl:Please consider providing the trackable_obj argument in the from_concrete_functions")
 
 
 def without_start_up_noise(lines: list[str]) -> list[str]:
@@ -300,8 +338,11 @@ def without_start_up_noise(lines: list[str]) -> list[str]:
     return [line for line in lines if not _START_UP_NOISE.match(line)]
 
 
-def _log_tail(log_path: Path) -> str:
-    """The last lines of a child's own output, to show next to a crash."""
-    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+def _log_tail(log_path: Path, offset: int | None = None) -> str:
+    """The last lines of a child's own output, to show next to a crash: from `offset` on (the
+    stage it died in) when known, so that warnings its import printed are not taken for the cause."""
+    with log_path.open("rb") as log:
+        log.seek(offset or 0)
+        lines = log.read().decode("utf-8", errors="replace").splitlines()
     tail = without_start_up_noise(lines)[-_LOG_TAIL_LINES:]
     return ("; its last output:\n" + "\n".join(tail)) if tail else ""

@@ -237,11 +237,17 @@ class SymbolicFailure:
 @dataclass(frozen=True)
 class Stage:
     """A child has begun a stage (import, trace, convert, compile, verify): what it is doing, and
-    what is still to come, which a crash or a hang in it is reported with."""
+    what is still to come, which a crash or a hang in it is reported with; for a stage in native
+    code that may crash (TensorFlow's converter), what to try then, and for a symbolic conversion
+    what falls back; and where the stage's own output begins in the child's log, so that a crash
+    quotes that output, not what the module's import printed before it."""
 
     name: str
     doing: str | None
     before: str | None = None
+    advice: str | None = None
+    symbolic: SymbolicFailure | None = None
+    log_offset: int | None = None
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
                               frozen_because=frozen_because)
-    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, f"for input shapes {shapes}")
+    flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs)
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
@@ -228,13 +228,14 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
                               frozen_because=frozen_because,
                               dims={name: SymbolicDim(low, high, tuple(sorted({s[name] for s in steps})))
                                     for name, (low, high) in bounds.items()})
+    fallback = SymbolicFailure(described.dims or {}, inputs, has_shape_entries)
     try:
-        flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, "with symbolic dimensions")
+        flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs,
+                                            _symbolic_crash(fallback, request))
     except StepError as error:
         if error.op is None:
             raise
-        raise StepError(error.message, error.op,
-                        SymbolicFailure(described.dims or {}, inputs, has_shape_entries)) from error
+        raise StepError(error.message, error.op, fallback) from error
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)
@@ -351,7 +352,8 @@ def saved_weights(variant_dir: Path, count: int) -> Iterator[np.ndarray] | None:
 
 
 def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, events: EventWriter,
-                           request: TraceRequest, what: str) -> bytes | None:
+                           request: TraceRequest, inputs: list[TensorSpec],
+                           symbolic: SymbolicCrash | None = None) -> bytes | None:
     """None when the cache holds `key`: checked right after freezing, because converting, running
     TensorFlow for reference outputs and compiling are all unnecessary for a function that has not
     changed. Else the TFLite flatbuffer, written to `variant_dir/model.tflite`, and, when the
@@ -359,24 +361,78 @@ def _convert_unless_cached(prepared: Prepared, key: str, variant_dir: Path, even
 
     A function whose lifted form the converter refuses (an op that needs a constant operand) is
     converted frozen instead (`prepared` then says 0 weights); one the user asked to lift is not.
+    The converter is native code that can crash the process: each conversion's stage names the
+    function and its inputs and says what to try then (`crash_advice`, or for a symbolic graph
+    `symbolic`'s advice and fallback).
     """
     cache = _cache(request)
     if cache is not None and cache.entry_problem(key) is None:
         return None
-    events.stage("convert", doing=f"converting {request.label} to TFLite {what}")
     variant_dir.mkdir(parents=True, exist_ok=True)
     (variant_dir / WEIGHTS_FILE).unlink(missing_ok=True)
     try:
-        flatbuffer = to_tflite(prepared.function)
+        flatbuffer = _converted(prepared, events, request, inputs, symbolic)
     except StepError:
         if prepared.lifted is None or prepared.mode == "inputs":
             raise
         prepared.fall_back()
-        flatbuffer = to_tflite(prepared.function)
+        flatbuffer = _converted(prepared, events, request, inputs, symbolic)
     (variant_dir / "model.tflite").write_bytes(flatbuffer)
     if prepared.lifted is not None:
         save_weights(weight_values(prepared.lifted), variant_dir / WEIGHTS_FILE)
     return flatbuffer
+
+
+@dataclass(frozen=True)
+class SymbolicCrash:
+    """What a crash of the converter on a symbolic graph tells the user, and what the driver then
+    falls back to (only where shape entries exist to fall back to)."""
+
+    advice: str
+    fallback: SymbolicFailure | None
+
+
+def _symbolic_crash(failure: SymbolicFailure, request: TraceRequest) -> SymbolicCrash:
+    """Known sizes: the shape entries, built instead by the driver where there are some, else how
+    to write them (at the sizes the function was found to run at)."""
+    advice = "TensorFlow's TFLite converter crashes on some graphs with dimensions of unknown size"
+    if failure.has_shape_entries:
+        return SymbolicCrash(advice, failure)
+    example = symbolic.entries_example([list(spec.shape) for spec in failure.inputs], request.label,
+                                       request.saved_model is None, failure.dims)
+    return SymbolicCrash(f"{advice}: to build one artifact per size instead, list the concrete shapes: {example}", None)
+
+
+def _converted(prepared: Prepared, events: EventWriter, request: TraceRequest, inputs: list[TensorSpec],
+               symbolic: SymbolicCrash | None) -> bytes:
+    """`to_tflite`, in a stage that says what is converted and what to try should it crash."""
+    advice = symbolic.advice if symbolic is not None else crash_advice(prepared)
+    events.stage("convert", doing=f"converting {request.label} to TFLite for inputs {describe_inputs(inputs)}",
+                 advice=advice, symbolic=symbolic.fallback if symbolic is not None else None)
+    return to_tflite(prepared.function)
+
+
+def describe_inputs(inputs: list[TensorSpec]) -> str:
+    """`image: float32[1, 32, image_2, 3] (image_2 of unknown size)`: each input's name, dtype and
+    shape, and which of its dimensions are unknown."""
+    described = ", ".join(f"{spec.name}: {spec.dtype}[{', '.join(map(str, spec.shape))}]" for spec in inputs)
+    unknown = list(dict.fromkeys(dim for spec in inputs for dim in spec.shape if isinstance(dim, str)))
+    if not unknown:
+        return described
+    return f"{described} ({', '.join(unknown)} of unknown size)"
+
+
+def crash_advice(prepared: Prepared) -> str:
+    """What to try when TensorFlow's converter crashes the process (a SIGSEGV in its native code)
+    on a graph of known sizes: the weights frozen for a lifted one; else the crash is TensorFlow's
+    own."""
+    if prepared.lifted is not None:
+        return ("TensorFlow's TFLite converter crashed on the graph with the weights as inputs: build it with "
+                "the weights frozen into the graph, @tfcheck.aot(weights=\"constants\")")
+    return ("the crash is in TensorFlow's TFLite converter, not in your code: if "
+            "tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert() crashes "
+            "outside tfcheck too, report it to TensorFlow or try another TensorFlow version; until then "
+            "@tfcheck.aot runs the tf.function")
 
 
 def _leaf_names(arguments: list[dict[str, Any]]) -> list[str]:

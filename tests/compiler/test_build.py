@@ -203,6 +203,51 @@ def test_a_module_that_crashes_or_exits_at_import_is_named(project: Callable[...
         "leaves.f (os._exit, or a crash in native code); its last output:\nloading weights")  # no TF start-up lines
 
 
+CONVERTER_CRASHES = '''
+import os
+import signal
+import warnings
+
+import tensorflow as tf
+import tfcheck
+
+warnings.warn("a Keras warning printed at import, unrelated to the crash")
+# TensorFlow's converter dying in native code, as it did on a CRNN for any width (issue 42)
+tf.lite.TFLiteConverter.convert = lambda self: os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 32, None, 3], tf.float32, name="image")])
+def read(image):
+    return tf.reduce_mean(image, axis=1)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+def fixed(x):
+    return x * 2.0
+'''
+
+
+def test_a_converter_crash_names_the_conversion_the_signal_and_what_to_try(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"crashy.py": CONVERTER_CRASHES})
+    code, report = build(run_cli, folder)
+    assert code == 1
+    messages = {record["function"]: record["message"] for record in report["functions"]}
+    segfault = "crashed with SIGSEGV (a segmentation fault: native code (TensorFlow, TVM, an extension) read memory"
+    assert messages["crashy.read"].startswith(
+        "crashy.read: converting crashy.read to TFLite for inputs image: float32[1, 32, image_2, 3] (image_2 of "
+        f"unknown size) {segfault}")
+    assert ("TensorFlow's TFLite converter crashes on some graphs with dimensions of unknown size: to build one "
+            "artifact per size instead, list the concrete shapes: @tfcheck.aot(shapes=[(1, 32, 1, 3), (1, 32, 8, 3)])"
+            in messages["crashy.read"])
+    assert messages["crashy.fixed"].startswith(
+        f"crashy.fixed: converting crashy.fixed to TFLite for inputs x: float32[2, 4] {segfault}")
+    assert "not in your code" in messages["crashy.fixed"]
+    assert not any("Keras warning" in message or "its last output" in message for message in messages.values())
+
+
 def test_concurrent_builds_share_one_cache(project: Callable[..., Path]) -> None:
     folder = project({"affine.py": AFFINE})
     command = [sys.executable, "-m", "tfcheck", "build", "affine.py", "--cache-dir", "cache", "--format", "json"]

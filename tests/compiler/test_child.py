@@ -32,6 +32,17 @@ STEPS = {
     "sys_exit_at_import": f"{IMPORTING}\n    import sys\n    sys.exit(3)",
     "os_exit_at_import": f"{IMPORTING}\n    import os\n    print('last words')\n    os._exit(4)",
     "hangs_at_import": f"{IMPORTING}\n    import time\n    time.sleep(60)",
+    # TensorFlow's converter dying on a symbolic graph, after the module's import printed warnings
+    "segfaults_converting": f"{IMPORTING}\n    import os, signal, warnings\n"
+                            "    warnings.warn('a Keras warning from the import')\n"
+                            "    from tfcheck.compiler.process.messages import SymbolicFailure\n"
+                            "    from tfcheck.runtime.manifest import SymbolicDim, TensorSpec\n"
+                            "    dims = {'x_2': SymbolicDim(1, None, (1, 32))}\n"
+                            "    inputs = [TensorSpec('x', (1, 32, 'x_2', 3), 'float32')]\n"
+                            "    events.stage('convert', doing='converting m.f to TFLite for inputs x: float32[1, 32, x_2, 3]',"
+                            " advice='build at known sizes', symbolic=SymbolicFailure(dims, inputs, False))\n"
+                            "    print('converter: last words')\n"
+                            "    os.kill(os.getpid(), signal.SIGSEGV)",
 }
 
 
@@ -74,6 +85,18 @@ def test_failures_become_messages(child_module: Path, name: str, message: str) -
     assert outcome.op == ("Bincount" if name == "refuses" else None)
 
 
+def test_a_crash_names_what_was_converted_the_signal_and_what_to_try(child_module: Path) -> None:
+    """A converter that dies with SIGSEGV: the message says what it was converting, the signal and
+    what to try, quotes only what the process printed since converting began (never the module's
+    import warnings), and hands the driver the symbolic fallback."""
+    outcome, stages = run(child_module, "segfaults_converting")
+    assert stages == ["import", "convert"]
+    assert outcome.error == ("converting m.f to TFLite for inputs x: float32[1, 32, x_2, 3] crashed with SIGSEGV "
+                             "(a segmentation fault: native code (TensorFlow, TVM, an extension) read memory it "
+                             "does not own); build at known sizes; its last output:\nconverter: last words")
+    assert outcome.symbolic.dims["x_2"].min == 1 and outcome.symbolic.has_shape_entries is False
+
+
 def test_a_hanging_child_is_killed_at_the_deadline(child_module: Path) -> None:
     outcome, stages = run(child_module, "hangs", timeout=3)
     assert stages == ["trace"]
@@ -106,6 +129,7 @@ def test_tensorflow_start_up_lines_are_left_out_of_the_log_tail() -> None:
         "I0000 00:00:1795443121.568471   13883 cpu_feature_guard.cc:227] This TensorFlow binary is optimized",
         "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild TensorFlow",
         "2026-11-23 14:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.",
+        "WARNING:absl:Please consider providing the trackable_obj argument in the from_concrete_functions. Providing",
         "hello from m",
         "E0000 00:00:1795443121.6 13883 cuda_executor.cc:1] failed call to cuInit: UNKNOWN ERROR (303)",
     ]
