@@ -99,16 +99,16 @@ class Lifetimes:
         every graph method that writes it, and read in the file only by the trace that wrote it."""
         key = (cls, attr)
         if key not in self._scratch:
-            writers = self._graph_writers(cls, attr)
-            self._scratch[key] = self._read_within_trace(attr, writers, self._related(cls)) and all(
+            related = self._related(cls)
+            writers = self._graph_writers(related, attr)
+            self._scratch[key] = self._read_within_trace(attr, writers, related) and all(
                 self._written_first(method, attr) and not self._written_in_graph_loop(method, attr)
                 for method in writers)
         return self._scratch[key]
 
-    def _graph_writers(self, cls: ClassInfo, attr: str) -> set[FunctionInfo]:
-        """The graph functions that store into `self.<attr>` of `cls` (or of a class related to it by
-        inheritance): methods, and functions nested in them (a `recompute_grad` closure in `call`)."""
-        related = self._related(cls)
+    def _graph_writers(self, related: set[int], attr: str) -> set[FunctionInfo]:
+        """The graph functions that store into `self.<attr>` of the `related` classes (a class, its bases
+        and subclasses): methods, and functions nested in them (a `recompute_grad` closure in `call`)."""
         writers = set()
         for touch, function in self._self_touches().get(attr, []):
             owner = self.index.class_of_self(touch)
