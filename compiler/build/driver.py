@@ -286,6 +286,8 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
     for record, variant in zip(records, traced.variants):
         record.dims = variant.dims
         record.fallback = traced.has_shape_entries
+        if variant.bounds_raised:
+            record.message = "; ".join(filter(None, [f"{function.label}: {variant.bounds_raised}", record.message]))
         if variant.frozen_because:
             _say_frozen(function, record, variant.frozen_because)
     lifted = [(record, variant) for record, variant in zip(records, traced.variants)

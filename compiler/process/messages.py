@@ -198,6 +198,9 @@ class TracedVariant:
     # why the weights are frozen although the function would take them as inputs: the failure of an
     # earlier build of this variant with them as inputs (`ArtifactCache.lifted_failure`)
     frozen_because: str | None = None
+    # which unknown dimensions the function cannot run at their smallest size, and what they were
+    # raised to (`symbolic.runnable_bounds`), for the build's report
+    bounds_raised: str | None = None
 
 
 @dataclass(frozen=True)

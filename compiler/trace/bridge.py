@@ -550,6 +550,21 @@ def tflite_outputs(flatbuffer: bytes, arrays: list[np.ndarray],
         return None
 
 
+def error_summary(error: BaseException) -> str:
+    """`InvalidArgumentError: Computed output size would be negative: -1 [input_size: 1, ...]`:
+    the error's type and its last line of substance, without the Python traceback and node lines
+    that TensorFlow's runtime errors carry ("Graph execution error: Detected at node ...")."""
+    text = getattr(error, "message", None) or str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    kept = [line for line in lines if not line.startswith(_TRACEBACK_LINES)]
+    last, name = kept[-1] if kept else text.strip(), type(error).__name__
+    return last if last.startswith(f"{name}: ") else f"{name}: {last}"  # AutoGraph's errors repeat their type
+
+
+# The lines of a TensorFlow runtime error that say where, not what.
+_TRACEBACK_LINES = ("File ", "[[", "Detected at node", "Graph execution error", "Traceback")
+
+
 def _first_lines(text: str, count: int = 6) -> str:
     return "\n".join([line for line in text.splitlines() if line.strip()][:count])
 

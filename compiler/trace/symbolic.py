@@ -12,14 +12,21 @@ Nothing here imports TensorFlow or TVM.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tfcheck.compiler.process.child import StepError
 from tfcheck.runtime.manifest import SymbolicDim
 
 BATCH = "batch"
-# The largest size verified for a dimension without an upper bound.
+# The largest size verified for a dimension without an upper bound (or twice its smallest).
 VERIFY_MAX = 32
+# The sizes tried, in order, for the unknown dimensions (other than the batch) that `dims=` leaves
+# unbounded when the function cannot run with them at 1: a U-Net of valid convolutions needs a few
+# dozen pixels a side ("Computed output size would be negative ... input_size: 1", issue 42).
+PROBE_SIZES = (32, 64, 128, 224)
+# Runs the function at these sizes: the error it raised, in one line, or None when it ran.
+Runner = Callable[[dict[str, int]], "str | None"]
 
 
 def dim_name(input_name: str, axis: int) -> str:
@@ -47,11 +54,12 @@ def bounds_of(shapes: list[list[int | str]], given: dict[str, Any], label: str) 
 
 def verify_sizes(bounds: dict[str, tuple[int, int | None]]) -> list[dict[str, int]]:
     """The sizes to verify at: every dimension at its minimum, then a middle size (odd, so that a
-    tiled loop's remainder is exercised), then its maximum (`VERIFY_MAX` when unbounded); sizes
-    that repeat are verified once."""
+    tiled loop's remainder is exercised), then its maximum (when unbounded `VERIFY_MAX`, or twice
+    the minimum where that is larger, so that a minimum raised by `runnable_bounds` is not the one
+    size verified); sizes that repeat are verified once."""
     steps: list[dict[str, int]] = []
     for step in range(3):
-        sizes = {name: _size(low, high if high is not None else max(low, VERIFY_MAX), step)
+        sizes = {name: _size(low, high if high is not None else max(2 * low, VERIFY_MAX), step)
                  for name, (low, high) in bounds.items()}
         if sizes not in steps:
             steps.append(sizes)
@@ -64,6 +72,99 @@ def _size(low: int, high: int, step: int) -> int:
     if step == 2:
         return high
     return min(high, ((low + high) // 2) | 1)
+
+
+def runnable_bounds(bounds: dict[str, tuple[int, int | None]], given: dict[str, Any], runs: Runner, label: str,
+                    decorator: bool = True) -> tuple[dict[str, tuple[int, int | None]], str | None]:
+    """The bounds, with the smallest size of the dimensions the function cannot run at raised to
+    the first of `PROBE_SIZES` it runs at, and a note that says so (None when nothing was raised).
+
+    The build runs the function at each dimension's smallest size: 1 unless `dims=` gives one, and
+    a model of valid convolutions cannot run at 1. Only dimensions without the user's bounds, and
+    not the batch, are raised: all of them together until the function runs, then each that runs
+    at its smallest with the others raised goes back to it. StepError when no size works, or the
+    user's own smallest sizes do not, saying which dimensions, what was tried and what to write.
+    """
+    lows = {name: low for name, (low, _) in bounds.items()}
+    error = runs(lows)
+    if error is None:
+        return bounds, None
+    free = [name for name in bounds if name not in given and name != BATCH]
+    found = next((size for size in PROBE_SIZES if free and runs({**lows, **dict.fromkeys(free, size)}) is None), None)
+    if found is None:
+        raise StepError(_unrunnable(label, lows, free, given, error, decorator))
+    raised = _needing(lows, free, found, runs)
+    note = (f"{_names(raised)}: TensorFlow cannot run the function with {_them(raised)} at "
+            f"{_sizes_text(lows, raised)} ({error}), so the artifact takes sizes from {found}, the first of "
+            f"{', '.join(map(str, PROBE_SIZES))} that it ran at. To choose the smallest size yourself: "
+            + dims_example({name: (found, None) for name in raised}, label, decorator))
+    return {**bounds, **{name: (found, bounds[name][1]) for name in raised}}, note
+
+
+def _needing(lows: dict[str, int], free: list[str], size: int, runs: Runner) -> list[str]:
+    """Which of `free` must be at `size` for the function to run: each that runs at its smallest
+    while the others are at `size` need not, unless those left cannot do it alone."""
+    if len(free) == 1:
+        return free
+    needing = [name for name in free if runs({**lows, **{other: size for other in free if other != name}}) is not None]
+    if needing and (needing == free or runs({**lows, **dict.fromkeys(needing, size)}) is None):
+        return needing
+    return free
+
+
+def _unrunnable(label: str, lows: dict[str, int], free: list[str], given: dict[str, Any], error: str,
+                decorator: bool) -> str:
+    """The message when no size tried runs: at which sizes, TensorFlow's error, and what to write
+    for the dimensions the user bounded and for those the build probed."""
+    fixed = [f"{name}={size}" + (" (its dims= lower bound)" if name in given else "")
+             for name, size in lows.items() if name not in free]
+    tried = ", ".join(map(str, (lows[free[0]], *PROBE_SIZES))) if free else ""
+    advice = [f"raise the dims= lower bound of {_names(bounded)} if it is too small"
+              for bounded in [[name for name in lows if name in given]] if bounded]
+    if free:
+        advice.append(f"bound {_names(free)} to sizes the function takes, "
+                      + dims_example(dict.fromkeys(free, ("MIN", "MAX")), label, decorator))
+    return (f"TensorFlow cannot run {label}" + (f" at {', '.join(fixed)}" if fixed else "")
+            + (f" with {_names(free)} at any of {tried}" if free else "")
+            + f": {error} (at {_sizes_text(lows, list(lows))}); " + ", ".join(advice)
+            + ("," if advice else "") + f" or list concrete shapes it runs at: {_shapes_hint(label, decorator)}")
+
+
+def unverifiable(label: str, sizes: dict[str, int], steps: list[dict[str, int]], error: str,
+                 decorator: bool = True) -> str:
+    """The message when TensorFlow cannot run the function at one of the sizes verified (within
+    the bounds, so the artifact would take it): a model that takes only some sizes (even ones)."""
+    verified = "; ".join(", ".join(f"{name}={size}" for name, size in step.items()) for step in steps)
+    return (f"TensorFlow cannot run {label} at {', '.join(f'{name}={size}' for name, size in sizes.items())} "
+            f"({error}), one of the sizes the build verifies the artifact at ({verified}), all of which its bounds "
+            "allow: bound the dimensions to sizes the function takes, "
+            + dims_example(dict.fromkeys(sizes, ("MIN", "MAX")), label, decorator)
+            + f", or, if it takes only some sizes (even ones, multiples of 16), list them: {_shapes_hint(label, decorator)}")
+
+
+def _shapes_hint(label: str, decorator: bool) -> str:
+    return "@tfcheck.aot(shapes=[...])" if decorator else f'[tool.tfcheck.build] shapes = {{ "{label}" = [...] }}'
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def _them(names: list[str]) -> str:
+    return "it" if len(names) == 1 else "them"
+
+
+def _sizes_text(sizes: dict[str, int], names: list[str]) -> str:
+    return ", ".join(f"{name}={sizes[name]}" for name in names)
+
+
+def dims_example(bounds: dict[str, tuple[int | str, int | str | None]], label: str, decorator: bool = True) -> str:
+    """`dims=` for these bounds as the decorator writes it, or for a SavedModel as the config does
+    (which has no unbounded maximum: `MAX` there)."""
+    if decorator:
+        return "@tfcheck.aot(dims={" + ", ".join(f'"{name}": ({low}, {high})' for name, (low, high) in bounds.items()) + "})"
+    table = ", ".join(f"{name} = [{low}, {'MAX' if high is None else high}]" for name, (low, high) in bounds.items())
+    return f'in pyproject.toml, [tool.tfcheck.build] dims = {{ "{label}" = {{ {table} }} }}'
 
 
 def concrete(shapes: list[list[int | str]], sizes: dict[str, int]) -> list[list[int]]:
@@ -102,7 +203,7 @@ def entries_example(shapes: list[list[int | str | None]], label: str, decorator:
         if isinstance(dim, int):
             return dim
         bounds = (dims or {}).get(dim or "", SymbolicDim())
-        return (bounds.max if bounds.max else max(8, bounds.min)) if largest else bounds.min
+        return (bounds.max if bounds.max else max(8, 2 * bounds.min)) if largest else bounds.min
 
     entries = [[[size(dim, largest) for dim in shape] for shape in shapes] for largest in (False, True)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))

@@ -35,8 +35,8 @@ from tfcheck.compiler.cache.fastkey import ReadRecorder
 from tfcheck.compiler.process.io_file import save_io
 from tfcheck.compiler.process.messages import (OperatorCount, SymbolicFailure, TracedVariant, TraceRequest,
                                                TraceResult)
-from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, freeze,
-                                      generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
+from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, error_summary,
+                                      freeze, generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
 from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
@@ -207,7 +207,9 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     (its tensors' `shape_signature` keeps -1), and reference inputs and outputs at each size of
     `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`). An operator that the
     converter takes only at known sizes fails with what the parent needs to fall back to the
-    shape entries, or to say how to write some (`StepError.symbolic`)."""
+    shape entries, or to say how to write some (`StepError.symbolic`). The smallest sizes are
+    those the function runs at in TensorFlow (`symbolic.runnable_bounds`), found before the cache
+    key, which holds the bounds."""
     from tfcheck.fingerprint import captures_fingerprint
 
     events.stage("trace", doing=f"tracing {request.label} with symbolic dimensions")
@@ -215,9 +217,13 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     names = _leaf_names(arguments)
     shapes = symbolic.symbolic_shapes([spec.shape.as_list() for spec in flat], names)
     bounds = symbolic.bounds_of(shapes, dims, request.label)
-    steps = symbolic.verify_sizes(bounds)
-    concrete = tf_function.get_concrete_function()
     inputs = [TensorSpec(n, tuple(s), spec.dtype.name) for n, s, spec in zip(names, shapes, flat)]
+    concrete = _traced_symbolic(tf_function, request, inputs, bounds, has_shape_entries)
+    smallest = ", ".join(f"{name}={low}" for name, (low, _) in bounds.items())
+    events.stage("trace", doing=f"running {request.label} in TensorFlow at its smallest sizes ({smallest})")
+    bounds, raised = symbolic.runnable_bounds(bounds, dims, lambda sizes: _error_at(concrete, inputs, sizes),
+                                              request.label, request.saved_model is None)
+    steps = symbolic.verify_sizes(bounds)
     output_structure = _output_structure(tf, concrete.structured_outputs)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
@@ -225,9 +231,8 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
         structures))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
-                              frozen_because=frozen_because,
-                              dims={name: SymbolicDim(low, high, tuple(sorted({s[name] for s in steps})))
-                                    for name, (low, high) in bounds.items()})
+                              frozen_because=frozen_because, bounds_raised=raised,
+                              dims=_symbolic_dims(bounds, steps))
     fallback = SymbolicFailure(described.dims or {}, inputs, has_shape_entries)
     try:
         flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs,
@@ -241,9 +246,8 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     described = dataclasses.replace(described, weights=prepared.weights)
     observed = []
     for index, sizes in enumerate(steps):
-        at = [dataclasses.replace(spec, shape=tuple(shape)) for spec, shape in zip(inputs, symbolic.concrete(shapes, sizes))]
-        arrays = generate_inputs(at)
-        outputs = reference_outputs(concrete, arrays)
+        arrays = generate_inputs(_at(inputs, sizes))
+        outputs = _verified_outputs(concrete, arrays, request, sizes, steps, raised)
         observed.append([list(a.shape) for a in outputs])
         second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
         save_io(variant_dir / f"io-{index}.npz", arrays, outputs, second, sizes)
@@ -255,6 +259,52 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
                  for i, (shape, dtype) in enumerate(zip(symbolic.output_dims(static, observed, steps), dtypes))],
         operators=tflite_operators(flatbuffer),
     )
+
+
+def _traced_symbolic(tf_function: Any, request: TraceRequest, inputs: list[TensorSpec],
+                     bounds: dict[str, tuple[int, int | None]], has_shape_entries: bool) -> Any:
+    """The concrete function over the signature's unknown dimensions; a function that cannot be
+    traced without their sizes (`x.shape[1] // 2` on None) fails naming them, with what falls back
+    to the shape entries or says how to write some (`StepError.symbolic`)."""
+    try:
+        return tf_function.get_concrete_function()
+    except Exception as error:  # noqa: BLE001 - the user's code raises anything on an unknown size
+        raise StepError(f"tracing {request.label} for inputs {describe_inputs(inputs)} failed: {error_summary(error)}",
+                        symbolic=SymbolicFailure(_symbolic_dims(bounds, symbolic.verify_sizes(bounds)), inputs,
+                                                 has_shape_entries)) from error
+
+
+def _error_at(concrete: Any, inputs: list[TensorSpec], sizes: dict[str, int]) -> str | None:
+    """TensorFlow's error running `concrete` on generated inputs of these sizes, in one line; None
+    when it ran (`symbolic.runnable_bounds` asks)."""
+    try:
+        reference_outputs(concrete, generate_inputs(_at(inputs, sizes)))
+    except Exception as error:  # noqa: BLE001 - whatever TensorFlow raises at a size it cannot run
+        return error_summary(error)
+    return None
+
+
+def _verified_outputs(concrete: Any, arrays: list[np.ndarray], request: TraceRequest, sizes: dict[str, int],
+                      steps: list[dict[str, int]], raised: str | None) -> list[np.ndarray]:
+    """TensorFlow's outputs at one of the sizes verified; a function that runs at the smallest
+    sizes but not at this one (only even sizes) fails saying so, after why the smallest were raised."""
+    try:
+        return reference_outputs(concrete, arrays)
+    except Exception as error:  # noqa: BLE001 - whatever TensorFlow raises at a size it cannot run
+        failure = symbolic.unverifiable(request.label, sizes, steps, error_summary(error), request.saved_model is None)
+        raise StepError("; ".join(filter(None, [raised, failure]))) from error
+
+
+def _at(inputs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
+    """The symbolic inputs at these sizes."""
+    shapes = symbolic.concrete([list(spec.shape) for spec in inputs], sizes)
+    return [dataclasses.replace(spec, shape=tuple(shape)) for spec, shape in zip(inputs, shapes)]
+
+
+def _symbolic_dims(bounds: dict[str, tuple[int, int | None]], steps: list[dict[str, int]]) -> dict[str, SymbolicDim]:
+    """Each dimension's bounds and the sizes it is verified at, as the manifest records them."""
+    return {name: SymbolicDim(low, high, tuple(sorted({step[name] for step in steps})))
+            for name, (low, high) in bounds.items()}
 
 
 def weights_mode(options: dict[str, Any], request: TraceRequest) -> str:

@@ -287,3 +287,101 @@ def test_a_slice_of_a_tensor_with_an_unknown_batch_is_tensorflows(tmp_path: Path
     for batch in (1, 4, 5):
         x = np.random.default_rng(batch).standard_normal((batch, 7)).astype(np.float32)
         np.testing.assert_array_equal(machine["main"](tvm.runtime.tensor(x)).numpy(), function(x).numpy())
+
+
+# Functions for images or sequences of any size that cannot run at size 1 (issue 42): a stack of
+# valid convolutions (a U-Net's: 5 rows at least, any width), the same with the user's own
+# smallest height too small, a reshape that takes only multiples of 5 (no size tried runs), one that
+# takes only even sizes (the probe's 32 runs, the odd size verified does not) and its sizes listed
+# as the message says, and a function that cannot be traced without its size.
+ANY_SIZE = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+tall = keras.Sequential([keras.layers.Conv2D(4, (3, 1), activation="relu"), keras.layers.Conv2D(1, (3, 1))])
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 1], tf.float32, name="image")])
+def segment(image):
+    return tall(image, training=False)
+
+
+@tfcheck.aot(dims={"image_1": (2, 16)})
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 1], tf.float32, name="image")])
+def bounded(image):
+    return tall(image, training=False)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32, name="x")])
+def fives(x):
+    return tf.reshape(x, [1, 5, -1]) * 2.0
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32, name="x")])
+def pairs(x):
+    return tf.reduce_sum(tf.reshape(x, [1, -1, 2]), axis=2)
+
+
+@tfcheck.aot(shapes=[(1, 32), (1, 64)])
+@tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32, name="x")])
+def pairs_listed(x):
+    return tf.reduce_sum(tf.reshape(x, [1, -1, 2]), axis=2)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32, name="x")])
+def padded(x):
+    return tf.concat([x, tf.zeros([1, x.shape[1]])], axis=0)
+
+'''
+
+
+@pytest.mark.slow
+def test_any_size_inputs_are_probed_at_sizes_the_function_runs_at(tmp_path: Path,
+                                                                  run_cli: Callable[..., Result]) -> None:
+    (tmp_path / "any_size.py").write_text(ANY_SIZE)
+    code, report = build(run_cli, tmp_path, "--out", str(tmp_path / "out"))
+    assert code == 1, report
+    records = by_function(report)
+    segment = records["segment"]
+    assert segment["status"] == "built" and segment["verified"], segment
+    assert segment["dims"]["image_1"] == {"min": 32, "max": None, "verified": [32, 49, 64]}
+    assert segment["dims"]["image_2"]["min"] == 1
+    assert segment["message"].startswith(
+        "any_size.segment: image_1: TensorFlow cannot run the function with it at image_1=1 (InvalidArgumentError: "
+        "Computed output size would be negative")
+    assert segment["message"].endswith('To choose the smallest size yourself: @tfcheck.aot(dims={"image_1": (32, None)})')
+    library, reference = tfcheck.load(tmp_path / "out"), _module(tmp_path / "any_size.py")
+    image = np.random.default_rng(3).standard_normal((1, 40, 7, 1)).astype(np.float32)
+    np.testing.assert_allclose(library.segment(image), reference.segment(image).numpy(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(InputError, match=r"dimension 1 \(image_1\) is 16"):
+        library.segment(np.zeros((1, 16, 7, 1), np.float32))
+
+    failed = {name: record["message"] for name, record in records.items() if record["status"] == "failed"}
+    assert set(failed) == {"bounded", "fives", "pairs", "padded"}
+    assert failed["bounded"].startswith(
+        "any_size.bounded: TensorFlow cannot run any_size.bounded at image_1=2 (its dims= lower bound) with image_2 "
+        "at any of 1, 32, 64, 128, 224: InvalidArgumentError: Computed output size would be negative")
+    assert "raise the dims= lower bound of image_1 if it is too small" in failed["bounded"]
+    assert failed["fives"].startswith(
+        "any_size.fives: TensorFlow cannot run any_size.fives with x_1 at any of 1, 32, 64, 128, 224: "
+        "InvalidArgumentError: ")
+    assert 'bound x_1 to sizes the function takes, @tfcheck.aot(dims={"x_1": (MIN, MAX)})' in failed["fives"]
+    assert failed["pairs"].startswith(
+        "any_size.pairs: x_1: TensorFlow cannot run the function with it at x_1=1 (InvalidArgumentError: ")
+    assert ("TensorFlow cannot run any_size.pairs at x_1=49 (InvalidArgumentError: Input to reshape is a tensor with "
+            "49 values") in failed["pairs"]
+    assert "if it takes only some sizes (even ones, multiples of 16), list them: @tfcheck.aot(shapes=[...])" \
+        in failed["pairs"]
+    assert [record["status"] for record in report["functions"] if record["function"] == "any_size.pairs_listed"] \
+        == ["built", "built"]  # the sizes listed, as the message says
+    assert failed["padded"].startswith(
+        "any_size.padded: tracing any_size.padded for inputs x: float32[1, x_1] (x_1 of unknown size) failed: "
+        "TypeError: Expected int32, but got None")
+    assert "to build one artifact per size instead, list the concrete shapes: @tfcheck.aot(shapes=[(1, 1), (1, 8)])" \
+        in failed["padded"]
