@@ -11,7 +11,8 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
   `return_sequences=True`), GATHER with `batch_dims`, ARG_MAX/ARG_MIN, whose int32 output
   TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout),
   BATCH_MATMUL of operands of different ranks or with a symbolic dimension (in
-  `symbolic_import.py`, which wraps the shape-computing converters);
+  `symbolic_import.py`, which wraps the shape-computing converters), FULLY_CONNECTED over an
+  input of rank above 2 without `keep_num_dims` (TVM kept its leading axes);
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
@@ -199,6 +200,8 @@ def _converter_class() -> type:
             self.convert_map["SCATTER_ND"] = functools.partial(_convert_scatter_nd, self, super().convert_scatter_nd)
             self.convert_map["TRANSPOSE_CONV"] = functools.partial(
                 _convert_transpose_conv, self, super().convert_transpose_conv)
+            self.convert_map["FULLY_CONNECTED"] = functools.partial(
+                _convert_fully_connected, self, super().convert_fully_connected)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.shape_values.wrap(self.convert_map)
@@ -406,6 +409,26 @@ def _convert_transpose_conv(converter: Any, upstream: Any, op: Any) -> Any:
     table = op.BuiltinOptions()
     options.Init(table.Bytes, table.Pos)
     return converter.convert_fused_activation_function(upstream(op), options.FusedActivationFunction())
+
+
+def _convert_fully_connected(converter: Any, upstream: Any, op: Any) -> Any:
+    """The upstream conversion with TFLite's rows: FULLY_CONNECTED without `keep_num_dims`
+    flattens its input to `[-1, inputs]` and returns `[rows, units]`, where TVM's converter
+    multiplies the input as it is and keeps its leading axes. TensorFlow's converter drops a
+    `tf.reshape(x, (-1, d))` before a dense layer into that flattening, so `[1, 1, 80]` stood for
+    `[1, 80]` and the next shape-sensitive operator failed (a greedy decoder's `logits[0]`: "Reshape
+    expects the new shape to be convertible from the old shape"), or the output had the wrong rank."""
+    from tflite.FullyConnectedOptions import FullyConnectedOptions
+    from tvm import relax
+
+    data, weight = converter.get_input_tensors(op)[:2]
+    options = FullyConnectedOptions()
+    table = op.BuiltinOptions()
+    options.Init(table.Bytes, table.Pos)
+    converted = upstream(op)
+    if options.KeepNumDims() or len(converter.get_tensor_shape(data)) <= 2:
+        return converted
+    return relax.op.reshape(converter.bb.normalize(converted), [-1, int(weight.tensor.ShapeAsNumpy()[0])])
 
 
 def _convert_expand_dims(converter: Any, op: Any) -> Any:
