@@ -119,8 +119,8 @@ def _unrunnable(label: str, lows: dict[str, int], free: list[str], given: dict[s
     fixed = [f"{name}={size}" + (" (its dims= lower bound)" if name in given else "")
              for name, size in lows.items() if name not in free]
     tried = ", ".join(map(str, (lows[free[0]], *PROBE_SIZES))) if free else ""
-    advice = [f"raise the dims= lower bound of {_names(bounded)} if it is too small"
-              for bounded in [[name for name in lows if name in given]] if bounded]
+    bounded = [name for name in lows if name in given]
+    advice = [f"raise the dims= lower bound of {_names(bounded)} if it is too small"] if bounded else []
     if free:
         advice.append(f"bound {_names(free)} to sizes the function takes, "
                       + dims_example(dict.fromkeys(free, ("MIN", "MAX")), label, decorator))
@@ -143,7 +143,7 @@ def unverifiable(label: str, sizes: dict[str, int], steps: list[dict[str, int]],
 
 
 def _shapes_hint(label: str, decorator: bool) -> str:
-    return "@tfcheck.aot(shapes=[...])" if decorator else f'[tool.tfcheck.build] shapes = {{ "{label}" = [...] }}'
+    return "@tfcheck.aot(shapes=[...])" if decorator else f'in pyproject.toml, [tool.tfcheck.build] shapes = {{ "{label}" = [...] }}'
 
 
 def _names(names: list[str]) -> str:
@@ -196,8 +196,9 @@ def output_dims(static: list[list[int | None]], observed: list[list[list[int]]],
 def entries_example(shapes: list[list[int | str | None]], label: str, decorator: bool = True,
                     dims: dict[str, SymbolicDim] | None = None) -> str:
     """Both spellings of shape entries for these signature shapes, unknown (None or named)
-    dimensions at their `dims` bounds, else as 1 and 8 (an image of 96 to 224 pixels a side is
-    not offered 1x1): the decorator's (a bare shape for a one-input function; not for a
+    dimensions at their `dims` bounds (without a maximum, 8 or twice the minimum: a minimum of 32
+    that `runnable_bounds` found is not offered twice), else as 1 and 8 (an image of 96 to 224
+    pixels a side is not offered 1x1): the decorator's (a bare shape for a one-input function; not for a
     SavedModel, which has no decorator) and the config's (always nested)."""
     def size(dim: int | str | None, largest: bool) -> int:
         if isinstance(dim, int):
