@@ -41,9 +41,10 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # are 43111's flag lines, whose file does not show what its caller passes (see its header), kept as
 # `expect-missing`. Issue 36 judged two expectations again by ../shared/JUDGING.md: keras#15360's
 # `self.batch_size`, set and read within each trace, and tensorflow#48851's print that announces
-# tracing on purpose are no findings (44 of 46).
+# tracing on purpose are no findings (44 of 46). With xuannianz/EfficientDet#263, a case issue 36's corpus
+# run found: 45 of 47.
 MEASURED_PRECISION_FLOOR = 1.0
-MEASURED_RECALL_FLOOR = 44 / 46
+MEASURED_RECALL_FLOOR = 45 / 47
 
 # The header of every case names the thread: "owner/repo#number" and its title.
 _THREAD = re.compile(r'^"""[\w.-]+/[\w.-]+#\d+ ')
