@@ -538,13 +538,6 @@ def _argument_for(function: FunctionInfo, call: ast.Call, parameter: str) -> ast
     return call.args[position]
 
 
-def _default_of(function: FunctionInfo, parameter: str) -> ast.expr | None:
-    args = function.node.args
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return next((default for arg, default in pairs if arg.arg == parameter), None)
-
 
 # -- Keras' LearningRateScheduler ---------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -697,7 +690,7 @@ def _helper_numbers(facts: FileFacts, argument: ast.expr, helper: FunctionInfo |
                 or any(k.arg is None for k in call.keywords):
             continue
         given = _argument_for(helper, call, argument.id)
-        value = _number_literal(given if given is not None else _default_of(helper, argument.id))
+        value = _number_literal(given if given is not None else helper.default_of(argument.id))
         if value is not None:
             found.append(value)
         elif given is not None and depth < 1:

@@ -80,6 +80,14 @@ class FunctionInfo:
     def lineno(self) -> int:
         return self.node.lineno
 
+    def default_of(self, name: str) -> ast.expr | None:
+        """The default value of the parameter `name`, if it has one."""
+        args = self.node.args
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None]
+        return next((default for arg, default in pairs if arg.arg == name), None)
+
     @property
     def params(self) -> list[str]:
         args = self.node.args

@@ -311,7 +311,7 @@ def _constructor_arguments(index: FileIndex, init: FunctionInfo, name: str) -> l
     """What the file passes as the parameter `name` of `init`: each instantiation's argument (or the
     default where it passes none), the default alone when there is no instantiation, and a Keras class's
     `get_config` entry. A call that may pass it through `*args`/`**kwargs` gives an unknown (None)."""
-    default = _default_of(init, name)
+    default = init.default_of(name)
     found: list[ast.expr | None] = []
     for call, implicit_self in index.instantiations(init):
         keywords = [*call.keywords]
@@ -347,13 +347,6 @@ def _spread_entries(index: FileIndex, mapping: ast.expr) -> list[ast.keyword]:
         return []
     return [ast.keyword(arg=key.value, value=value) for key, value in zip(mapping.keys, mapping.values)]
 
-
-def _default_of(function: FunctionInfo, name: str) -> ast.expr | None:
-    args = function.node.args
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None]
-    return next((default for arg, default in pairs if arg.arg == name), None)
 
 
 def _config_entries(index: FileIndex, init: FunctionInfo, name: str) -> list[ast.expr]:
