@@ -81,7 +81,8 @@ def _analyze_file(job: FileJob, config: Config, rules: Sequence[Rule], data: byt
             text = notebook.text
         else:
             text = decode_source(job.display, data)
-        candidate = bool(job.extra_roots or job.foreign_kinds) or _CANDIDATE.search(text) is not None
+        candidate = bool(job.extra_roots or job.foreign_kinds or job.reaching_arguments) \
+            or _CANDIDATE.search(text) is not None
         if not job.report and not candidate:
             return result  # another shard's file: only its calls into other files matter, and it has none
         result.lines = text.count("\n") + 1
@@ -104,7 +105,7 @@ def _analyze_source(job: FileJob, config: Config, rules: Sequence[Rule], source:
         return result
     try:
         facts = FileFacts(source, job.module, config.engine, dict(job.extra_roots), job.is_package,
-                          dict(job.foreign_kinds))
+                          dict(job.foreign_kinds), job.reaching_arguments)
     except RecursionError:
         result.findings.append(_parse_failure_finding(ParseFailure(job.display, "too deeply nested to analyse")))
         return result
@@ -114,13 +115,20 @@ def _analyze_source(job: FileJob, config: Config, rules: Sequence[Rule], source:
     result.external_calls = [(c.target, c.caller, c.line) for c in facts.graph.external_calls]
     result.class_kinds = facts.keras_class_summary()
     result.foreign_bases = facts.foreign_bases()
+    try:
+        result.parameter_sinks = facts.parameter_sinks(name for name, _ in job.extra_roots)
+    except Exception as exc:  # noqa: BLE001 - one file's crash must not stop the run
+        result.errors.append(InternalError(job.display, "the engine", describe_exception(exc)))
+    if job.report:
+        for rule in rules:
+            try:
+                result.findings.extend(rule.check(facts))
+            except Exception as exc:  # noqa: BLE001
+                result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})",
+                                                   describe_exception(exc)))
+    result.asked_arguments = sorted(facts.flows.asked)
     if not job.report:
         return result
-    for rule in rules:
-        try:
-            result.findings.extend(rule.check(facts))
-        except Exception as exc:  # noqa: BLE001
-            result.errors.append(InternalError(job.display, f"rule {rule.code} ({rule.name})", describe_exception(exc)))
     return _with_source(_filter(result, config, job.relative, source.text), source.text)
 
 

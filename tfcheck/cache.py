@@ -143,7 +143,7 @@ class LintCache:
 
     def _result_key(self, job: FileJob, sha: str, report: bool) -> str:
         return self.entry_key(sha, (job.display, job.relative, job.module, job.is_package, job.extra_roots,
-                                    job.foreign_kinds, report))
+                                    job.foreign_kinds, job.reaching_arguments, report))
 
     def store(self, entry_key: str, payload: Mapping[str, Any]) -> None:
         """Write an entry atomically; a cache that cannot be written only costs speed."""
@@ -194,7 +194,9 @@ def _result_payload(result: FileResult) -> dict[str, object]:
     return {"lines": result.lines, "findings": [f.to_dict(with_source=True) for f in result.findings],
             "suppressed": [f.to_dict(with_source=True) for f in result.suppressed],
             "external_calls": [list(call) for call in result.external_calls],
-            "class_kinds": [list(pair) for pair in result.class_kinds], "foreign_bases": result.foreign_bases}
+            "class_kinds": [list(pair) for pair in result.class_kinds], "foreign_bases": result.foreign_bases,
+            "asked_arguments": [list(pair) for pair in result.asked_arguments],
+            "parameter_sinks": [list(pair) for pair in result.parameter_sinks]}
 
 
 def _result_from_payload(display: str, data: dict[str, object]) -> FileResult | None:
@@ -203,11 +205,14 @@ def _result_from_payload(display: str, data: dict[str, object]) -> FileResult | 
         calls = [(str(target), str(caller), int(line)) for target, caller, line in data["external_calls"]]  # type: ignore[union-attr]
         class_kinds = [(str(name), str(kind)) for name, kind in data["class_kinds"]]  # type: ignore[union-attr]
         foreign_bases = [str(name) for name in data["foreign_bases"]]  # type: ignore[union-attr]
+        asked = [(str(target), str(argument)) for target, argument in data["asked_arguments"]]  # type: ignore[union-attr]
+        sinks = [(str(name), str(argument)) for name, argument in data["parameter_sinks"]]  # type: ignore[union-attr]
         lines = data["lines"]
         if not isinstance(lines, int):
             return None
         return FileResult(display, lines, decode_findings(data["findings"]), decode_findings(data["suppressed"]),
-                          external_calls=calls, class_kinds=class_kinds, foreign_bases=foreign_bases, cached=True)
+                          external_calls=calls, class_kinds=class_kinds, foreign_bases=foreign_bases,
+                          asked_arguments=asked, parameter_sinks=sinks, cached=True)
     except (KeyError, TypeError, ValueError):
         return None
 

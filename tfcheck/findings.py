@@ -148,6 +148,11 @@ class FileResult:
     # the file's Keras models and layers (qualified name, kind), and the bases it takes from other modules
     class_kinds: list[tuple[str, str]] = field(default_factory=list)
     foreign_bases: list[str] = field(default_factory=list)
+    # arguments of calls into other modules whose flow this file's rules asked about (target, argument),
+    # and the parameters of its functions that other files call from graph code that reach the graph
+    # (function qualname, argument): the argument is a keyword or a `#position`
+    asked_arguments: list[tuple[str, str]] = field(default_factory=list)
+    parameter_sinks: list[tuple[str, str]] = field(default_factory=list)
     # what was read, for the cache's stat manifest; and whether the result came from the cache
     read_as: tuple[StatSignature, str] | None = None
     cached: bool = False

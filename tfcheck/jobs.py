@@ -15,7 +15,8 @@ from tfcheck.shard import Shard
 @dataclass(frozen=True)
 class FileJob:
     """One file to analyse: where it is, how to show it, and what the project pass found for it (roots
-    other files give it, kinds of the classes of other files it builds on).
+    other files give it, kinds of the classes of other files it builds on, arguments that reach the
+    graph in the files it calls).
 
     `report` is False for files of other shards: only their calls into other modules are wanted.
     """
@@ -28,6 +29,8 @@ class FileJob:
     extra_roots: tuple[tuple[str, str], ...] = ()
     # kinds of classes of other files that this file's classes are built on (qualified name, kind)
     foreign_kinds: tuple[tuple[str, str], ...] = ()
+    # arguments of its calls into other files that reach the graph there (target as it names it, argument)
+    reaching_arguments: tuple[tuple[str, str], ...] = ()
     report: bool = True
 
 

@@ -26,6 +26,7 @@ instead of 21.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+import posixpath
 from dataclasses import replace
 
 from tfcheck.findings import FileResult
@@ -48,72 +49,103 @@ def analyze_project(jobs: Sequence[FileJob], analyze_many: AnalyzeMany) -> dict[
 
 class ProjectFacts:
     """What files of a run give each other, grown from the summaries of analysed files: extra roots
-    (functions other files call from graph code) and the kinds of classes other files build on.
+    (functions other files call from graph code), the kinds of classes other files build on, and the
+    arguments of calls into other files that reach the graph there.
 
     Two files of a run can have the same module name (scripts in folders without `__init__.py`): each
-    is linted, and calls into that name resolve to the first of them. A name a file imports the way a
-    script run from a subfolder does (`from tf2 import efficientdet_keras` for the run's
+    is linted, and a call into that name resolves to the one in the caller's folder, as Python's
+    `sys.path[0]` does for a script, else to the first of them. A name a file imports the way a script
+    run from a subfolder does (`from tf2 import efficientdet_keras` for the run's
     `efficientdet.tf2.efficientdet_keras`) resolves to the one module of the run it ends with.
+
+    Arguments cross files in two steps: a file's rules ask whether an argument of a call into another
+    module reaches the graph (`FileResult.asked_arguments`); the callee's file, analysed with that
+    function as a root, says which of its parameters do (`FileResult.parameter_sinks`); the asking
+    file is analysed again with the arguments that do (`FileJob.reaching_arguments`).
     """
 
     def __init__(self, jobs: Sequence[FileJob]) -> None:
-        self._by_module: dict[str, FileJob] = {}
+        self._jobs = {job.display: job for job in jobs}
+        self._by_module: dict[str, list[str]] = {}  # module -> displays of the files with that name
         for job in jobs:
-            self._by_module.setdefault(job.module, job)
-        self._module_by_display = {job.display: module for module, job in self._by_module.items()}
+            self._by_module.setdefault(job.module, []).append(job.display)
         self._by_suffix: dict[str, set[str]] = {}
         for module in self._by_module:
             parts = module.split(".")
             for cut in range(1, len(parts)):
                 self._by_suffix.setdefault(".".join(parts[cut:]), set()).add(module)
-        self._roots: dict[str, dict[str, str]] = {}  # module -> function -> why it is graph code
+        self._roots: dict[str, dict[str, str]] = {}  # display -> function -> why it is graph code
         self._kinds: dict[str, str] = {}  # qualified class -> model or layer
-        self._bases: dict[str, list[str]] = {}  # module -> the bases its classes take from other modules
-        self._given_kinds: dict[str, tuple[tuple[str, str], ...]] = {}  # module -> kinds its job carries
+        self._bases: dict[str, list[str]] = {}  # display -> the bases its classes take from other modules
+        self._given_kinds: dict[str, tuple[tuple[str, str], ...]] = {}  # display -> kinds its job carries
+        self._asked: dict[str, list[tuple[str, str]]] = {}  # display -> arguments its rules asked about
+        self._sinks: dict[str, set[tuple[str, str]]] = {}  # display -> (function, argument) reaching there
+        self._reaching: dict[str, tuple[tuple[str, str], ...]] = {}  # display -> arguments its job carries
 
     def absorb(self, results: Iterable[FileResult]) -> list[FileJob]:
         """Take in the summaries of `results` (in order: the first call to a function names its reason);
-        the jobs of the files that gained roots or class kinds, with all of them, in module order."""
+        the jobs of the files that gained roots, class kinds or reaching arguments, with all of them, in
+        module order."""
         changed: set[str] = set()
         for result in results:
             self._take_calls(result, changed)
             self._kinds.update(result.class_kinds)
-            module = self._module_by_display.get(result.path)
-            if module is not None:
-                self._bases[module] = result.foreign_bases
-        for module, bases in self._bases.items():
+            if result.path in self._jobs:
+                self._bases[result.path] = result.foreign_bases
+                self._asked[result.path] = result.asked_arguments
+                self._sinks[result.path] = set(result.parameter_sinks)
+        for display, bases in self._bases.items():
             kinds = tuple(sorted((base, self._kinds[name]) for base in bases
-                                 if (name := self._resolve(base)) is not None and name in self._kinds))
-            if kinds != self._given_kinds.get(module, ()):
-                self._given_kinds[module] = kinds
-                changed.add(module)
-        return [replace(self._by_module[module], extra_roots=tuple(sorted(self._roots.get(module, {}).items())),
-                        foreign_kinds=self._given_kinds.get(module, ())) for module in sorted(changed)]
+                                 if (name := self._resolve(base, display)) is not None and name in self._kinds))
+            if kinds != self._given_kinds.get(display, ()):
+                self._given_kinds[display] = kinds
+                changed.add(display)
+        for display, asked in self._asked.items():
+            reaching = tuple(sorted(question for question in asked if self._reaches(question, display)))
+            if reaching != self._reaching.get(display, ()):
+                self._reaching[display] = reaching
+                changed.add(display)
+        return [replace(self._jobs[display], extra_roots=tuple(sorted(self._roots.get(display, {}).items())),
+                        foreign_kinds=self._given_kinds.get(display, ()),
+                        reaching_arguments=self._reaching.get(display, ()))
+                for display in sorted(changed, key=lambda display: (self._jobs[display].module, display))]
 
     def _take_calls(self, result: FileResult, changed: set[str]) -> None:
         for target, caller, line in result.external_calls:
-            module, function = self._split_target(target)
-            if module is None:
+            display, function = self._split_target(target, result.path)
+            if display is None:
                 continue
-            file_roots = self._roots.setdefault(module, {})
+            file_roots = self._roots.setdefault(display, {})
             if function not in file_roots:
                 file_roots[function] = f"called from graph code in {caller} ({result.path}:{line})"
-                changed.add(module)
+                changed.add(display)
 
-    def _resolve(self, name: str) -> str | None:
+    def _reaches(self, question: tuple[str, str], asker: str) -> bool:
+        """Whether the argument `question` names reaches the graph in the file its target is in."""
+        target, argument = question
+        display, function = self._split_target(target, asker)
+        return display is not None and (function, argument) in self._sinks.get(display, ())
+
+    def _resolve(self, name: str, near: str) -> str | None:
         """`name` with its module part as the run names that module, or None outside the run."""
-        module, rest = self._split_target(name)
-        return f"{module}.{rest}" if module is not None else None
+        display, rest = self._split_target(name, near)
+        return f"{self._jobs[display].module}.{rest}" if display is not None else None
 
-    def _split_target(self, target: str) -> tuple[str | None, str]:
-        """Split `pkg.mod.Class.method` into the longest module of the run and the rest; a module named
-        as the run names it, or by the one module of the run that ends with it."""
+    def _split_target(self, target: str, near: str) -> tuple[str | None, str]:
+        """Split `pkg.mod.Class.method` into the file of the longest module of the run and the rest; a
+        module named as the run names it, or by the one module of the run that ends with it."""
         parts = target.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:cut])
-            if module in self._by_module:
-                return module, ".".join(parts[cut:])
             endings = self._by_suffix.get(module, set())
-            if len(endings) == 1:
-                return next(iter(endings)), ".".join(parts[cut:])
+            if module not in self._by_module and len(endings) == 1:
+                module = next(iter(endings))
+            if module in self._by_module:
+                return self._nearest(self._by_module[module], near), ".".join(parts[cut:])
         return None, target
+
+    @staticmethod
+    def _nearest(displays: list[str], near: str) -> str:
+        """Of the files with one module name, the one in the folder of `near`, else the first."""
+        folder = posixpath.dirname(near)
+        return next((display for display in displays if posixpath.dirname(display) == folder), displays[0])

@@ -41,6 +41,45 @@ def test_a_module_name_shared_by_two_files_resolves_to_the_first() -> None:
     assert changed.display == "a/train.py"
 
 
+def test_a_module_name_shared_by_two_files_resolves_to_the_callers_folder_first() -> None:
+    """`import utils` in a script resolves to the `utils.py` beside it, as `sys.path[0]` makes it
+    (google/uncertainty-baselines has ten script folders with a `utils.py` each)."""
+    roots = ProjectFacts([job("utils", "a/utils.py"), job("utils", "b/utils.py")])
+    [changed] = roots.absorb([FileResult("b/train.py", external_calls=[("utils.step", "main", 1)])])
+    assert changed.display == "b/utils.py"
+
+
+def test_an_argument_that_reaches_the_graph_in_the_callee_is_given_back_to_the_caller() -> None:
+    facts = ProjectFacts([job("train", "x/train.py"), job("utils", "x/utils.py")])
+    caller = FileResult("x/train.py", external_calls=[("utils.update", "step", 3)],
+                        asked_arguments=[("utils.update", "eval_time"), ("utils.update", "#1")])
+    [callee_job] = facts.absorb([caller])
+    assert callee_job.extra_roots == (("update", "called from graph code in step (x/train.py:3)"),)
+    callee = FileResult("x/utils.py", parameter_sinks=[("update", "eval_time"), ("update", "#0")])
+    [again] = facts.absorb([callee])
+    assert (again.display, again.reaching_arguments) == ("x/train.py", (("utils.update", "eval_time"),))
+    assert facts.absorb([callee]) == []  # settled
+
+
+def test_a_clock_read_passed_to_another_files_metric_helper_is_reported(project, run_cli) -> None:
+    """google/uncertainty-baselines 163351d baselines/toxic_comments/deterministic.py:323-357 and
+    utils.py:870-931, cut down: the eval time measured while tracing reaches a metric in utils.py."""
+    root = project({
+        "x/utils.py": "import tensorflow as tf\n\ndef make_update_fn(labels, eval_time=None):\n"
+                      "    def update_fn(metrics):\n        metrics['acc'].update_state(labels)\n"
+                      "        if eval_time:\n            metrics['eval_time'].update_state(eval_time)\n"
+                      "    return update_fn\n\ndef log_fn(labels, elapsed=None):\n    print('took', elapsed)\n"
+                      "    return labels\n",
+        "x/train.py": "import time\nimport tensorflow as tf\nimport utils\nmetrics = {}\n\n@tf.function\n"
+                      "def test_step(labels):\n    start = time.time()\n    elapsed = time.time() - start\n"
+                      "    utils.make_update_fn(labels, eval_time=elapsed)(metrics)\n"
+                      "    utils.log_fn(labels, time.time())\n",
+    })
+    result = run_cli(root, "check", "--no-cache", "--format", "json", ".")
+    found = [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout) if f["code"] == "TFC010"]
+    assert found == [("x/train.py", 8, "TFC010"), ("x/train.py", 9, "TFC010")]
+
+
 def test_a_file_is_analysed_again_in_each_round_it_gains_roots_and_keeps_them_all() -> None:
     """a.step -> b.first -> c.middle -> b.last: b gains roots in two rounds; its last analysis has both."""
     calls = {("pkg.a", ()): [("pkg.b.first", "step", 6)],

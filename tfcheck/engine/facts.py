@@ -10,12 +10,12 @@ kinds -> index -> values -> callgraph -> graphcode -> tfcalls/lifetime/state/ten
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 
 from tfcheck.engine import guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph
-from tfcheck.engine.flow import reaches_graph
+from tfcheck.engine.flow import CrossFileFlows, reaches_graph
 from tfcheck.engine.graphcode import KERAS_TRACING_METHODS, ExternalCall, GraphCode, find_graph_code
 from tfcheck.engine.index import LOOPS, EngineSettings, FileIndex
 from tfcheck.engine.modules import is_test_path
@@ -38,9 +38,13 @@ class FileFacts(FileIndex):
 
     def __init__(self, source: SourceFile, module_name: str, settings: EngineSettings | None = None,
                  extra_roots: Mapping[str, str] | None = None, is_package: bool = False,
-                 foreign_kinds: Mapping[str, str] | None = None) -> None:
+                 foreign_kinds: Mapping[str, str] | None = None,
+                 reaching_arguments: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__(source, module_name, settings, is_package, foreign_kinds)
         self.graph: GraphCode = find_graph_code(self, self.call_graph, extra_roots or {})
+        # arguments of calls into other modules that reach the graph there (the project pass's answers),
+        # and the questions this file's flows asked
+        self.flows = CrossFileFlows(frozenset(reaching_arguments))
 
     # -- values -----------------------------------------------------------------------------------
     def kinds(self, expr: ast.AST) -> set[str]:
@@ -127,7 +131,19 @@ class FileFacts(FileIndex):
 
     def reaches_graph(self, expr: ast.AST, function: FunctionInfo) -> bool:
         """Whether a value computed while tracing `function` ends up in the graph (tfcheck.engine.flow)."""
-        return reaches_graph(self, self.graph, self.call_graph, expr, function)
+        return reaches_graph(self, self.graph, self.call_graph, self.flows, expr, function)
+
+    def parameter_sinks(self, qualnames: Iterable[str]) -> list[tuple[str, str]]:
+        """The parameters of the named functions whose value reaches the graph, for calls from other files:
+        `(qualname, argument)` with each parameter named by keyword and, when positional, by `#position`
+        as a caller passes it (after `self`). Asked of the functions other files call from graph code."""
+        wanted = set(qualnames)
+        sinks: list[tuple[str, str]] = []
+        for info in self.functions:
+            if info.qualname in wanted:
+                sinks += [(info.qualname, key) for name, keys in _parameter_keys(info)
+                          if any(self.reaches_graph(use, info) for use in self.uses_of(name, info)) for key in keys]
+        return sinks
 
     # -- calls of tf.functions --------------------------------------------------------------------
     @cached_property
@@ -233,3 +249,14 @@ class FileFacts(FileIndex):
         return is_test_path(self.path)
 
     is_setup_method = staticmethod(state.is_setup_method)
+
+
+def _parameter_keys(info: FunctionInfo) -> list[tuple[str, list[str]]]:
+    """Each parameter a caller can pass, with the argument names that reach it: its keyword, and
+    `#position` for a positional one (a bound method's `self` or `cls` takes no position)."""
+    args = info.node.args
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    if info.cls is not None and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    keys = [(name, [name, f"#{position}"]) for position, name in enumerate(positional)]
+    return keys + [(a.arg, [a.arg]) for a in args.kwonlyargs]

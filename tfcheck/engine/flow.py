@@ -13,14 +13,22 @@ trace time is its purpose, as with the `seed=` of a stateful op (Keras' `random/
 `make_default_seed` draws `random.randint` to seed a generator's state). Its value reaches the graph only
 where a call of it in this file's graph code does: `tf.random.stateless_uniform(seed=[get_seed(), 0])`
 still freezes the same numbers into every call; a helper called from other files only is not reported.
+
+A value passed to a function of another module of the run crosses files (`CrossFileFlows`): it reaches
+the graph when the project pass says that parameter does, there (`utils.make_test_metrics_update_fn(...,
+eval_time=eval_time)` with a clock read, google/uncertainty-baselines' toxic_comments: the callee
+feeds it to a metric). Until then it counts as not reaching, and the question is kept for the pass,
+which analyses the file again once the other file answers yes.
 """
 
 from __future__ import annotations
 
 import ast
 
+from dataclasses import dataclass, field
+
 from tfcheck.engine.callgraph import CallGraph
-from tfcheck.engine.graphcode import GraphCode
+from tfcheck.engine.graphcode import GraphCode, external_targets
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import FunctionInfo
 
@@ -42,8 +50,23 @@ _CARRIERS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast
 _MAX_NAME_HOPS = 4
 
 
-def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: ast.AST, function: FunctionInfo,
-                  hops: int = 0) -> bool:
+@dataclass
+class CrossFileFlows:
+    """Arguments of calls into other modules of the run: those known to reach the graph there, and
+    those asked about. An argument is named by its keyword or by `#position` (`tfcheck.project`)."""
+
+    reaching: frozenset[tuple[str, str]] = frozenset()  # (target as this file names it, argument)
+    asked: set[tuple[str, str]] = field(default_factory=set)
+
+    def reaches(self, targets: list[str], argument: str) -> bool:
+        """Whether the argument reaches the graph in the module of any of `targets`; records the question."""
+        questions = [(target, argument) for target in targets]
+        self.asked.update(questions)
+        return any(question in self.reaching for question in questions)
+
+
+def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, flows: CrossFileFlows, expr: ast.AST,
+                  function: FunctionInfo, hops: int = 0) -> bool:
     """Whether the value of `expr`, evaluated in `function` while tracing, ends up in (or shapes) the graph."""
     node = expr
     while True:
@@ -51,7 +74,7 @@ def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: as
         if parent is None:
             return False
         if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)) or isinstance(parent, ast.Lambda):
-            return _returned_reaches(index, graph, calls, index.function_of(node), hops)
+            return _returned_reaches(index, graph, calls, flows, index.function_of(node), hops)
         if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and node is parent.test:
             return True
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and node is parent.iter:
@@ -64,14 +87,14 @@ def reaches_graph(index: FileIndex, graph: GraphCode, calls: CallGraph, expr: as
                 return False
             node, parent = parent, call
         if isinstance(parent, ast.Call) and node is not parent.func:
-            verdict = _call_verdict(index, graph, parent)
+            verdict = _call_verdict(index, graph, flows, parent, node)
             if verdict is not None:
                 return verdict
             node = parent
         elif isinstance(parent, _CARRIERS) or (isinstance(parent, ast.Call) and node is parent.func):
             node = parent
         elif isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-            return hops < _MAX_NAME_HOPS and any(reaches_graph(index, graph, calls, use, function, hops + 1)
+            return hops < _MAX_NAME_HOPS and any(reaches_graph(index, graph, calls, flows, use, function, hops + 1)
                                                  for use in _uses_of_targets(index, parent, function))
         else:
             return False
@@ -82,18 +105,19 @@ def _called(index: FileIndex, expr: ast.expr) -> bool:
     return isinstance(parent, ast.Call) and parent.func is expr
 
 
-def _returned_reaches(index: FileIndex, graph: GraphCode, calls: CallGraph, returning: FunctionInfo | None,
-                      hops: int) -> bool:
+def _returned_reaches(index: FileIndex, graph: GraphCode, calls: CallGraph, flows: CrossFileFlows,
+                      returning: FunctionInfo | None, hops: int) -> bool:
     """A returned value reaches the graph; a seed helper's only where a call of it in graph code does."""
     if returning is None or "seed" not in returning.name.lower():
         return True
     return hops < _MAX_NAME_HOPS and any(
-        reaches_graph(index, graph, calls, call, caller, hops + 1) for call, caller in calls.callers(returning)
+        reaches_graph(index, graph, calls, flows, call, caller, hops + 1) for call, caller in calls.callers(returning)
         if caller is not None and graph.in_graph_code(call))
 
 
-def _call_verdict(index: FileIndex, graph: GraphCode, call: ast.Call) -> bool | None:
-    """True: an argument of this call is graph data; False: it is not; None: follow the call's result."""
+def _call_verdict(index: FileIndex, graph: GraphCode, flows: CrossFileFlows, call: ast.Call,
+                  argument: ast.AST) -> bool | None:
+    """True: `argument` of this call is graph data; False: it is not; None: follow the call's result."""
     name = index.resolve(call.func)
     if name is not None:
         if name.startswith("tensorflow.python."):  # TensorFlow's own modules: only its ops build the graph
@@ -104,7 +128,21 @@ def _call_verdict(index: FileIndex, graph: GraphCode, call: ast.Call) -> bool | 
             return None
     if any(graph.is_graph_function(target) for target in index.function_target(call.func)):
         return True
-    return False
+    targets = external_targets(index, call)
+    key = _argument_key(call, argument)
+    return bool(targets) and key is not None and flows.reaches(targets, key)
+
+
+def _argument_key(call: ast.Call, argument: ast.AST) -> str | None:
+    """How the project pass names an argument: its keyword, or `#position` when no `*args` comes before it."""
+    if isinstance(argument, ast.keyword):
+        return argument.arg
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if arg is argument:
+            return f"#{position}"
+    return None
 
 
 def _uses_of_targets(index: FileIndex, assignment: ast.AST, function: FunctionInfo) -> list[ast.Name]:

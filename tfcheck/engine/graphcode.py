@@ -360,7 +360,7 @@ class _Discovery:
             self.edges.setdefault(caller, []).append(target)
         if reached:
             return
-        for name in _external_targets(index, call):
+        for name in external_targets(index, call):
             self.graph.external_calls.append(ExternalCall(name, caller.qualname, call.lineno))
 
     def spread_origins(self) -> None:
@@ -512,7 +512,7 @@ def _bound_values(index: FileIndex, expr: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _external_targets(index: FileIndex, call: ast.Call) -> list[str]:
+def external_targets(index: FileIndex, call: ast.Call) -> list[str]:
     """What a call from graph code runs in other modules: a function, the `call` of an object built from
     a class of another module (`self.encoder(x)` with `self.encoder = Encoder()`, `Encoder` imported),
     or a method of such an object (`self.runner.run_inner(x)` with `self.runner = Runner()`)."""
