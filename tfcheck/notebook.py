@@ -35,7 +35,14 @@ SUFFIX = ".ipynb"
 # Cell magics whose body is Python run by IPython (ruff's list); any other cell magic makes the cell
 # another language: `%%bash`, `%%writefile` (the file is written, not run), `%%html`, ...
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy"})
-_CELL_MAGIC = re.compile(r"\s*%%(\w+)")
+_CELL_MAGIC = re.compile(r"\s*%%(\w+)(.*)")
+# A cell magic the notebook defines itself (`@register_cell_magic def backend(line, cell):`) and that
+# runs its cell as Python (`get_ipython().run_cell(cell)`): Deep Learning with Python's notebooks
+# mark each framework's version of a cell `%%backend tensorflow`, `%%backend jax`, `%%backend torch`.
+_REGISTERED_MAGIC = re.compile(
+    r"@register_cell_magic(?:\(\s*['\"](\w+)['\"]\s*\))?\s*\n\s*def\s+(\w+)\s*\([^)]*\)\s*:(?s:(.*?))(?=\n\S|\Z)")
+# Words in such a magic's line that make its cell another framework's code, not TensorFlow's.
+_OTHER_FRAMEWORKS = frozenset({"jax", "torch", "pytorch"})
 # A line IPython rewrites before Python sees it: `%magic`, `!shell`, `?help`, `name = !shell`,
 # `name = %magic`, `obj?`/`obj??` help, and automagics. Only looked for in a cell that does not parse.
 # Automagics: line magics IPython runs without the `%` (`pip install x`, `cd data`), on a line that is
@@ -324,8 +331,15 @@ class CellPython:
         return column + self.dedent if line in self.dedented else column
 
 
-def python_lines(source: str) -> CellPython | None:
-    """A cell's lines as Python; None for a cell in another language."""
+def registered_magics(sources: Iterable[str]) -> frozenset[str]:
+    """The cell magics a notebook registers that run their cell's body as Python."""
+    return frozenset(match.group(1) or match.group(2) for source in sources
+                     for match in _REGISTERED_MAGIC.finditer(source) if "run_cell(" in match.group(3))
+
+
+def python_lines(source: str, registered: frozenset[str] = frozenset()) -> CellPython | None:
+    """A cell's lines as Python; None for a cell in another language (or, under a cell magic the
+    notebook registers, for another framework)."""
     lines = _LINE_BREAK.split(source)
     if lines and lines[-1] == "":
         lines.pop()
@@ -335,7 +349,8 @@ def python_lines(source: str) -> CellPython | None:
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     masked: dict[int, str] = {}  # line index -> its indentation
     if first is not None and (magic := _CELL_MAGIC.match(lines[first])):
-        if magic.group(1) not in PYTHON_CELL_MAGICS:
+        name, words = magic.group(1), set(magic.group(2).lower().split())
+        if name not in PYTHON_CELL_MAGICS and (name not in registered or words & _OTHER_FRAMEWORKS):
             return None
         masked[first] = ""
     if _MAYBE_ESCAPE.search(source) and not _parses("\n".join("" if i in masked else line
@@ -382,8 +397,9 @@ def load_notebook(path: str, data: bytes) -> NotebookSource:
     that do not parse (a syntax error is not always reported in the cell that has it) and leave them out.
     """
     notebook = Notebook.parse(path, decode_notebook(path, data))
+    registered = registered_magics(cell.source for cell in notebook.cells)
     cells = [(cell, python) for cell in notebook.cells
-             if (python := python_lines(cell.source)) is not None and python.lines]
+             if (python := python_lines(cell.source, registered)) is not None and python.lines]
     try:
         return _module(path, notebook, cells, [])
     except ParseFailure:

@@ -120,6 +120,26 @@ def test_a_python_cell_magic_keeps_its_body_linted(lint) -> None:
     assert (finding.cell, finding.line, finding.code) == (2, 4, "TFC001")
 
 
+# fchollet/deep-learning-with-python-notebooks, chapter10_interpreting-what-convnets-learn.ipynb, cell 4.
+BACKEND_MAGIC = ("import os\nfrom IPython.core.magic import register_cell_magic\n\n@register_cell_magic\n"
+                 "def backend(line, cell):\n    current, required = os.environ.get('KERAS_BACKEND', ''), "
+                 "line.split()[-1]\n    if current == required:\n        get_ipython().run_cell(cell)\n"
+                 "    else:\n        print(f'This cell requires the {required} backend.')\n")
+
+
+def test_a_cell_magic_the_notebook_registers_to_run_python_keeps_its_tensorflow_cells_linted(lint) -> None:
+    """The same notebook's cells 23, 27 and 29, cut down: `%%backend tensorflow` defines the tf.function
+    that the loop over filters calls with a Python int (a retrace per filter); the `%%backend jax`
+    version of the function is another framework's code, not what runs under TensorFlow."""
+    tf_cell = "%%backend tensorflow\nimport tensorflow as tf\n\n@tf.function\ndef step(image, index):\n" \
+              "    return image * tf.cast(index, tf.float32)\n"
+    jax_cell = "%%backend jax\nimport jax\n\n@jax.jit\ndef step(image, index):\n    return image * index\n"
+    loop = "def pattern(index):\n    return step(tf.ones([2]), index)\n\nfor index in range(64):\n    pattern(index)\n"
+    findings = lint({"ch10.ipynb": notebook(SETUP, BACKEND_MAGIC, tf_cell, jax_cell, loop)})
+    assert [(f.cell, f.line, f.code) for f in findings] == [(5, 2, "TFC012")]
+    assert python_lines("%%backend tensorflow\nx = 1\n") is None  # a magic nobody registered: not Python
+
+
 def test_a_cell_ipython_dedents_is_analysed_and_reported_at_its_own_columns(lint) -> None:
     """IPython removes the first line's indentation from a cell (the tensorflow/docs data guide has one)."""
     [finding] = lint({"d.ipynb": notebook(SETUP, "  @tf.function\n  def f(x):\n      print(x)\n")})
