@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from tfcheck.compiler.trace.graph_nodes import NodeMaker, become, reshape_attrs, with_rewrites
+
 # TensorFlow's 3-D pooling op -> the 2-D op that computes it one plane at a time.
 _PLANE_POOLS = {"MaxPool3D": "MaxPool", "AvgPool3D": "AvgPool"}
-_INT32 = 3  # DataType DT_INT32 (tensorflow/core/framework/types.proto)
 
 
 def pools_as_2d(graph_def: Any, graph: Any) -> Any:
@@ -32,14 +33,7 @@ def pools_as_2d(graph_def: Any, graph: Any) -> Any:
     the module) replaced by 2-D poolings; `graph_def` itself when it has none."""
     found = {index: shapes for index, node in enumerate(graph_def.node)
              if node.op in _PLANE_POOLS and (shapes := _shapes(node, graph)) is not None}
-    if not found:
-        return graph_def
-    rewritten = type(graph_def)()
-    rewritten.CopyFrom(graph_def)
-    taken = {node.name for node in graph_def.node}
-    for index, shapes in found.items():  # the new nodes go after these indices
-        _as_plane_pools(rewritten, rewritten.node[index], *shapes, taken)
-    return rewritten
+    return with_rewrites(graph_def, found, _as_plane_pools)
 
 
 def _shapes(node: Any, graph: Any) -> tuple[list[int], list[int]] | None:
@@ -55,66 +49,25 @@ def _shapes(node: Any, graph: Any) -> tuple[list[int], list[int]] | None:
     return None if any(size is None for part in sizes for size in part) else sizes
 
 
-def _as_plane_pools(graph_def: Any, node: Any, given: list[int], result: list[int], taken: set[str]) -> None:
+def _as_plane_pools(graph_def: Any, node: Any, shapes: tuple[list[int], list[int]], taken: set[str]) -> None:
     """Turn `node` into the last reshape of the chain in the module docstring; the rest are new
     nodes named under it."""
-    (depth, height, width, channels), (depth_out, height_out, width_out, _) = given, result
+    (depth, height, width, channels), (depth_out, height_out, width_out, _) = shapes
     kernel, strides = list(node.attr["ksize"].list.i), list(node.attr["strides"].list.i)
     dtype, padding, op = node.attr["T"].type, node.attr["padding"].s, _PLANE_POOLS[node.op]
-
-    def add(suffix: str, node_op: str, inputs: list[str]) -> Any:
-        added = graph_def.node.add()
-        added.name, added.op = _fresh(f"{node.name}/plane_pool/{suffix}", taken), node_op
-        added.input.extend(inputs)
-        return added
-
-    def shape(suffix: str, values: list[int]) -> str:
-        constant = add(suffix, "Const", [])
-        constant.attr["dtype"].type = _INT32
-        _int32_vector(constant.attr["value"].tensor, values)
-        return constant.name
-
-    def reshape(suffix: str, source: str, values: list[int]) -> str:
-        reshaped = add(suffix, "Reshape", [source, shape(f"{suffix}_shape", values)])
-        _reshape_attrs(reshaped, dtype)
-        return reshaped.name
+    nodes = NodeMaker(graph_def, f"{node.name}/plane_pool", taken)
 
     def pool(suffix: str, source: str, window: list[int], steps: list[int]) -> str:
-        pooled = add(suffix, op, [source])
+        pooled = nodes.add(suffix, op, [source])
         pooled.attr["T"].type, pooled.attr["padding"].s, pooled.attr["data_format"].s = dtype, padding, b"NHWC"
         pooled.attr["ksize"].list.i.extend([1, *window, 1])
         pooled.attr["strides"].list.i.extend([1, *steps, 1])
         return pooled.name
 
-    planes = pool("plane", reshape("planes", node.input[0], [-1, height, width, channels]), kernel[2:4], strides[2:4])
-    columns = reshape("columns", planes, [-1, depth, height_out * width_out, channels])
+    planes = pool("plane", nodes.reshape("planes", node.input[0], [-1, height, width, channels], dtype),
+                  kernel[2:4], strides[2:4])
+    columns = nodes.reshape("columns", planes, [-1, depth, height_out * width_out, channels], dtype)
     across = pool("depth", columns, [kernel[1], 1], [strides[1], 1])
-    controls = [name for name in node.input if name.startswith("^")]
-    node.op = "Reshape"
-    node.ClearField("input")
-    node.input.extend([across, shape("shape", [-1, depth_out, height_out, width_out, channels]), *controls])
-    node.ClearField("attr")
-    _reshape_attrs(node, dtype)
-
-
-def _reshape_attrs(node: Any, dtype: int) -> None:
-    """The attributes of a Reshape of a `dtype` tensor to an int32 shape."""
-    node.attr["T"].type, node.attr["Tshape"].type = dtype, _INT32
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or it with a number after it, whichever no node of the graph has."""
-    candidate, number = name, 1
-    while candidate in taken:
-        candidate, number = f"{name}_{number}", number + 1
-    taken.add(candidate)
-    return candidate
-
-
-def _int32_vector(tensor: Any, values: list[int]) -> None:
-    """Fill the TensorProto `tensor` with the int32 vector `values`, as `tf.make_tensor_proto` does
-    (shape, then the little-endian bytes as `tensor_content`), without importing TensorFlow: the
-    GraphDef is a protocol buffer, and only `trace/bridge.py` imports TensorFlow."""
-    tensor.dtype = _INT32
-    tensor.tensor_shape.dim.add().size = len(values)
-    tensor.tensor_content = np.array(values, dtype="<i4").tobytes()
+    shape = nodes.constant("shape", np.array([-1, depth_out, height_out, width_out, channels], np.int32))
+    become(node, "Reshape", [across, shape])
+    reshape_attrs(node, dtype)
