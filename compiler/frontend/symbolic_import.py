@@ -16,7 +16,7 @@ Four things in the frontend assume static shapes, and are handled here, for the 
   RESHAPE (and the shape ops themselves) then get the symbolic target;
 - converters that read a size or a bound as a constant, or call `int()` on a shape, where users'
   models give them symbolic ones (docs/importer-fixes.md, "Unknown dimensions in users' models"):
-  FILL and RESIZE_* to a computed size, STRIDED_SLICE of a tensor with a symbolic dimension, and
+  FILL, BROADCAST_TO and RESIZE_* to a computed size, STRIDED_SLICE of a tensor with a symbolic dimension, and
   TILE (whose data TVM reads from the expression table, which holds no constants).
 
 Any other operator that cannot take a symbolic size fails the import, naming the operator and its
@@ -312,6 +312,7 @@ class ShapeValues:
         convert_map["RESHAPE"] = functools.partial(self._reshape, convert_map["RESHAPE"])
         convert_map["BATCH_MATMUL"] = functools.partial(self._batch_matmul, convert_map["BATCH_MATMUL"])
         convert_map["FILL"] = functools.partial(self._fill, convert_map["FILL"])
+        convert_map["BROADCAST_TO"] = functools.partial(self._broadcast, convert_map["BROADCAST_TO"])
         convert_map["TILE"] = functools.partial(self._tile, convert_map["TILE"])
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
@@ -417,6 +418,20 @@ class ShapeValues:
             return upstream(op=op)
         shape = relax.ShapeExpr(list(self._values[dims.tensor_idx].reshape(-1)))
         return relax.op.full(shape, self._converter.get_tensor_expr(value))
+
+    def _broadcast(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """BROADCAST_TO a shape computed from shapes (`tf.broadcast_to(class_emb, [batch_size, 1,
+        d_model])`: a vision transformer's class token, emla2805/vision-transformer): the data
+        broadcast to the evaluated (symbolic) shape. TVM's converter makes a shape of the shape
+        tensor at run time, so the result's shape, and that of everything after it, was unknown
+        but for its rank, and the build failed later with a bare AssertionError."""
+        from tvm import relax
+
+        data, dims = self._converter.get_input_tensors(op)
+        if dims.tensor_idx not in self._values:
+            return upstream(op=op)
+        shape = relax.ShapeExpr(list(self._values[dims.tensor_idx].reshape(-1)))
+        return relax.op.broadcast_to(self._converter.get_tensor_expr(data), shape)
 
     def _tile(self, upstream: Callable[..., Any], op: Any) -> Any:
         """TILE with multiples known here (constants, or shape arithmetic that came out static) of
