@@ -427,18 +427,26 @@ def _already_frozen_converter(frozen: Any) -> Any:
     The converter freezes whatever function it is given, although ours has no variables left:
     for VGG16 that second pass took 60 s and 4 GB, for the same GraphDef (the flatbuffer is
     byte-for-byte the same: tests/compiler/test_tf_side_memory.py). The GraphDef it converts has
-    its 3-D poolings as 2-D ones, which TFLite has builtins for (`pooling3d.py`).
+    the ops TFLite has no builtin for rewritten into ones it has (`_rewritten_for_tflite`).
     """
     import tensorflow as tf
-
-    from tfcheck.compiler.trace.pooling3d import pools_as_2d
 
     class AlreadyFrozen(tf.lite.TFLiteConverter):
         def _freeze_concrete_function(self) -> tuple[Any, list[Any], list[Any], Any]:
             inputs = [tensor for tensor in frozen.inputs if tensor.dtype != tf.resource]
-            return pools_as_2d(frozen.graph.as_graph_def(), frozen.graph), inputs, frozen.outputs, frozen
+            return _rewritten_for_tflite(frozen.graph), inputs, frozen.outputs, frozen
 
     return AlreadyFrozen.from_concrete_functions([frozen])
+
+
+def _rewritten_for_tflite(graph: Any) -> Any:
+    """`graph`'s GraphDef with the rewrites before conversion applied (docs/build.md, "Rewrites
+    before conversion"): 3-D poolings as 2-D ones (`pooling3d.py`), `tf.image.extract_patches` as
+    reshapes or a convolution (`image_patches.py`)."""
+    from tfcheck.compiler.trace.image_patches import patches_as_builtins
+    from tfcheck.compiler.trace.pooling3d import pools_as_2d
+
+    return patches_as_builtins(pools_as_2d(graph.as_graph_def(), graph), graph)
 
 
 # The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.
@@ -468,9 +476,18 @@ def to_tflite(frozen: Any) -> bytes:
         if ops:
             raise StepError(
                 f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
-                "TFLite builtins (and so TVM's importer) cannot express; compute it outside the "
-                "compiled function or replace it with supported ops", op=", ".join(ops)) from error
+                "TFLite builtins (and so TVM's importer) cannot express; "
+                f"{_unrewritten_hint(ops)}compute it outside the compiled function or replace it with supported ops",
+                op=", ".join(ops)) from error
         raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
+
+
+def _unrewritten_hint(ops: list[str]) -> str:
+    """For an op that a rewrite before conversion takes in other forms, which forms (first: the
+    general advice follows)."""
+    from tfcheck.compiler.trace.image_patches import LIMITS
+
+    return "".join(f"{LIMITS[op]}; or " for op in ops if op in LIMITS)
 
 
 # TensorFlow calls whose implementation the converter cannot take, found by the node names in its
