@@ -10,14 +10,16 @@ file beside it (`compiler/build/library_weights.py`, docs/build.md "Memory").
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from tfcheck.compiler.process.child import EventWriter, child_main
-from tfcheck.compiler.process.messages import (BudgetFallback, Comparison, CompileRequest, CompileResult, DeviceCode,
-                                               RefusedSchedule, TuningOptions, TuningSummary, WholeModel)
+from tfcheck.compiler.process.messages import (KERNELS, BudgetFallback, Comparison, CompileRequest, CompileResult,
+                                               DeviceCode, KernelRecord, KernelTable, RefusedSchedule, TuningOptions,
+                                               TuningSummary, WholeModel, to_message)
 from tfcheck.compiler.process.target import BuildTarget
 from tfcheck.runtime.manifest import LIBRARY
 from tfcheck.runtime.threads import use_all_cores
@@ -49,6 +51,9 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     library = Path(request.out_dir) / LIBRARY
     library_weights = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS) if compiled.weights else 0
     device_code, cpu_features = _export(compiled.executable, library, request.target, target, variant)
+    if device == "cpu":
+        table = to_message(KernelTable(compiled.kernels))
+        (Path(request.out_dir) / KERNELS).write_text(json.dumps(table, indent=1), encoding="utf-8")
     tuning, budget_fallbacks = compiled.tuning, compiled.budget_fallbacks
     del compiled  # its constants (every weight) need not stay resident through verification
     compile_seconds = round(time.monotonic() - started, 3)
@@ -76,6 +81,7 @@ class Compiled(NamedTuple):
 
     executable: Any
     weights: list[Any]  # the constants `main` takes after the user's inputs (`lift_constants`); [] for none
+    kernels: list[KernelRecord]  # every kernel of a CPU build (`schedules.kernel_table`), for `bench --profile`
     tuning: TuningSummary | None  # what tuning did, when it ran
     # kernels whose first-choice default schedule was over the code-size budget (schedules/budget.py)
     budget_fallbacks: list[BudgetFallback]
@@ -91,7 +97,7 @@ def compile_module(mod: Any, target: Any, device: str, tuning: TuningOptions | N
     import tvm
 
     if device == "cuda":
-        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), [], None, [])
+        return Compiled(tvm.compile(_gpu_schedules(mod, target), target=target), [], [], None, [])
     from tfcheck.compiler.schedules import apply_default_schedules, budget_fallbacks
 
     default = apply_default_schedules(mod, target)
@@ -115,11 +121,19 @@ def _lifted(mod: Any, lift: bool) -> Any:
     return lift_constants(mod) if lift else LiftedConstants(mod, [])
 
 
-def _compile_cpu(lifted: Any, target: Any) -> tuple[Any, list[Any]]:
-    """The executable of a `LiftedConstants`' module, and the constants it takes."""
+def _compile_cpu(lifted: Any, target: Any) -> tuple[Any, list[Any], list[KernelRecord]]:
+    """The executable of a `LiftedConstants`' module, the constants it takes and its kernels."""
     from tfcheck.compiler.schedules import compile_cpu
 
-    return compile_cpu(lifted.mod, target), lifted.values
+    return compile_cpu(lifted.mod, target), lifted.values, _kernels(lifted.mod)
+
+
+def _kernels(mod: Any) -> list[KernelRecord]:
+    """`schedules.kernel_table(mod)` (the schedules import nothing of the build's messages) as
+    the artifact records it."""
+    from tfcheck.compiler.schedules import kernel_table
+
+    return [KernelRecord(**entry) for entry in kernel_table(mod)]
 
 
 def _gpu_schedules(mod: Any, target: Any) -> Any:
@@ -136,7 +150,7 @@ def _gpu_schedules(mod: Any, target: Any) -> Any:
 
 
 def _tune(mod: Any, default: Any, target: Any, tuning: TuningOptions,
-          lift: bool) -> tuple[Any, list[Any], TuningSummary]:
+          lift: bool) -> tuple[Any, list[Any], list[KernelRecord], TuningSummary]:
     """Tune per operator, then race the tuned model against the default one as a whole and keep
     the faster: per-kernel timings do not add up to the model's (see `compiler/tuning/model_timing.py`).
     With `lift`, each candidate takes its own constants as parameters (random ones in the race)."""
@@ -154,7 +168,8 @@ def _tune(mod: Any, default: Any, target: Any, tuning: TuningOptions,
     except UntimeableModel as error:
         return (*_compile_cpu(candidates["tuned"], target),
                 replace(summary, whole_model=WholeModel("tuned", why=str(error))))
-    return (result.executables[result.winner], candidates[result.winner].values,
+    winner = candidates[result.winner]
+    return (result.executables[result.winner], winner.values, _kernels(winner.mod),
             replace(summary, whole_model=result.summary()))
 
 

@@ -359,6 +359,28 @@ class BudgetFallback:
 
 
 @dataclass(frozen=True)
+class KernelRecord:
+    """What the build knows of one kernel of a CPU artifact (`schedules.kernel_table`), for
+    `tfcheck bench --profile` to name beside its time."""
+
+    kernel: str  # the PrimFunc's name, as the Relax VM calls it
+    rule: str  # the schedule rule that scheduled it, "metaschedule" (tuned) or "unscheduled"
+    buffers: str  # its parameters' shapes, "1x19x19x728 91x1x1x728x8 ..." (a symbolic extent by name)
+    multiply_adds: int | None  # per call, of its convolutions, dense layers and matmuls; None: none, or unknown
+
+
+# The file beside a CPU artifact's library that holds its `KernelTable` (docs/artifact-format.md).
+KERNELS = "kernels.json"
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """Every kernel of one CPU artifact: its `KERNELS` file, written by the compile child."""
+
+    kernels: list[KernelRecord]
+
+
+@dataclass(frozen=True)
 class CompileResult:
     tvm: str
     compile_seconds: float
@@ -405,3 +427,32 @@ class BenchResult:
     p90_ms: float
     runs: int
     setup_s: float
+
+
+# --- profiling: compiler/bench/profile.py --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    artifact: str  # the artifact folder
+    inputs: list[TensorSpec]  # concrete shapes
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's share of an inference, with what the build recorded of it."""
+
+    kernel: str
+    calls: int  # per inference
+    ms: float  # per inference, all its calls
+    rule: str  # "vm" for the VM's own functions (allocations), "unknown" without the build's record
+    buffers: str
+    gflops: float | None  # from the recorded multiply-adds; None where they are not known
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    median_ms: float  # one inference with its kernels timed
+    runs: int
+    kernels: list[KernelTime]  # slowest first

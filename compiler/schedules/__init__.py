@@ -13,6 +13,7 @@ from tfcheck.compiler.schedules.apply import (
     compile_cpu,
     default_schedule,
     fold_packed_weights,
+    kernel_table,
     legalize_and_fuse,
     schedule_module,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "compile_cpu",
     "default_schedule",
     "fold_packed_weights",
+    "kernel_table",
     "legalize_and_fuse",
     "schedule_module",
 ]

@@ -123,6 +123,23 @@ def budget_fallbacks(mod: tvm.IRModule) -> list[dict[str, Any]]:
     return sorted(found, key=lambda entry: entry["kernel"])
 
 
+def kernel_table(mod: tvm.IRModule) -> list[dict[str, Any]]:
+    """Each kernel of a scheduled module as `tfcheck bench --profile` names it beside its time:
+    ``{"kernel", "rule" (`RULE_ATTR`; "metaschedule" for a tuned kernel, else "unscheduled"),
+    "buffers" (its parameters' shapes), "multiply_adds" (`blocks.multiply_adds`)}``. The VM calls
+    each by its name here, so the times join on it."""
+    found = []
+    for gvar, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            attrs = func.attrs or {}
+            tuned = "metaschedule" if attrs.get("tirx.is_scheduled", False) else "unscheduled"
+            shapes = ["x".join(str(d.value if isinstance(d, tirx.IntImm) else d) for d in param.shape)
+                      for param in func.params if hasattr(param, "shape")]
+            found.append({"kernel": gvar.name_hint, "rule": str(attrs.get(RULE_ATTR, tuned)),
+                          "buffers": " ".join(shapes), "multiply_adds": blocks.multiply_adds(func)})
+    return sorted(found, key=lambda entry: entry["kernel"])
+
+
 def _run_passes(mod: tvm.IRModule, target: Target, passes: list[tvm.transform.Pass]) -> tvm.IRModule:
     """Run Relax passes with ``target`` current (legalisation and constant folding build for it)."""
     with target:

@@ -175,3 +175,42 @@ def realize(sch: s_tir.Schedule, block: SBlockRV) -> s_tir.SBlockRealize:
     if not isinstance(found, s_tir.SBlockRealize):
         raise s_tir.ScheduleError(f"block {sch.get(block).name_hint} is not directly under its innermost loop")
     return found
+
+
+def all_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
+    """Every block of the function below the root, nested ones included, in program order."""
+    found: list[SBlockRV] = []
+
+    def walk(block: SBlockRV) -> None:
+        for child in sch.get_child_blocks(block):
+            found.append(child)
+            walk(child)
+
+    walk(sch.get_sblock("root"))
+    return found
+
+
+def _is_multiply_accumulate(block: tirx.SBlock) -> bool:
+    """Whether ``block`` is a reduction step ``acc[...] = acc[...] + a * b`` (a convolution's, a
+    matmul's), not a max or a plain sum (a pooling's, a mean's)."""
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
+        return False
+    if not any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+        return False
+    operands = (store.value.a, store.value.b)
+    reads_itself = any(isinstance(o, tvm.ir.TensorLoad) and o.source.same_as(store.buffer) for o in operands)
+    return reads_itself and any(isinstance(o, tirx.Mul) for o in operands)
+
+
+def multiply_adds(func: tirx.PrimFunc) -> int | None:
+    """The multiply-adds one call computes (padding included), from the domains of its
+    multiply-accumulate blocks (convolutions, dense layers, matmuls): what a kernel's GFLOP/s are
+    counted from. None when it has none, or one of symbolic size. A block keeps its domain
+    whatever the schedule did to its loops, so the scheduled function answers as the legalised one."""
+    sch = s_tir.Schedule(func)
+    counts = [[iv.dom.extent for iv in sch.get(block).iter_vars] for block in all_blocks(sch)
+              if _is_multiply_accumulate(sch.get(block))]
+    if not counts or not all(isinstance(e, tirx.IntImm) for extents in counts for e in extents):
+        return None
+    return sum(math.prod(int(e.value) for e in extents) for extents in counts)

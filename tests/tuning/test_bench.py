@@ -154,3 +154,57 @@ def test_markdown_table_shows_median_and_ratio_and_failures() -> None:
         "|---|---|---:|---:|---:|",
         "| m.f | float32[2, 4] | 2 ms (1.00x) | 0.5 ms (0.25x) | failed |",
     ]
+
+
+@pytest.mark.slow
+def test_profile_times_every_kernel_with_its_rule(project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """`--profile` on a small model: the kernels' shares make up the inference's kernel time, each
+    kernel names the rule that scheduled it, the convolution and the dense layer have GFLOP/s;
+    the json form parses and the text form is a table."""
+    folder = project({"small.py": """
+        import numpy as np
+        import tensorflow as tf
+        import tfcheck
+
+        rng = np.random.default_rng(0)
+        kernel = tf.constant(rng.standard_normal((3, 3, 8, 16)).astype(np.float32))
+        dense = tf.constant(rng.standard_normal((16, 10)).astype(np.float32))
+
+        @tfcheck.aot
+        @tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 8], tf.float32)])
+        def small(x):
+            y = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME")), 2, 2, "VALID")
+            return tf.matmul(tf.reduce_mean(y, axis=[1, 2]), dense)
+    """})
+    assert run_cli(folder, "build", "small.py", "--out", "built").exit_code == 0
+    result = run_cli(folder, "bench", "built", "--profile", "--seconds", "0.2", "--min-runs", "3", "--format", "json")
+    assert result.exit_code == 0, result.output
+    [profile] = json.loads(result.stdout)
+    assert (profile["function"], profile["backend"], profile["error"]) == ("small.small", "tvm", None)
+    kernels = profile["kernels"]
+    assert kernels and profile["runs"] >= 3 and profile["median_ms"] > 0
+    assert sum(kernel["share"] for kernel in kernels) == pytest.approx(1.0, abs=0.01)
+    compiled = [kernel for kernel in kernels if not kernel["kernel"].startswith("vm.")]
+    assert compiled and all(kernel["rule"].startswith("schedule_") for kernel in compiled)
+    assert all(kernel["rule"] == "vm" for kernel in kernels if kernel["kernel"].startswith("vm."))
+    with_flops = [kernel["kernel"] for kernel in compiled if kernel["gflops"]]
+    assert any("conv2d" in name for name in with_flops) and any("matmul" in name for name in with_flops), compiled
+    text = run_cli(folder, "bench", "built", "--profile", "--seconds", "0.2", "--min-runs", "3")
+    assert text.exit_code == 0 and "schedule_contraction" in text.stdout and "GFLOP/s" in text.stdout
+
+
+def test_profile_markdown_lists_the_slowest_kernels_with_their_share() -> None:
+    from tfcheck.compiler.bench.profile import FunctionProfile, markdown
+    from tfcheck.compiler.process.messages import KernelTime
+
+    profile = FunctionProfile("m.f", [], "tvm", median_ms=4.0, runs=10, kernels=[
+        KernelTime("fused_conv2d", 2, 3.0, "schedule_contraction", "1x8x8x16 2x1x1x16x8 1x8x8x16", 12.5),
+        KernelTime("vm.builtin.alloc_tensor", 5, 1.0, "vm", "", None)])
+    assert markdown(profile, top=1).splitlines() == [
+        "m.f (tvm): 4.00 ms per inference (median of 10); kernels 4.00 ms in 7 calls; by rule: "
+        "schedule_contraction 3.00 ms, vm 1.00 ms",
+        "",
+        "| kernel | calls | ms per inference | share | rule | GFLOP/s | buffers |",
+        "|---|---:|---:|---:|---|---:|---|",
+        "| fused_conv2d | 2 | 3.000 | 75.0% | schedule_contraction | 12.5 | 1x8x8x16 2x1x1x16x8 1x8x8x16 |",
+    ]

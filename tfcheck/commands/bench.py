@@ -3,7 +3,8 @@
 Given artifacts (an `--out` folder, the cache, or one artifact), it measures them; given source
 files or modules, it first builds them with `tfcheck build` (default schedules, and tuned ones
 with `--tune`) in a child process. Every backend is measured in its own child process
-(`compiler/bench/latency.py`): this process imports neither TensorFlow nor TVM.
+(`compiler/bench/latency.py`): this process imports neither TensorFlow nor TVM. With `--profile`
+it times the artifacts' kernels instead, one artifact a child (`compiler/bench/profile.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from tfcheck.runtime.manifest import MANIFEST
 
 if TYPE_CHECKING:
     from tfcheck.compiler.bench.latency import FunctionBench, Measurement
+    from tfcheck.compiler.bench.profile import FunctionProfile
+    from tfcheck.compiler.process.messages import Budget
     from tfcheck.runtime.manifest import Manifest
 
 BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
@@ -48,8 +51,14 @@ BACKENDS = ("eager", "tf.function", "xla", "tflite", "tvm")
               show_default=True, help="markdown: the table for docs/benchmarks.md.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
               help="Seconds allowed for one backend of one function (setup included).")
+@click.option("--profile", is_flag=True,
+              help="Instead of comparing backends, time each kernel of the artifacts: its share of an inference, "
+                   "its schedule rule and GFLOP/s.")
+@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
+              help="With --profile: the slowest kernels shown in text and markdown (json has all).")
 def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuning_db: Path | None,
-          seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float) -> None:
+          seconds: float, min_runs: int, plot: Path | None, output_format: str, timeout: float, profile: bool,
+          top: int) -> None:
     """Compare compiled artifacts with every way TensorFlow runs the same function."""
     require("bench", "build")
     from tfcheck.compiler.bench.latency import bench_function, find_artifacts, group_by_function
@@ -63,6 +72,9 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
         if not groups:
             raise click.ClickException(f"no CPU artifacts found or built from {' '.join(sources)}")
         budget = Budget(min_runs=min_runs, max_seconds=seconds)
+        if profile:
+            _profile(groups, budget, timeout, output_format, top, console)
+            return
         results = []
         for group in groups:
             label = group[0].qualname
@@ -78,6 +90,42 @@ def bench(sources: tuple[str, ...], backends: str, tune: bool, trials: int, tuni
     if plot is not None:
         _plot(results, plot)
         console.print(f"chart written to {plot}")
+
+
+def _profile(groups: list[list[Manifest]], budget: Budget, timeout: float, output_format: str, top: int,
+             console: Console) -> None:
+    """`--profile`: the kernel table of every artifact, in the chosen format."""
+    from tfcheck.compiler.bench.latency import timed_inputs
+    from tfcheck.compiler.bench.profile import markdown, profile_artifacts
+
+    profiles = []
+    for group in groups:
+        with console.status(f"{group[0].qualname}: profiling"):
+            profiles += profile_artifacts(group, timed_inputs(group[0]), budget, timeout)
+    if output_format == "json":
+        click.echo(json.dumps([p.to_json() for p in profiles], indent=2))
+    elif output_format == "markdown":
+        click.echo("\n\n".join(markdown(p, top) for p in profiles))
+    else:
+        for found in profiles:
+            _print_profile(found, top, console)
+
+
+def _print_profile(profile: FunctionProfile, top: int, console: Console) -> None:
+    """One artifact's kernels, slowest first, under the line that sums them up."""
+    from tfcheck.compiler.bench.profile import COLUMNS, summary, table_rows
+
+    if profile.error:
+        console.print(f"[red]✗[/] {profile.function} ({profile.backend}): {profile.error}", highlight=False)
+        return
+    table = Table(title=summary(profile), title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("kernel", "rule", "buffers") else "right")
+    for row in table_rows(profile, top):
+        table.add_row(*row)
+    console.print(table)
+    if len(profile.kernels) > top:
+        console.print(f"({len(profile.kernels) - top} more kernels: --top, or --format json for all)", highlight=False)
 
 
 def _backends(text: str) -> tuple[str, ...]:
