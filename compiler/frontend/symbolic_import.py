@@ -317,6 +317,7 @@ class ShapeValues:
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
             convert_map[name] = functools.partial(self._resize, convert_map[name])
+        convert_map["TRANSPOSE_CONV"] = functools.partial(self._transposed_convolution, convert_map["TRANSPOSE_CONV"])
         from tflite.Conv2DOptions import Conv2DOptions
         from tflite.DepthwiseConv2DOptions import DepthwiseConv2DOptions
 
@@ -565,14 +566,37 @@ class ShapeValues:
         """RESIZE_* to a size computed from a symbolic shape (Keras `UpSampling2D` on an image of
         unknown height and width: AdaIN's decoder): TVM's own conversion, handed the evaluated
         (symbolic) size where it reads the size tensor's buffer."""
-        converter = self._converter
-        _, size = converter.get_input_tensors(op)
+        _, size = self._converter.get_input_tensors(op)
         if size.tensor_idx not in self._values:
             return upstream(op=op)
-        value = list(self._values[size.tensor_idx].reshape(-1))
+        return self._handed(upstream, op, size)
+
+    def _transposed_convolution(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """TRANSPOSE_CONV to an output shape computed from the batch alone (Keras `Conv2DTranspose`
+        over an unknown batch: `tf.shape(x)[0]` packed with its static height, width and
+        channels): TVM's own conversion, handed the evaluated shape where it reads the output
+        shape's buffer (it reads the static height, width and channels; the result's batch comes
+        from the input). TVM's converter reads the shape as a constant (`TypeError: a bytes-like
+        object is required, not 'int'`). An output height or width known only at run time stays
+        refused, saying so: the converter's padding and the output's size depend on it."""
+        output_shape = self._converter.get_input_tensors(op)[0]
+        if output_shape.tensor_idx not in self._values:
+            return upstream(op=op)
+        if not all(isinstance(dim, int) for dim in self._values[output_shape.tensor_idx][1:]):
+            raise NotImplementedError(
+                "a transposed convolution (Keras Conv2DTranspose, tf.nn.conv2d_transpose) whose output height or "
+                "width is known only at run time: tfcheck builds one over an unknown batch, not over an image of "
+                "unknown size; give the input's height and width sizes in the input_signature")
+        return self._handed(upstream, op, output_shape)
+
+    def _handed(self, upstream: Callable[..., Any], op: Any, tensor: Any) -> Any:
+        """TVM's conversion of `op`, handed the evaluated (symbolic) value of its input `tensor`
+        where it reads that tensor's buffer as a constant."""
+        converter = self._converter
+        value = list(self._values[tensor.tensor_idx].reshape(-1))
         read = converter.get_tensor_value
-        converter.get_tensor_value = lambda tensor, *args, **kwargs: (
-            value if tensor.tensor_idx == size.tensor_idx else read(tensor, *args, **kwargs))
+        converter.get_tensor_value = lambda wanted, *args, **kwargs: (
+            value if wanted.tensor_idx == tensor.tensor_idx else read(wanted, *args, **kwargs))
         try:
             return upstream(op=op)
         finally:

@@ -13,8 +13,8 @@ and its channel axes swapped:
 which runs on the NHWC convolution schedules of `compiler/schedules/` (packed weights, register
 tiles). The zeros cost multiplications (3/4 of them for a 2-D stride of 2, 7/8 in 3-D), which
 those schedules make up for many times over. The rewrite takes the frontend's forms (NHWC data,
-IOHW kernel; NDHWC, DHWOI) with one group and static shapes; anything else keeps TVM's lowering
-(`importer._lowerable_transposed_convolutions`).
+IOHW kernel; NDHWC, DHWOI) with one group and static shapes but for the batch, which may be
+symbolic; anything else keeps TVM's lowering (`importer._lowerable_transposed_convolutions`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class _AsConvolution(relax.PyExprMutator):
             return call
         layout, convolve, kernel_layout = form
         data, weight = call.args
-        shape, kernel = static_shape(data), static_shape(weight)
+        shape, kernel = _shape_but_batch(data), static_shape(weight)
         attrs = call.attrs
         if (shape is None or kernel is None or attrs.groups != 1 or attrs.data_layout != layout
                 or attrs.out_layout != layout or sorted(attrs.kernel_layout) != sorted(kernel_layout)):
@@ -65,7 +65,7 @@ class _AsConvolution(relax.PyExprMutator):
                         dilation=[int(d) for d in attrs.dilation], groups=1, data_layout=layout,
                         kernel_layout=kernel_layout, out_layout=layout, out_dtype=attrs.out_dtype)
 
-    def _spread(self, data: relax.Expr, shape: tuple[int, ...], strides: list[int]) -> relax.Expr:
+    def _spread(self, data: relax.Expr, shape: tuple[Any, ...], strides: list[int]) -> relax.Expr:
         """`data` [N, S..., C] with `stride - 1` zeros after each element along each spatial
         axis, the trailing zeros included ([N, S*s..., C]): a reshape that gives each spatial
         axis a unit axis after it, a pad of those to the stride, and a reshape back."""
@@ -78,7 +78,7 @@ class _AsConvolution(relax.PyExprMutator):
         return self.builder_.emit(relax.op.reshape(spread, [shape[0], *(n * s for n, s in zip(spatial, strides)),
                                                             shape[-1]]))
 
-    def _pad(self, spread: relax.Expr, shape: tuple[int, ...], kernel: list[int], attrs: Any) -> relax.Expr:
+    def _pad(self, spread: relax.Expr, shape: tuple[Any, ...], kernel: list[int], attrs: Any) -> relax.Expr:
         """The spread input padded for a stride-1 convolution that gives the transposed one's
         output; a negative pad (more padding than the kernel's extent) is a crop."""
         spatial = len(kernel)
@@ -101,6 +101,16 @@ class _AsConvolution(relax.PyExprMutator):
         return self.builder_.emit(relax.op.strided_slice(
             spread, axes=list(range(1, 1 + spatial)), begin=[max(-b, 0) for b in before],
             end=[size - max(-a, 0) for size, a in zip(sizes, after)]))
+
+
+def _shape_but_batch(expr: relax.Expr) -> tuple[Any, ...] | None:
+    """The shape of a tensor expression, its batch (axis 0) as it is, constant or symbolic (a
+    `Conv2DTranspose` over an unknown batch: the spread's reshapes carry it), its other dimensions
+    as ints; None unless those are all constants."""
+    values = getattr(getattr(expr.ty, "shape", None), "values", None)
+    if not values or not all(isinstance(value, tvm.tirx.IntImm) for value in values[1:]):
+        return None
+    return (values[0], *(int(value.value) for value in values[1:]))
 
 
 def as_convolutions(mod: tvm.IRModule) -> tvm.IRModule:

@@ -124,6 +124,47 @@ def attend(tokens):
 
 '''
 
+# Transposed convolutions over an unknown batch (issue 42): TFLite's TRANSPOSE_CONV takes its output
+# shape as a tensor, which Keras' Conv2DTranspose packs from `tf.shape(x)[0]` and its static height,
+# width and channels. A U-Net's decoder step (keras.io's "Image segmentation with a U-Net-like
+# architecture"; the original U-Net's 2x2 up-convolution) concatenates its output with the skip
+# connection. Over an image of unknown size the operator is refused, named, and the shape entries
+# build instead.
+TRANSPOSED = '''
+import keras
+import tensorflow as tf
+import tfcheck
+
+keras.utils.set_random_seed(0)
+up = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same")
+
+inputs = keras.Input((16, 16, 3))
+skip = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+down = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(keras.layers.MaxPooling2D(2)(skip))
+upped = keras.layers.Conv2DTranspose(8, 2, strides=2, padding="same")(down)
+decoded = keras.layers.Conv2D(2, 3, padding="same")(keras.layers.concatenate([upped, skip]))
+unet = keras.Model(inputs, decoded)
+
+
+@tfcheck.aot(dims={"batch": (1, 8)})
+@tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 3], tf.float32, name="image")])
+def upsample(image):
+    return up(image)
+
+
+@tfcheck.aot(dims={"batch": (1, 8)})
+@tf.function(input_signature=[tf.TensorSpec([None, 16, 16, 3], tf.float32, name="image")])
+def decode(image):
+    return unet(image, training=False)
+
+
+@tfcheck.aot(dims={"image_1": (4, 16), "image_2": (4, 16)}, shapes=[(1, 8, 8, 3)])
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="image")])
+def upsample_any_size(image):
+    return up(image)
+
+'''
+
 # fixtures/aot/symbolic.py's MLP alone, its batch bounded so that the build verifies at 1, 9 and 17.
 MLP = '''
 import keras
@@ -228,6 +269,28 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
         assert [g.shape for g in got] == shapes, name
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_transposed_convolutions_build_over_an_unknown_batch(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    (tmp_path / "transposed.py").write_text(TRANSPOSED)
+    code, report = build(run_cli, tmp_path, "--out", str(tmp_path / "out"))
+    assert code == 0, report
+    records = by_function(report)
+    for name in ("upsample", "decode"):
+        assert records[name]["verified"] and records[name]["dims"]["batch"]["verified"] == [1, 5, 8], records[name]
+    per_shape = records["upsample_any_size"]
+    assert per_shape["verified"] and per_shape["inputs"][0]["shape"] == [1, 8, 8, 3]
+    assert "no symbolic artifact (transposed.upsample_any_size: TVM cannot import TFLite operator TRANSPOSE_CONV" \
+        in per_shape["message"]
+    assert "give the input's height and width sizes in the input_signature" in per_shape["message"]
+    reference, library = _module(tmp_path / "transposed.py"), tfcheck.load(tmp_path / "out")
+    rng = np.random.default_rng(5)
+    for batch in (2, 7):
+        image, picture = (rng.standard_normal((batch, size, size, 3)).astype(np.float32) for size in (8, 16))
+        np.testing.assert_allclose(library.upsample(image), reference.up(image).numpy(), atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(library.decode(picture), reference.unet(picture, training=False).numpy(),
+                                   atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.slow

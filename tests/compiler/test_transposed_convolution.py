@@ -68,6 +68,20 @@ def test_other_forms_keep_tvms_lowering(attrs: dict) -> None:
     assert has_transposed_convolutions(as_convolutions(mod))
 
 
-def test_a_symbolic_size_keeps_tvms_lowering() -> None:
-    mod = _module((tvm.tirx.Var("n", "int64"), 4, 4, 2), (2, 3, 3, 3), strides=2, **TWO_D, out_layout="NHWC")
+def test_a_symbolic_batch_becomes_a_convolution_with_the_same_result_at_each_batch() -> None:
+    """A Keras `Conv2DTranspose` over an unknown batch (the importer gives it a symbolic batch)."""
+    mod = _module((tvm.tirx.Var("n", "int64"), 5, 6, 3), (3, 4, 3, 3), strides=2, padding=[0, 0, 1, 1], **TWO_D,
+                  out_layout="NHWC")
+    rewritten = as_convolutions(mod)
+    assert not has_transposed_convolutions(rewritten)
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((3, 4, 3, 3)).astype("float32")
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 5, 6, 3)).astype("float32")
+        expected = _run(_lowerable_transposed_convolutions(mod), x, w)
+        np.testing.assert_allclose(_run(rewritten, x, w), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_symbolic_height_keeps_tvms_lowering() -> None:
+    mod = _module((1, tvm.tirx.Var("h", "int64"), 4, 2), (2, 3, 3, 3), strides=2, **TWO_D, out_layout="NHWC")
     assert has_transposed_convolutions(as_convolutions(mod))
