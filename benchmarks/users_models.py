@@ -83,7 +83,7 @@ CASES = {
     "spleeter_unet": True,
     "gpt2_decoder": True,
     "bert_encoder": True,
-    "yolov3_tf2": False,
+    "yolov3_tf2_detect": False,
     "resnet_tutorial": False,
     "yolov4_tiny": True,
     "tfts_forecast": False,

@@ -36,6 +36,9 @@ l_token_type_ids = keras.layers.Input(shape=(max_seq_len,), dtype='int32')
 output = l_bert([l_input_ids, l_token_type_ids])
 model = keras.Model(inputs=[l_input_ids, l_token_type_ids], outputs=output)
 model.build(input_shape=[(None, max_seq_len), (None, max_seq_len)])
+l_bert_ids = BertModelLayer.from_params(bert_params, name="bert")  # a layer built for two inputs takes no other
+ids_model = keras.Model(inputs=l_input_ids, outputs=l_bert_ids(l_input_ids))
+ids_model.build(input_shape=(None, max_seq_len))
 
 
 @tfcheck.aot(dims={"batch": (1, 8)})
@@ -43,3 +46,9 @@ model.build(input_shape=[(None, max_seq_len), (None, max_seq_len)])
                               tf.TensorSpec([None, max_seq_len], tf.int32)])
 def encode(input_ids, token_type_ids):
     return model([input_ids, token_type_ids], training=False)
+
+
+@tfcheck.aot(dims={"batch": (1, 8)})
+@tf.function(input_signature=[tf.TensorSpec([None, max_seq_len], tf.int32)])
+def encode_ids(input_ids):
+    return ids_model(input_ids, training=False)

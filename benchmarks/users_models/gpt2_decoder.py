@@ -2,7 +2,8 @@
 decoder layers, d_model 768, 8 heads, dff 3072, 515 positions, a vocabulary of 24512, the output
 projection tied to the embedding), its forward pass as sample.py calls it for the first step
 (`model(context, training=False)`: logits and each layer's key/value `presents`), for one
-sequence of 1 to 128 tokens. Random weights."""
+sequence of 1 to 128 tokens, and of 64 tokens. Random weights. tf.keras 2 code (`add_weight`
+with a positional name): run with TF_USE_LEGACY_KERAS=1."""
 
 import os
 import sys
@@ -22,4 +23,10 @@ model(tf.ones([1, 8], tf.int32), training=False)
 @tfcheck.aot(dims={"context_1": (1, 128)})
 @tf.function(input_signature=[tf.TensorSpec([1, None], tf.int32)])
 def next_token_logits(context):
+    return model(context, training=False)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 64], tf.int32)])
+def next_token_logits_64(context):
     return model(context, training=False)
