@@ -17,16 +17,26 @@ _DEBUG_FLAG = ("import tensorflow as tf\nDEBUG = False\nclass Actor(tf.keras.Mod
 
 # Words that say a print reports tracing itself: "Tracing with", "traced", "retracing".
 _TRACING = re.compile(r"\b(re)?trac(e|ed|es|ing)\b", re.IGNORECASE)
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log", "vlog"})
+# Modules whose functions log: the standard library's, absl's, TensorFlow's v1 logging.
+_LOG_MODULES = ("logging.", "absl.logging.", "tensorflow.compat.v1.logging.", "tensorflow.logging.")
+# Calls that return a logger.
+_LOGGER_FACTORIES = frozenset({"logging.getLogger", "tensorflow.get_logger", "absl.logging.get_absl_logger"})
 
 
 class PrintInGraph(Rule):
-    """Python `print()` inside graph code runs only while the function is traced.
+    """Python `print()` or logging inside graph code runs only while the function is traced.
 
     ## What it does
     Finds calls to the built-in `print` in code that runs as a TensorFlow graph: functions decorated
     with `tf.function`, functions they call, and functions traced by `tf.data` or functional control
-    flow. A `print` in a branch only eager execution takes (`if tf.executing_eagerly():`,
-    `if hasattr(x, "numpy"):`) never runs while tracing and is not reported.
+    flow; and calls of `logging`, `absl.logging`, `tf.compat.v1.logging` or a logger
+    (`logging.getLogger(...)`, `tf.get_logger()`) there that log a tensor, the same pitfall by
+    another name (YosefLab/epitome#44 and #51: the loss logged once, as `Tensor("Mean_3:0", ...)`).
+    A message that logs no tensor (a warning about an argument, a note on what is being built) is
+    fine once per trace and is not reported. A `print` in a branch only eager execution takes
+    (`if tf.executing_eagerly():`, `if hasattr(x, "numpy"):`) never runs while tracing and is not
+    reported.
 
     ## Why is this bad
     Python side effects happen only while tracing. The message is printed on the first call (and on
@@ -68,6 +78,13 @@ class PrintInGraph(Rule):
         _DEBUG_FLAG.replace("False", "True"),
         _DEBUG_FLAG + "def main():\n    global DEBUG\n    DEBUG = True\n",
         _DEBUG_FLAG.replace("if DEBUG:", "if not DEBUG:"),
+        # YosefLab/epitome#51 (epitome/models.py, cut down): the loss logged in a tf.function train step.
+        "import tensorflow as tf\n@tf.function\ndef train_step(step, x):\n    loss = tf.reduce_mean(x)\n"
+        "    tf.compat.v1.logging.info(str(step) + ' ' + str(loss))\n    return loss\n",
+        "import logging\nimport tensorflow as tf\nlogger = logging.getLogger(__name__)\n@tf.function\n"
+        "def f(x):\n    y = tf.square(x)\n    logger.info('y = %s', y)\n    return y\n",
+        "from absl import logging\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.reduce_sum(x)\n"
+        "    logging.info('sum: %s', s)\n    return s\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    tf.print(x)\n",
@@ -84,6 +101,13 @@ class PrintInGraph(Rule):
         # (SAC-HER-Tensorflow2 3326bed Debug/models.py:24-94, cut down).
         _DEBUG_FLAG,
         _DEBUG_FLAG.replace("if DEBUG:", "if not DEBUG:\n            pass\n        else:"),
+        # A warning about a Python setting, once per trace on purpose (keras/src's own style), and a
+        # static shape logged while building.
+        "import logging\nimport tensorflow as tf\n@tf.function\ndef f(x, mode='train'):\n"
+        "    if mode not in ('train', 'eval'):\n        logging.warning('unknown mode %s', mode)\n    return x\n",
+        "from absl import logging\nimport tensorflow as tf\n@tf.function\ndef f(x):\n"
+        "    logging.info('input shape %s', x.shape)\n    return x\n",
+        "import logging\nimport tensorflow as tf\ndef f(x):\n    logging.info('x = %s', tf.reduce_sum(x))\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -98,6 +122,45 @@ class PrintInGraph(Rule):
                 fix = Fix(f"Replace `print` with `{tf_alias}.print`", (_callee_edit(facts, call, f"{tf_alias}.print"),))
             yield self.finding(facts, call, "print() runs only while tracing, not on every call; use tf.print()",
                                fix, function)
+        for call, function in facts.graph_nodes(ast.Call):
+            assert isinstance(call, ast.Call)
+            logged = _logged_tensor(facts, call)
+            if logged is not None and not facts.in_eager_only_branch(call, function) \
+                    and not _meant_for_tracing(facts, call):
+                yield self.finding(
+                    facts, call, f"`{facts.text(call.func)}()` runs only while tracing: it logs `{facts.text(logged)}` "
+                    "once, as a symbolic tensor, not its value on every call; use tf.print()", function=function)
+
+
+def _logged_tensor(facts: FileFacts, call: ast.Call) -> ast.expr | None:
+    """The first tensor a logging call logs, or None when the call does not log or logs no tensor."""
+    if not _is_logging(facts, call.func):
+        return None
+    values = [*call.args, *(keyword.value for keyword in call.keywords if keyword.arg is None)]
+    return next((found for arg in values for found in _tensors_in(facts, arg)), None)
+
+
+def _tensors_in(facts: FileFacts, arg: ast.expr) -> list[ast.expr]:
+    """Tensors an argument formats: the argument itself, or operands of `str()`, `+`, f-strings and `%`."""
+    return [node for node in ast.walk(arg) if isinstance(node, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
+            and facts.surely_tensor(node) and not facts.tensor_metadata(node)]
+
+
+def _is_logging(facts: FileFacts, func: ast.expr) -> bool:
+    """`logging.info`, `absl.logging.warning`, `tf.compat.v1.logging.info`, or a method of a logger."""
+    name = facts.resolve(func)
+    if name is not None:
+        return name.startswith(_LOG_MODULES) and name.rsplit(".", 1)[-1] in _LOG_METHODS
+    if not isinstance(func, ast.Attribute) or func.attr not in _LOG_METHODS:
+        return False
+    receiver = func.value
+    if isinstance(receiver, ast.Call):
+        return facts.resolve(receiver.func) in _LOGGER_FACTORIES
+    if isinstance(receiver, ast.Name):
+        bound = [binding.value for binding in facts.bindings_of(receiver)]
+        return bool(bound) and all(isinstance(value, ast.Call) and facts.resolve(value.func) in _LOGGER_FACTORIES
+                                   for value in bound)
+    return False
 
 
 def _meant_for_tracing(facts: FileFacts, call: ast.Call) -> bool:
