@@ -12,7 +12,8 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
   TVM made int64, GATHER_ND and SCATTER_ND (TVM's converter gives both Relay's index layout),
   BATCH_MATMUL of operands of different ranks or with a symbolic dimension (in
   `symbolic_import.py`, which wraps the shape-computing converters), FULLY_CONNECTED over an
-  input of rank above 2 without `keep_num_dims` (TVM kept its leading axes);
+  input of rank above 2 without `keep_num_dims` (TVM kept its leading axes), TRANSPOSE_CONV
+  (its fused activation and its output padding, both dropped);
 - moves transposed convolutions (TRANSPOSE_CONV, CONV_3D_TRANSPOSE) to the channels-first
   layouts TVM can lower (`_lowerable_transposed_convolutions`);
 - turns any exception raised while converting one operator into an `ImporterError` that names
@@ -22,7 +23,9 @@ The import itself runs TVM's converter through a subclass (`_converter_class`) t
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -399,16 +402,52 @@ def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
 
 
 def _convert_transpose_conv(converter: Any, upstream: Any, op: Any) -> Any:
-    """The upstream conversion with the operator's fused activation applied: TVM's TRANSPOSE_CONV
-    ignores `TransposeConvOptions.FusedActivationFunction`, which TFLite's converter sets when a
-    ReLU follows a transposed convolution (after folding a batch norm into it), so the ReLU was
-    lost (keras.io's U-Net: 54816 of 76800 outputs wrong)."""
+    """The upstream conversion to TFLite's output shape, with the operator's fused activation
+    applied. TVM's TRANSPOSE_CONV ignores `TransposeConvOptions.FusedActivationFunction`, which
+    TFLite's converter sets when a ReLU follows a transposed convolution (after folding a batch
+    norm into it), so the ReLU was lost (keras.io's U-Net: 54816 of 76800 outputs wrong); and it
+    passes no output padding (`_padded_to`)."""
     from tflite.TransposeConvOptions import TransposeConvOptions
 
     options = TransposeConvOptions()
     table = op.BuiltinOptions()
     options.Init(table.Bytes, table.Pos)
-    return converter.convert_fused_activation_function(upstream(op), options.FusedActivationFunction())
+    wanted = converter.shape_values.value(converter.get_input_tensors(op)[0])
+    with _padded_to(converter, None if wanted is None else list(wanted.reshape(-1))):
+        converted = upstream(op)
+    return converter.convert_fused_activation_function(converted, options.FusedActivationFunction())
+
+
+@contextlib.contextmanager
+def _padded_to(converter: Any, wanted: list[Any] | None) -> Iterator[None]:
+    """While TVM's TRANSPOSE_CONV converts: its `conv2d_transpose` given the output padding that
+    makes its result TFLite's output shape `wanted` (constant or symbolic). TVM's converter passes
+    none, so a kernel smaller than its stride (`Conv2DTranspose(4, 1, strides=2)`, where TFLite's
+    output is `h * 2` and the windows reach `(h - 1) * 2 + 1`) came out a row short per axis, which
+    verification caught (`float32[1, 15, 15, 4] instead of float32[1, 16, 16, 4]`). The padded rows
+    get no input, as in TensorFlow: only the bias."""
+    from tvm import relax, sym, tirx
+
+    original = relax.op.nn.conv2d_transpose
+
+    def padded(data: Any, weight: Any, *args: Any, **kwargs: Any) -> Any:
+        call = original(data, weight, *args, **kwargs)
+        got = converter._infer_shape(converter.bb.normalize(call))  # noqa: SLF001 - the frontend's own helper
+        missing = [sym.Analyzer().simplify(wanted[axis] - got[axis]) for axis in (1, 2)]
+        strides = kwargs.get("strides", args[0] if args else (1, 1))
+        if not all(isinstance(extra, tirx.IntImm) and 0 <= extra.value < stride
+                   for extra, stride in zip(missing, strides)) or not any(extra.value for extra in missing):
+            return call
+        return original(data, weight, *args, output_padding=[extra.value for extra in missing], **kwargs)
+
+    if wanted is None:
+        yield
+        return
+    relax.op.nn.conv2d_transpose = padded
+    try:
+        yield
+    finally:
+        relax.op.nn.conv2d_transpose = original
 
 
 def _convert_fully_connected(converter: Any, upstream: Any, op: Any) -> Any:

@@ -16,7 +16,8 @@ Four things in the frontend assume static shapes, and are handled here, for the 
   RESHAPE (and the shape ops themselves) then get the symbolic target;
 - converters that read a size or a bound as a constant, or call `int()` on a shape, where users'
   models give them symbolic ones (docs/importer-fixes.md, "Unknown dimensions in users' models"):
-  FILL, BROADCAST_TO and RESIZE_* to a computed size, STRIDED_SLICE of a tensor with a symbolic dimension, and
+  FILL, BROADCAST_TO, RESIZE_* and TRANSPOSE_CONV to a computed size, STRIDED_SLICE of a tensor
+  with a symbolic dimension or with bounds computed from shapes (a U-Net's centre crops), and
   TILE (whose data TVM reads from the expression table, which holds no constants).
 
 Any other operator that cannot take a symbolic size fails the import, naming the operator and its
@@ -29,6 +30,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -294,6 +296,46 @@ def _axis_bounds(dim: Any, start: int, stop: int | None, step: int, masked: tupl
     return (0 if masked[0] else clip(start)), (dim if masked[1] or stop is None else clip(stop))
 
 
+def _shown(value: Any) -> str:
+    """A size, a bound or a list of them as a message shows it: `rows_1 // 2 - 2`, not TVMScript's
+    `rows_1 // T.int64(2) - T.int64(2)`."""
+    text = f"[{', '.join(map(_shown, value))}]" if isinstance(value, (list, tuple)) else str(value)
+    return re.sub(r"T\.int64\((-?\d+)\)", r"\1", text)
+
+
+def _axis_slice(dim: Any, start: Any, stop: Any, step: int, masked: tuple[int, int], shrink: bool) -> tuple[Any, Any] | None:
+    """(start, stop) of one axis of a strided slice for Relax's `strided_slice`, None where the
+    slice keeps the whole axis; a shrunk axis is the one element at `start` (-1: the last).
+    Bounds known only at run time go through `_run_time_bounds`."""
+    if not (isinstance(start, int) and isinstance(stop, int)):
+        return _run_time_bounds(dim, start, stop, step, masked, shrink)
+    if shrink:
+        stop, step, masked = (start + 1) or None, 1, (0, 0)
+    whole = step == 1 and (masked[0] or start == 0) and (
+        masked[1] or stop is None or (isinstance(dim, int) and stop >= dim))
+    return None if whole else _axis_bounds(dim, start, stop, step, masked)
+
+
+def _run_time_bounds(dim: Any, start: Any, stop: Any, step: int, masked: tuple[int, int],
+                     shrink: bool) -> tuple[Any, Any]:
+    """(start, stop) of an axis sliced by bounds computed from shapes, where they provably lie in
+    `[0, dim]` at a step of 1, so that TensorFlow's clipping changes nothing (a centre crop:
+    `(h - crop) // 2` to that plus `crop`, with `crop <= h` for every `h`). Otherwise the clipping
+    would depend on the size, which the result's shape cannot hold: refused, saying so."""
+    from tvm import sym
+
+    first, last = 0 if masked[0] else start, dim if masked[1] else stop
+    analyzer, strength = sym.Analyzer(), sym.ProofStrength.SYMBOLIC_BOUND  # floor divisions of one size
+    if step != 1 or shrink or not (analyzer.can_prove(first >= 0, strength) and analyzer.can_prove(last <= dim, strength)):
+        raise NotImplementedError(
+            f"a slice of an axis of size {_shown(dim)} from {_shown(first)} to {_shown(last)} (step {step}), bounds "
+            "computed at run time "
+            "from the input's shape that tfcheck cannot prove lie inside the axis at every size, as it can for a "
+            "centre crop (x[:, d:d + h] with d = (tf.shape(x)[1] - h) // 2): the result's size would depend on "
+            "TensorFlow's clipping. Give the input's dimensions fixed sizes")
+    return first, last
+
+
 class _NotShapeArithmetic(Exception):
     """The operator is not shape arithmetic this module evaluates: convert it as usual."""
 
@@ -340,7 +382,7 @@ class ShapeValues:
         shape = converter._infer_shape(converter.get_tensor_expr(tensor))  # noqa: SLF001 - the frontend's own helper
         return None if shape is None else [_int_or_symbolic(dim) for dim in shape]
 
-    def _value(self, tensor: Any) -> np.ndarray | None:
+    def value(self, tensor: Any) -> np.ndarray | None:
         """A shape value already evaluated, or a constant int tensor's value; None otherwise."""
         if tensor.tensor_idx in self._values:
             return self._values[tensor.tensor_idx]
@@ -376,7 +418,7 @@ class ShapeValues:
         """Evaluate shape arithmetic whose inputs are all shape values or constants, and whose
         inputs include a shape value (plain constant arithmetic is left to the converter)."""
         tensors = self._converter.get_input_tensors(op)
-        values = [self._value(tensor) for tensor in tensors]
+        values = [self.value(tensor) for tensor in tensors]
         if any(value is None for value in values) or not any(t.tensor_idx in self._values for t in tensors):
             return upstream(op=op)
         try:
@@ -442,23 +484,25 @@ class ShapeValues:
         from tvm import relax
 
         data, multiples = self._converter.get_input_tensors(op)
-        value = self._value(multiples)
+        value = self.value(multiples)
         if value is None or not all(isinstance(item, int) for item in value.reshape(-1)):
             return upstream(op=op)
         return relax.op.tile(self._converter.get_tensor_expr(data), [int(item) for item in value.reshape(-1)])
 
     def _sliced(self, upstream: Callable[..., Any], op: Any) -> Any:
         """STRIDED_SLICE of a tensor with a symbolic dimension (`mask[:, :3]`, `images[..., ::-1]`
-        under an unknown batch), with constant begin, end and strides: Relax's `strided_slice` on
-        the axes it changes, with bounds clipped to each axis as TensorFlow clips them, so that the
-        result's shape is known (symbolically). TVM's converter calls `int()` on the input's shape.
+        under an unknown batch), with constant begin, end and strides, or bounds computed from
+        shapes (a U-Net's centre crop, `x[:, d:d + h]` with `d = (tf.shape(x)[1] - h) // 2`):
+        Relax's `strided_slice` on the axes it changes, with bounds clipped to each axis as
+        TensorFlow clips them (`_axis_slice`), so that the result's shape is known (symbolically).
+        TVM's converter calls `int()` on the input's shape, and reads the bounds as constants.
         Ellipsis and new-axis masks are left to it."""
         from tflite.StridedSliceOptions import StridedSliceOptions
         from tvm import relax
 
         converter = self._converter
         data, *bounds = converter.get_input_tensors(op)
-        begin, end, strides = (constant_value(converter, tensor) for tensor in bounds)
+        begin, end, strides = (self.value(tensor) for tensor in bounds)
         options = StridedSliceOptions()
         options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
         shape = self.tensor_shape(data)
@@ -468,17 +512,15 @@ class ShapeValues:
         axes, starts, stops, steps, shrunk = [], [], [], [], []
         for axis, (start, stop, step) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
             masked = (options.BeginMask() >> axis & 1, options.EndMask() >> axis & 1)
-            if options.ShrinkAxisMask() >> axis & 1:  # one element, at `start` (-1: the last)
+            shrink = bool(options.ShrinkAxisMask() >> axis & 1)
+            if shrink:
                 shrunk.append(axis)
-                stop, step, masked = (start + 1) or None, 1, (0, 0)
-            whole = step == 1 and (masked[0] or start == 0) and (
-                masked[1] or stop is None or (isinstance(shape[axis], int) and stop >= shape[axis]))
-            if not whole:
-                first, last = _axis_bounds(shape[axis], start, stop, step, masked)
+            sliced = _axis_slice(shape[axis], start, stop, int(step), masked, shrink)
+            if sliced is not None:
                 axes.append(axis)
-                starts.append(first)
-                stops.append(last)
-                steps.append(step)
+                starts.append(sliced[0])
+                stops.append(sliced[1])
+                steps.append(int(step))
         expr = converter.get_tensor_expr(data)
         if axes:
             # Bounds for positive steps are clipped above; Relax clips those of negative ones.
@@ -572,28 +614,56 @@ class ShapeValues:
         return self._handed(upstream, op, size)
 
     def _transposed_convolution(self, upstream: Callable[..., Any], op: Any) -> Any:
-        """TRANSPOSE_CONV to an output shape computed from the batch alone (Keras `Conv2DTranspose`
-        over an unknown batch: `tf.shape(x)[0]` packed with its static height, width and
-        channels): TVM's own conversion, handed the evaluated shape where it reads the output
-        shape's buffer (it reads the static height, width and channels; the result's batch comes
-        from the input). TVM's converter reads the shape as a constant (`TypeError: a bytes-like
-        object is required, not 'int'`). An output height or width known only at run time stays
-        refused, saying so: the converter's padding and the output's size depend on it."""
+        """TRANSPOSE_CONV to an output shape computed from symbolic sizes (Keras `Conv2DTranspose`
+        over an unknown batch: `tf.shape(x)[0]` packed with the static height, width and channels;
+        over an image of unknown size: `h * stride` too). TVM's converter reads the output shape
+        as a constant (`TypeError: a bytes-like object is required, not 'int'`), for the padding
+        of 'SAME' and a check of the channels only: Relax infers the result's shape from the
+        input. So it is handed the evaluated shape, with a stand-in for a symbolic height or
+        width (`_padding_stand_in`), and the result's shape must be provably TFLite's."""
+        from tvm import sym
+
         output_shape = self._converter.get_input_tensors(op)[0]
         if output_shape.tensor_idx not in self._values:
             return upstream(op=op)
-        if not all(isinstance(dim, int) for dim in self._values[output_shape.tensor_idx][1:]):
+        wanted = list(self._values[output_shape.tensor_idx].reshape(-1))
+        handed = [wanted[0], *(self._padding_stand_in(op, axis, wanted[axis]) for axis in (1, 2)), wanted[3]]
+        converted = self._converter.bb.normalize(self._handed(upstream, op, output_shape, handed))
+        analyzer = sym.Analyzer()
+        got = self._converter._infer_shape(converted)  # noqa: SLF001 - the frontend's own helper
+        if got is None or not all(analyzer.can_prove_equal(g, w) for g, w in zip(got, wanted)):
             raise NotImplementedError(
-                "a transposed convolution (Keras Conv2DTranspose, tf.nn.conv2d_transpose) whose output height or "
-                "width is known only at run time: tfcheck builds one over an unknown batch, not over an image of "
-                "unknown size; give the input's height and width sizes in the input_signature")
-        return self._handed(upstream, op, output_shape)
+                f"a transposed convolution (Keras Conv2DTranspose, tf.nn.conv2d_transpose) to an output of shape "
+                f"{_shown(wanted)} known only at run time, which tfcheck cannot prove TVM's {_shown(got)} equals; "
+                "give the input's dimensions sizes")
+        return converted
 
-    def _handed(self, upstream: Callable[..., Any], op: Any, tensor: Any) -> Any:
-        """TVM's conversion of `op`, handed the evaluated (symbolic) value of its input `tensor`
-        where it reads that tensor's buffer as a constant."""
+    def _padding_stand_in(self, op: Any, axis: int, size: Any) -> Any:
+        """An output `size` (axis 1 or 2) for TVM's converter: itself when known, else a number
+        that gives the same 'SAME' padding, which TFLite computes from the output's size
+        (`max((ceil(size / s) - 1) * s + k - size, 0)`): for a multiple of the stride, as Keras
+        makes it (`h * s`), that is `max(k - s, 0)` at every size, as at the stride itself. 'VALID'
+        reads no size."""
+        from tflite.TransposeConvOptions import TransposeConvOptions
+        from tvm import sym, tirx
+
+        if isinstance(size, int):
+            return size
+        options = TransposeConvOptions()
+        options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+        stride = options.StrideH() if axis == 1 else options.StrideW()
+        if not sym.Analyzer().can_prove_equal(tirx.floormod(size, stride), 0):
+            raise NotImplementedError(
+                f"a transposed convolution (Keras Conv2DTranspose, tf.nn.conv2d_transpose) to an output size {_shown(size)} "
+                f"known only at run time that is not a multiple of its stride {stride}: its 'SAME' padding would "
+                "depend on the size; give the input's dimensions sizes")
+        return stride
+
+    def _handed(self, upstream: Callable[..., Any], op: Any, tensor: Any, value: list[Any] | None = None) -> Any:
+        """TVM's conversion of `op`, handed `value` (by default the evaluated, symbolic value of its
+        input `tensor`) where it reads that tensor's buffer as a constant."""
         converter = self._converter
-        value = list(self._values[tensor.tensor_idx].reshape(-1))
+        value = list(self._values[tensor.tensor_idx].reshape(-1)) if value is None else value
         read = converter.get_tensor_value
         converter.get_tensor_value = lambda wanted, *args, **kwargs: (
             value if wanted.tensor_idx == tensor.tensor_idx else read(wanted, *args, **kwargs))
@@ -611,7 +681,7 @@ class ShapeValues:
         tensors = self._converter.get_input_tensors(op)
         if len(tensors) < 2:
             return upstream(op=op)
-        data, target_value = self._values.get(tensors[0].tensor_idx), self._value(tensors[1])
+        data, target_value = self._values.get(tensors[0].tensor_idx), self.value(tensors[1])
         if data is not None and target_value is not None and tensors[1].tensor_idx not in self._values:
             return self._record(op, data.reshape([int(dim) for dim in target_value.reshape(-1)]))
         if tensors[1].tensor_idx not in self._values:

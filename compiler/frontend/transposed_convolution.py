@@ -13,8 +13,8 @@ and its channel axes swapped:
 which runs on the NHWC convolution schedules of `compiler/schedules/` (packed weights, register
 tiles). The zeros cost multiplications (3/4 of them for a 2-D stride of 2, 7/8 in 3-D), which
 those schedules make up for many times over. The rewrite takes the frontend's forms (NHWC data,
-IOHW kernel; NDHWC, DHWOI) with one group and static shapes but for the batch, which may be
-symbolic; anything else keeps TVM's lowering (`importer._lowerable_transposed_convolutions`).
+IOHW kernel; NDHWC, DHWOI) with one group, static channels and kernel (the batch and the spatial
+sizes may be symbolic); anything else keeps TVM's lowering (`importer._lowerable_transposed_convolutions`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class _AsConvolution(relax.PyExprMutator):
             return call
         layout, convolve, kernel_layout = form
         data, weight = call.args
-        shape, kernel = _shape_but_batch(data), static_shape(weight)
+        shape, kernel = _shape_with_channels(data), static_shape(weight)
         attrs = call.attrs
         if (shape is None or kernel is None or attrs.groups != 1 or attrs.data_layout != layout
                 or attrs.out_layout != layout or sorted(attrs.kernel_layout) != sorted(kernel_layout)):
@@ -103,14 +103,16 @@ class _AsConvolution(relax.PyExprMutator):
             end=[size - max(-a, 0) for size, a in zip(sizes, after)]))
 
 
-def _shape_but_batch(expr: relax.Expr) -> tuple[Any, ...] | None:
-    """The shape of a tensor expression, its batch (axis 0) as it is, constant or symbolic (a
-    `Conv2DTranspose` over an unknown batch: the spread's reshapes carry it), its other dimensions
-    as ints; None unless those are all constants."""
+def _shape_with_channels(expr: relax.Expr) -> tuple[Any, ...] | None:
+    """The shape of a channels-last tensor expression, its batch and spatial sizes as they are,
+    constant or symbolic (a `Conv2DTranspose` over an unknown batch or an image of any size: the
+    spread's reshapes and the padding carry them), its channels as an int; None unless those are
+    a constant."""
     values = getattr(getattr(expr.ty, "shape", None), "values", None)
-    if not values or not all(isinstance(value, tvm.tirx.IntImm) for value in values[1:]):
+    if not values or not isinstance(values[-1], tvm.tirx.IntImm):
         return None
-    return (values[0], *(int(value.value) for value in values[1:]))
+    return (*(int(value.value) if isinstance(value, tvm.tirx.IntImm) else value for value in values[:-1]),
+            int(values[-1].value))
 
 
 def as_convolutions(mod: tvm.IRModule) -> tvm.IRModule:

@@ -9,7 +9,6 @@ batch, and an overlapping form, and calls the artifacts against TensorFlow.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ tf = pytest.importorskip("tensorflow")
 
 import tfcheck  # noqa: E402
 from tests.compiler.test_build import build, by_function  # noqa: E402
+from tests.compiler.test_symbolic_build import reference_module  # noqa: E402
 from tfcheck.compiler.process.child import StepError  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 from tfcheck.compiler.trace.image_patches import patches_as_builtins  # noqa: E402
@@ -182,10 +182,7 @@ def test_a_vision_transformers_patch_embedding_builds_and_matches_tensorflow(
         assert record["status"] == "built" and record["verified"], (name, record["message"])
     assert records["embed_patches"]["dims"]["batch"]["verified"] == [1, 5, 8]
 
-    spec = importlib.util.spec_from_file_location("vit_reference", folder / "vit.py")
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
-    library, rng = tfcheck.load(folder / "out"), np.random.default_rng(4)
+    reference, library, rng = reference_module(folder / "vit.py"), tfcheck.load(folder / "out"), np.random.default_rng(4)
     for batch in (2, 7):
         images = (rng.random((batch, 32, 32, 3)) * 255).astype(np.float32)
         embedded = library.embed_patches(images)

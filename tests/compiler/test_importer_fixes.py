@@ -26,6 +26,8 @@ GRU = keras.layers.Bidirectional(keras.layers.GRU(16, return_sequences=True))
 PARAMS = tf.random.stateless_normal([4, 3, 10, 5], seed=[1, 2])
 UPSAMPLE_2D = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same")
 UPSAMPLE_3D = keras.layers.Conv3DTranspose(4, 3, strides=2)
+# a kernel smaller than its stride: TFLite's output is 16 rows, TVM's windows reach 15 (no output padding)
+SPREAD_2D = keras.layers.Conv2DTranspose(4, 1, strides=2)
 # keras.io's U-Net block: TFLite folds the batch norm into the transposed convolution and fuses the ReLU
 UPSAMPLE_BN_RELU = keras.Sequential([keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same"),
                                      keras.layers.BatchNormalization(), keras.layers.ReLU()])
@@ -57,7 +59,7 @@ def gather_batch_and_middle_axes(index):
 @tfcheck.aot
 @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.float32), tf.TensorSpec([1, 4, 6, 6, 2], tf.float32)])
 def transposed_convolutions(image, volume):
-    return UPSAMPLE_2D(image), UPSAMPLE_3D(volume)
+    return UPSAMPLE_2D(image), UPSAMPLE_3D(volume), SPREAD_2D(image)
 
 
 @tfcheck.aot

@@ -124,12 +124,14 @@ def attend(tokens):
 
 '''
 
-# Transposed convolutions over an unknown batch (issue 42): TFLite's TRANSPOSE_CONV takes its output
+# Transposed convolutions over unknown sizes (issue 42): TFLite's TRANSPOSE_CONV takes its output
 # shape as a tensor, which Keras' Conv2DTranspose packs from `tf.shape(x)[0]` and its static height,
-# width and channels. A U-Net's decoder step (keras.io's "Image segmentation with a U-Net-like
-# architecture"; the original U-Net's 2x2 up-convolution) concatenates its output with the skip
-# connection. Over an image of unknown size the operator is refused, named, and the shape entries
-# build instead.
+# width and channels, or `h * stride` over an image of unknown size. A U-Net's decoder step (keras.io's
+# "Image segmentation with a U-Net-like architecture"; the original U-Net's 2x2 up-convolution)
+# concatenates its output with the skip connection. A kernel smaller than its stride needs output
+# padding (TVM's converter passed none). An output size that is not a multiple of the stride
+# (`tf.nn.conv2d_transpose` to `2h - 1`) has a 'SAME' padding that depends on the size: refused,
+# named, and its shape entries built instead.
 TRANSPOSED = '''
 import keras
 import tensorflow as tf
@@ -137,6 +139,8 @@ import tfcheck
 
 keras.utils.set_random_seed(0)
 up = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same")
+narrow = keras.layers.Conv2DTranspose(4, 1, strides=2)
+KERNEL = tf.random.stateless_normal([3, 3, 4, 3], seed=[3, 4])
 
 inputs = keras.Input((16, 16, 3))
 skip = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
@@ -158,10 +162,17 @@ def decode(image):
     return unet(image, training=False)
 
 
-@tfcheck.aot(dims={"image_1": (4, 16), "image_2": (4, 16)}, shapes=[(1, 8, 8, 3)])
+@tfcheck.aot(dims={"image_1": (4, 16), "image_2": (4, 16)})
 @tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="image")])
 def upsample_any_size(image):
-    return up(image)
+    return up(image), narrow(image)
+
+
+@tfcheck.aot(dims={"image_1": (4, 16), "image_2": (4, 16)}, shapes=[(1, 8, 8, 3)])
+@tf.function(input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32, name="image")])
+def upsample_to_odd_sizes(image):
+    size = tf.shape(image)[1:3] * 2 - 1
+    return tf.nn.conv2d_transpose(image, KERNEL, tf.stack([1, size[0], size[1], 4]), strides=2, padding="SAME")
 
 '''
 
@@ -187,7 +198,7 @@ def any_batch_mlp(x):
 '''
 
 
-def _module(path: Path):  # noqa: ANN202 - the fixture module, imported as the build's child imports it
+def reference_module(path: Path):  # noqa: ANN202 - the fixture module, imported as the build's child imports it
     spec = importlib.util.spec_from_file_location("symbolic_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -205,7 +216,7 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
     assert records["classify_tokens"]["dims"]["tokens_1"] == {"min": 1, "max": 48, "verified": [1, 25, 48]}
     assert all(record["verified"] for record in records.values())
 
-    reference = _module(tmp_path / "symbolic.py")
+    reference = reference_module(tmp_path / "symbolic.py")
     library = tfcheck.load(tmp_path / "out")
     rng = np.random.default_rng(1)
     for batch in (1, 6, 64):
@@ -254,7 +265,7 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
     assert records["strided"]["dims"]["picture_1"]["verified"] == [5, 9, 12]  # odd and even
     assert records["pooled"]["dims"]["photo_2"]["verified"] == [5, 9, 12]
     assert all(record["verified"] for record in records.values())
-    reference, library = _module(tmp_path / "forms.py"), tfcheck.load(tmp_path / "out")
+    reference, library = reference_module(tmp_path / "forms.py"), tfcheck.load(tmp_path / "out")
     rng = np.random.default_rng(2)
     image, mask = rng.standard_normal((4, 6, 6, 3)).astype(np.float32), rng.standard_normal((4, 7)).astype(np.float32)
     sizes, picture = rng.standard_normal((2, 8112, 2)).astype(np.float32), rng.random((1, 7, 10, 3)).astype(np.float32)
@@ -272,25 +283,30 @@ def test_forms_from_users_models_build_with_unknown_dimensions(tmp_path: Path, r
 
 
 @pytest.mark.slow
-def test_transposed_convolutions_build_over_an_unknown_batch(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+def test_transposed_convolutions_build_over_unknown_sizes(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
     (tmp_path / "transposed.py").write_text(TRANSPOSED)
     code, report = build(run_cli, tmp_path, "--out", str(tmp_path / "out"))
     assert code == 0, report
     records = by_function(report)
     for name in ("upsample", "decode"):
         assert records[name]["verified"] and records[name]["dims"]["batch"]["verified"] == [1, 5, 8], records[name]
-    per_shape = records["upsample_any_size"]
+    assert records["upsample_any_size"]["verified"], records["upsample_any_size"]["message"]
+    assert records["upsample_any_size"]["dims"]["image_1"]["verified"] == [4, 11, 16]  # odd and even
+    per_shape = records["upsample_to_odd_sizes"]
     assert per_shape["verified"] and per_shape["inputs"][0]["shape"] == [1, 8, 8, 3]
-    assert "no symbolic artifact (transposed.upsample_any_size: TVM cannot import TFLite operator TRANSPOSE_CONV" \
+    assert "no symbolic artifact (transposed.upsample_to_odd_sizes: TVM cannot import TFLite operator TRANSPOSE_CONV" \
         in per_shape["message"]
-    assert "give the input's height and width sizes in the input_signature" in per_shape["message"]
-    reference, library = _module(tmp_path / "transposed.py"), tfcheck.load(tmp_path / "out")
+    assert "is not a multiple of its stride 2: its 'SAME' padding would depend on the size" in per_shape["message"]
+    reference, library = reference_module(tmp_path / "transposed.py"), tfcheck.load(tmp_path / "out")
     rng = np.random.default_rng(5)
-    for batch in (2, 7):
+    for batch, height, width in ((2, 5, 7), (7, 12, 9)):
         image, picture = (rng.standard_normal((batch, size, size, 3)).astype(np.float32) for size in (8, 16))
         np.testing.assert_allclose(library.upsample(image), reference.up(image).numpy(), atol=1e-5, rtol=1e-4)
         np.testing.assert_allclose(library.decode(picture), reference.unet(picture, training=False).numpy(),
                                    atol=1e-5, rtol=1e-4)
+        one = rng.standard_normal((1, height, width, 3)).astype(np.float32)
+        for got, expected in zip(library.upsample_any_size(one), (reference.up(one), reference.narrow(one))):
+            np.testing.assert_allclose(got, expected.numpy(), atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.slow
@@ -305,7 +321,7 @@ def test_a_symbolic_mlp_is_exact_at_every_batch_around_its_register_tile(
     [record] = report["functions"]
     assert record["verified"] is True
     assert record["dims"]["batch"]["min"] == 1 and record["dims"]["batch"]["max"] == 17
-    reference = _module(folder / "dense.py")
+    reference = reference_module(folder / "dense.py")
     library = tfcheck.load(folder / "out")
     x = np.random.default_rng(2).standard_normal((17, 128)).astype(np.float32)
     alone = np.concatenate([library.any_batch_mlp(x[row:row + 1]) for row in range(17)])
@@ -419,7 +435,7 @@ def test_any_size_inputs_are_probed_at_sizes_the_function_runs_at(tmp_path: Path
         "any_size.segment: image_1: TensorFlow cannot run the function with it at image_1=1 (InvalidArgumentError: "
         "Computed output size would be negative")
     assert segment["message"].endswith('To choose the smallest size yourself: @tfcheck.aot(dims={"image_1": (32, None)})')
-    library, reference = tfcheck.load(tmp_path / "out"), _module(tmp_path / "any_size.py")
+    library, reference = tfcheck.load(tmp_path / "out"), reference_module(tmp_path / "any_size.py")
     image = np.random.default_rng(3).standard_normal((1, 40, 7, 1)).astype(np.float32)
     np.testing.assert_allclose(library.segment(image), reference.segment(image).numpy(), atol=1e-5, rtol=1e-4)
     with pytest.raises(InputError, match=r"dimension 1 \(image_1\) is 16"):

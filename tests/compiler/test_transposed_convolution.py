@@ -68,20 +68,26 @@ def test_other_forms_keep_tvms_lowering(attrs: dict) -> None:
     assert has_transposed_convolutions(as_convolutions(mod))
 
 
-def test_a_symbolic_batch_becomes_a_convolution_with_the_same_result_at_each_batch() -> None:
-    """A Keras `Conv2DTranspose` over an unknown batch (the importer gives it a symbolic batch)."""
-    mod = _module((tvm.tirx.Var("n", "int64"), 5, 6, 3), (3, 4, 3, 3), strides=2, padding=[0, 0, 1, 1], **TWO_D,
-                  out_layout="NHWC")
-    rewritten = as_convolutions(mod)
-    assert not has_transposed_convolutions(rewritten)
-    rng = np.random.default_rng(1)
-    w = rng.standard_normal((3, 4, 3, 3)).astype("float32")
-    for batch in (1, 3):
-        x = rng.standard_normal((batch, 5, 6, 3)).astype("float32")
-        expected = _run(_lowerable_transposed_convolutions(mod), x, w)
-        np.testing.assert_allclose(_run(rewritten, x, w), expected, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("symbolic", ["batch", "height and width"])
+def test_symbolic_sizes_become_a_convolution_with_the_same_result_at_each_size(symbolic: str) -> None:
+    """A Keras `Conv2DTranspose` over an unknown batch, or over an image of any size (a U-Net's
+    up-convolution): the importer gives it symbolic sizes."""
+    n, h, w = (tvm.tirx.Var(name, "int64") for name in "nhw")
+    data = (n, 5, 6, 3) if symbolic == "batch" else (1, h, w, 3)
+    for case in ("stride 2, same", "padding past the kernel (a crop)"):
+        _, kernel, attrs = CASES[case]
+        mod = _module(data[:3] + (kernel[0],), kernel, **attrs, out_layout="NHWC")
+        rewritten = as_convolutions(mod)
+        assert not has_transposed_convolutions(rewritten)
+        rng = np.random.default_rng(1)
+        w_value = rng.standard_normal(kernel).astype("float32")
+        for sizes in ((1, 5, 6), (3, 4, 7)):
+            shape = (sizes[0], 5, 6, kernel[0]) if symbolic == "batch" else (1, *sizes[1:], kernel[0])
+            x = rng.standard_normal(shape).astype("float32")
+            expected = _run(_lowerable_transposed_convolutions(mod), x, w_value)
+            np.testing.assert_allclose(_run(rewritten, x, w_value), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_a_symbolic_height_keeps_tvms_lowering() -> None:
-    mod = _module((1, tvm.tirx.Var("h", "int64"), 4, 2), (2, 3, 3, 3), strides=2, **TWO_D, out_layout="NHWC")
+def test_symbolic_channels_keep_tvms_lowering() -> None:
+    mod = _module((1, 4, 4, tvm.tirx.Var("c", "int64")), (2, 3, 3, 3), strides=2, **TWO_D, out_layout="NHWC")
     assert has_transposed_convolutions(as_convolutions(mod))
