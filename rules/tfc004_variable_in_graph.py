@@ -1,10 +1,11 @@
-"""TFC004: tf.Variable (or a Keras optimizer) created in graph code on every trace."""
+"""TFC004: tf.Variable (or a Keras optimizer or layer with weights) created in graph code on every trace."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
 
+from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
@@ -14,6 +15,20 @@ VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "keras.backend
                          "tensorflow.python.ops.variables.Variable",
                          "tensorflow.python.ops.resource_variable_ops.ResourceVariable")
 _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
+# Keras layers that own no weights: making one per trace costs nothing.
+_WEIGHTLESS_LAYERS = frozenset({
+    "Activation", "ActivityRegularization", "Add", "AlphaDropout", "Average", "AveragePooling1D",
+    "AveragePooling2D", "AveragePooling3D", "Concatenate", "Cropping1D", "Cropping2D", "Cropping3D", "Dot",
+    "Dropout", "ELU", "Flatten", "GaussianDropout", "GaussianNoise", "GlobalAveragePooling1D",
+    "GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D", "GlobalMaxPooling2D",
+    "GlobalMaxPooling3D", "Identity", "InputLayer", "Lambda", "LeakyReLU", "Masking", "MaxPooling1D",
+    "MaxPooling2D", "MaxPooling3D", "Maximum", "Minimum", "Multiply", "Permute", "ReLU", "RepeatVector",
+    "Rescaling", "Reshape", "Softmax", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "Subtract",
+    "ThresholdedReLU", "UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D", "ZeroPadding2D",
+    "ZeroPadding3D", "CenterCrop", "Resizing", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D",
+    "AvgPool3D", "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalAvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D",
+    "GlobalMaxPool3D",
+})
 _MAX_CALL_DEPTH = 6
 _T = "import tensorflow as tf\n"
 
@@ -27,7 +42,10 @@ class VariableInGraph(Rule):
     that something is not yet set whose branch sets it (`if self.v is None:`, `if not self.built:`
     with `self.build()` setting it, `if not hasattr(self, "v"):`, `self.v = self.v or ...`), or the
     `except KeyError:` of a cache lookup. An `if` on a setting or an argument (`if self.use_bias:`)
-    is no guard: a later trace with another value creates the variable anew. (Calls that pass a tf.function a
+    is no guard: a later trace with another value creates the variable anew. A Keras layer with
+    weights (a library layer other than pooling, dropout, reshaping and merge layers, or a layer class
+    of the file whose code makes weights) constructed in graph code is the same mistake: a helper of
+    `call` that builds `Conv2D(...)(x)` makes new weights on every trace. (Calls that pass a tf.function a
     second optimizer or an unbuilt model were part of this rule; they are TFC018
     second-stateful-argument now.)
 
@@ -106,6 +124,15 @@ class VariableInGraph(Rule):
         "        return num_positives_sum\n    def train_step(self, data):\n        images, labels = data\n"
         "        with tf.GradientTape() as tape:\n            loss = self._detection_loss(labels)\n"
         "        return {'loss': loss}\n",
+        # calmiLovesAI/Basic_CNNs_TensorFlow2#13 (models/densenet.py, cut down): a layer of the file made in
+        # a helper of `call`; and a library layer with weights made in a helper (the issue-37 shape).
+        _T + "class BottleNeck(tf.keras.layers.Layer):\n    def __init__(self, growth_rate):\n        super().__init__()\n"
+        "        self.conv = tf.keras.layers.Conv2D(growth_rate, 3, padding='same')\n    def call(self, x):\n"
+        "        return self.conv(x)\nclass DenseBlock(tf.keras.layers.Layer):\n    def _make_layer(self, x):\n"
+        "        return BottleNeck(32)(x)\n    def call(self, inputs):\n        return self._make_layer(inputs)\n",
+        _T + "def conv_block(x, filters):\n    x = tf.keras.layers.Conv2D(filters, 3, padding='same')(x)\n"
+        "    return tf.keras.layers.BatchNormalization()(x)\nclass Net(tf.keras.Model):\n    def call(self, x):\n"
+        "        return conv_block(x, 16)\n",
     )
     must_not_flag = (
         # A demonstration: the function is only called where the error is expected (tensorflow/docs 7c36502
@@ -145,6 +172,19 @@ class VariableInGraph(Rule):
         "    def __call__(self, x):\n        if not self.built:\n            self.build()\n        return x * self.w\n",
         "import tensorflow as tf\nclass L(tf.Module):\n    @tf.function\n    def __call__(self, x):\n"
         "        if not hasattr(self, 'w'):\n            self.w = tf.Variable(1.0)\n        return x * self.w\n",
+        # Layers without weights, and functional helpers, made in `call` (ageron/handson-ml2
+        # 10_neural_nets_with_keras.ipynb cell 94; calmisential/TensorFlow2.0_ResNet
+        # models/residual_block.py:36; SeldonIO/alibi-detect cd_text_amazon.ipynb cell 21), and a layer
+        # made once behind a guard.
+        _T + "class WideAndDeep(tf.keras.Model):\n    def call(self, inputs):\n        a, b = inputs\n"
+        "        x = tf.keras.layers.concatenate([a, b])\n        x = tf.keras.layers.add([x, x])\n"
+        "        return tf.keras.layers.MaxPool1D(2)(tf.keras.layers.Dropout(0.1)(x))\n",
+        _T + "class Head(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.dense = None\n    def call(self, x):\n        if self.dense is None:\n"
+        "            self.dense = tf.keras.layers.Dense(3)\n        return self.dense(x)\n",
+        # A layer of the file with no weights (an activation) made per call.
+        _T + "class Mish(tf.keras.layers.Layer):\n    def call(self, x):\n        return x * tf.tanh(tf.nn.softplus(x))\n"
+        "class Block(tf.keras.layers.Layer):\n    def call(self, x):\n        return Mish()(x)\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -160,6 +200,40 @@ class VariableInGraph(Rule):
                     facts, call, "optimizer created in graph code makes its variables (iterations, slots) on "
                     "first use in every trace, which raises; create it once outside the function",
                     function=function)
+            elif _creates_weighted_layer(facts, call) and not _guarded_path(facts, call, function, 0):
+                yield self.finding(
+                    facts, call, f"Keras layer `{facts.text(call.func)}` created in graph code makes new weights "
+                    "on every trace: a tf.function raises on its second trace, and under `fit` they are never "
+                    "trained; create the layer once in `__init__` and call it here", function=function)
+
+
+def _creates_weighted_layer(facts: FileFacts, call: ast.Call) -> bool:
+    """A Keras layer or model with weights constructed here: a library layer not known to be weightless,
+    or a Keras class of this file whose code or library base makes weights (calmiLovesAI/Basic_CNNs_TensorFlow2#13:
+    a `BottleNeck` made in a `DenseBlock`'s call)."""
+    if not ({kinds.LAYER, kinds.MODEL} & facts.kinds(call)):
+        return False
+    cls = facts.called_class(call)
+    if cls is None:
+        return _weighted_library_layer(facts.resolve(call.func))
+    chain = list(facts.class_chain(cls))
+    return any(_weighted_library_layer(facts.resolve(base)) for c in chain for base in c.node.bases) or any(
+        isinstance(node, ast.Call) and _makes_weights(facts, node) for c in chain for node in ast.walk(c.node))
+
+
+def _weighted_library_layer(name: str | None) -> bool:
+    """A Keras library layer other than the weightless ones and the bare `Layer`/`Model` bases."""
+    last = (name or "").rsplit(".", 1)[-1]
+    return ".layers." in (name or "") and last[:1].isupper() and last not in _WEIGHTLESS_LAYERS \
+        and last not in ("Layer", "Wrapper")
+
+
+def _makes_weights(facts: FileFacts, call: ast.Call) -> bool:
+    """A call inside a layer class that gives it weights: a variable, `add_weight`, a library layer with weights."""
+    name = facts.resolve(call.func)
+    if name in VARIABLE_CONSTRUCTORS or (isinstance(call.func, ast.Attribute) and call.func.attr == "add_weight"):
+        return True
+    return facts.called_class(call) is None and _weighted_library_layer(name)
 
 
 def _creates_optimizer(facts: FileFacts, call: ast.Call) -> bool:
