@@ -74,6 +74,11 @@ class OuterMutationRule(Rule):
     severity = Severity.WARNING
     opt_in = True
     must_flag = (
+        # A counter written in a method only a subclass defines, run by the base class's `call`
+        # (issue 37's shape 6: 1 after 3 calls under fit, checked in TensorFlow 2.21).
+        _T + "class Base(tf.keras.layers.Layer):\n    def call(self, x):\n        return self.forward(x)\n"
+        "class Child(Base):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n"
+        "    def forward(self, x):\n        self.calls += 1\n        return x * 2\n",
         _T + "external_list = []\n@tf.function\ndef side_effect(x):\n    print('Python side effect')\n"
         "    external_list.append(x)\n",
         _T + "counter = 0\n@tf.function\ndef f(x):\n    global counter\n    counter += 1\n    return x\n",

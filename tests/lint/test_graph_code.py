@@ -614,3 +614,23 @@ def test_module_level_code_sees_the_definition_in_effect() -> None:
                            "def to_grayscale(img):\n    return tf.py_function(abs, [img], tf.float32)\n", "nb")
     assert [(info.lineno, reason) for info, reason in facts.graph_functions.items()] == [
         (2, "traced by Dataset.map at line 4")]
+
+
+def test_self_method_calls_reach_the_overrides_of_the_files_subclasses() -> None:
+    """`self.forward(x)` in a base class's `call` runs whichever `forward` the instance's class has."""
+    names = graph_names("""
+        import tensorflow as tf
+        class Base(tf.keras.layers.Layer):
+            def call(self, x):
+                return self.forward(x)
+            def forward(self, x):
+                return x
+        class Child(Base):
+            def forward(self, x):
+                return x * 2
+        class Other(tf.Module):
+            def forward(self, x):
+                return x
+    """)
+    assert {"Base.call", "Base.forward", "Child.forward"} <= names
+    assert "Other.forward" not in names

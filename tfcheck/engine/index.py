@@ -299,7 +299,10 @@ class FileIndex:
             return self.function_target(expr.args[0])
         if isinstance(expr, ast.Attribute) and (self.is_self_attribute(expr) or isinstance(expr.value, ast.Name)
                                                 or self.is_self_attribute(expr.value)):
-            cls = self.class_of_self(expr) if self.is_self_attribute(expr) else self.instance_class(expr.value)
+            if self.is_self_attribute(expr):
+                cls = self.class_of_self(expr)
+                return self._dispatched(cls, expr.attr) if cls is not None else []
+            cls = self.instance_class(expr.value)
             method = self.method_of(cls, expr.attr) if cls is not None else None
             return [method] if method is not None else []
         if isinstance(expr, ast.Name):
@@ -382,6 +385,23 @@ class FileIndex:
     def method_of(self, cls: ClassInfo, name: str) -> FunctionInfo | None:
         """A method of `cls` or of a base class defined in this file."""
         return next((c.methods[name] for c in self.class_chain(cls) if name in c.methods), None)
+
+    def _dispatched(self, cls: ClassInfo, name: str) -> list[FunctionInfo]:
+        """What `self.name(...)` in a method of `cls` can run: the method `cls` has or inherits, and its
+        overrides in the file's subclasses of `cls` (a base's `call` running `self.forward(x)` that only
+        subclasses define: issue 37's state written in a method reached through a base class)."""
+        own = self.method_of(cls, name)
+        overrides = [sub.methods[name] for sub in self._subclasses.get(cls, ()) if name in sub.methods]
+        return list(dict.fromkeys([own, *overrides] if own is not None else overrides))
+
+    @cached_property
+    def _subclasses(self) -> dict[ClassInfo, list[ClassInfo]]:
+        """Each class of the file -> the classes of the file that derive from it, directly or not."""
+        found: dict[ClassInfo, list[ClassInfo]] = {}
+        for cls in self.classes:
+            for base in list(self.class_chain(cls))[1:]:
+                found.setdefault(base, []).append(cls)
+        return found
 
     def class_chain(self, cls: ClassInfo) -> Iterator[ClassInfo]:
         """`cls`, then its base classes as far as they are defined in this file."""
