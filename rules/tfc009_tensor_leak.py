@@ -81,6 +81,11 @@ class TensorLeak(Rule):
     severity = Severity.ERROR
     opt_in = True
     must_flag = (
+        # A tensor stored on an object `self` holds (issue 37's shape 3: in Keras 3 a Dense's `kernel`
+        # has no setter; a plain attribute keeps the trace's tensor, out of scope when read later).
+        _T + "class Scaled(tf.keras.layers.Layer):\n    def __init__(self, inner):\n        super().__init__()\n"
+        "        self.inner = inner\n    def call(self, x):\n        self.inner.scale = tf.reduce_mean(x)\n"
+        "        return self.inner(x)\n",
         _T + "x = None\n@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return a + 2\n",
         _T + "@tf.function\ndef leaky_function(a):\n    global x\n    x = a + 1\n    return x\n",
         _T + "class MyClass:\n    def __init__(self):\n        self.field = None\nexternal_list = []\n"

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from tfcheck.engine import kinds, values
+from tfcheck.engine import kinds, tensors, values
 from tfcheck.engine.graphcode import GraphCode
 from tfcheck.engine.guards import first_call_guard
 from tfcheck.engine.index import FileIndex
@@ -145,7 +145,7 @@ class OuterState:
                 yield OuterMutation(stmt, info, how or "rebind", target.id, "nonlocal", value)
             return
         if isinstance(target, ast.Attribute):
-            owner = self.object_owner(target.value, info)
+            owner = self.object_owner(target.value, info) or self._tensor_on_held_object(target, info, value)
             if owner == "self" and self._lives_one_trace(target):
                 return
             if owner is not None and not _set_up_once(self.index, stmt, value):
@@ -213,6 +213,15 @@ class OuterState:
             return self.outer_name_owner(receiver, info)
         if isinstance(receiver, ast.Name) and self._plain_object_argument(receiver, info):
             return "argument"
+        return None
+
+    def _tensor_on_held_object(self, target: ast.Attribute, info: FunctionInfo, value: ast.expr | None) -> str | None:
+        """`self.inner.scale = tf.reduce_mean(x)`: a tensor stored on an object `self` holds (a wrapped layer,
+        whatever its kind) outlives the call with `self` (issue 37's tensors on a wrapped layer's attributes)."""
+        receiver = target.value
+        if isinstance(receiver, ast.Attribute) and _is_self(self.index, receiver.value, info) \
+                and tensors.surely_tensor(self.index, value):
+            return "self"
         return None
 
     def _plain_object_argument(self, name: ast.Name, info: FunctionInfo) -> bool:
