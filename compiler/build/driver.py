@@ -317,10 +317,28 @@ def _trace_failure(function: AnnotatedFunction, failed: BuildRecord, outcome: Ch
 
 
 def _say_frozen(function: AnnotatedFunction, record: BuildRecord, lifted_failure: str) -> None:
-    """Put in front of the record's message why its weights are frozen into the graph."""
+    """Put in front of a built (or cached) record's message why its weights are frozen into the
+    graph; after a failed one's, that the build with the weights as inputs failed before it (in
+    the same words, or in its own). A failure never begins "built with": RetinaNet's unsorted top k
+    and yolov3-tf2's soft-NMS failed both ways and read as if they had built (issue 42)."""
+    if record.status == "failed":
+        same = _failure_line(lifted_failure, function.label) == _failure_line(record.message or "", function.label)
+        record.message = "; ".join(filter(None, [record.message, (
+            "the build with the weights as inputs, tried first, failed the same way" if same else
+            f"the build with the weights as inputs, tried first, failed too: {lifted_failure}")]))
+        return
     record.message = "; ".join(filter(None, [
         f"{function.label}: built with its weights frozen into the graph, which costs more memory "
         f"(with the weights as inputs: {lifted_failure})", record.message]))
+
+
+def _failure_line(message: str, label: str) -> str:
+    """A failure's first line without the function's label (`label: ` may lead it twice), to tell
+    whether two builds failed alike."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    while line.startswith(f"{label}: "):
+        line = line[len(label) + 2:]
+    return line
 
 
 def _export_names(name: str, variants: list[TracedVariant], suffix: str) -> list[str]:
