@@ -76,6 +76,11 @@ class PythonIterationOverTensor(Rule):
     severity = Severity.ERROR
     opt_in = True
     must_flag = (
+        # `enumerate` over the predictions in a Keras metric's update_state (issue 37's shape 5: under
+        # `fit`, "Iterating over a symbolic tf.Tensor is not allowed", TensorFlow 2.21).
+        "import tensorflow as tf\nclass PerClass(tf.keras.metrics.Metric):\n"
+        "    def update_state(self, y_true, y_pred, sample_weight=None):\n        for i, row in enumerate(y_pred):\n"
+        "            self.total.assign_add(row[i])\n",
         # From a real issue: the AutoGraph guide's function, called with a tensor.
         "import tensorflow as tf\n@tf.function\ndef square_if_positive(x):\n"
         "    return [i ** 2 if i > 0 else i for i in x]\nsquare_if_positive(tf.range(-5, 5))\n",

@@ -532,11 +532,21 @@ class FileIndex:
             return False
         decorator = self.decorated_tf_function(info)
         is_receiver = info.cls is not None and info.params[0] == name.id
-        if decorator is None or is_receiver:
+        if is_receiver:
             return False
+        if decorator is None:
+            return self._metric_labels_or_predictions(info, name.id)
         if self.has_input_signature(decorator):
             return self._in_signature(decorator, info, name.id)
         return name.id in self._shaped_params(info)
+
+    def _metric_labels_or_predictions(self, info: FunctionInfo, name: str) -> bool:
+        """`y_true` and `y_pred` of a Keras metric's `update_state` (its first two parameters after `self`):
+        Keras converts them to tensors before it calls the method in its traced train and test steps."""
+        if info.name != "update_state" or info.cls is None or not self.is_keras_metric(info.cls):
+            return False
+        positional = [a.arg for a in info.node.args.posonlyargs + info.node.args.args]
+        return name in positional[1:3]
 
     def _in_signature(self, decorator: ast.expr, info: FunctionInfo, name: str) -> bool:
         """A parameter the input_signature covers: its position (`self` aside) is within a signature
