@@ -91,6 +91,11 @@ class FileFacts(FileIndex):
         (tfcheck.engine.tensors)."""
         return tensors.tensor_metadata(self, expr)
 
+    def unknown_dimensions(self, info: FunctionInfo) -> dict[str, frozenset[int]]:
+        """The axes the input_signature of the tf.function `info` leaves unknown, per parameter
+        (tfcheck.engine.tensors)."""
+        return tensors.unknown_dimensions(self, info)
+
     def in_eager_only_branch(self, node: ast.AST, info: FunctionInfo) -> bool:
         """Whether `node` is in a branch of `info` that only eager execution takes (tfcheck.engine.tensors)."""
         return tensors.in_eager_only_branch(self, node, info)

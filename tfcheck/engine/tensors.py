@@ -220,3 +220,34 @@ def _true_when_eager(index: FileIndex, call: ast.Call) -> bool:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     return name in _TRUE_WHEN_EAGER or (_is_eager_check(index, call) and name in ("hasattr", "isinstance"))
+
+
+def unknown_dimensions(index: FileIndex, info: FunctionInfo) -> dict[str, frozenset[int]]:
+    """The axes an input_signature leaves unknown, per parameter of the tf.function `info`:
+    `tf.TensorSpec([None, 3])` for `x` gives `{"x": {0}}`. Only signatures written as a list or
+    tuple of `TensorSpec`s with literal shapes count; their `None` axes are None in `x.shape` while
+    tracing, whatever the caller passes."""
+    decorator = index.decorated_tf_function(info)
+    signature = next((k.value for k in decorator.keywords if k.arg == "input_signature"), None) \
+        if isinstance(decorator, ast.Call) else None
+    if not isinstance(signature, (ast.List, ast.Tuple)):
+        return {}
+    positional = [a.arg for a in info.node.args.posonlyargs + info.node.args.args]
+    if info.cls is not None:
+        positional = positional[1:]
+    found = {}
+    for name, spec in zip(positional, signature.elts):
+        axes = _unknown_axes(index, spec)
+        if axes:
+            found[name] = axes
+    return found
+
+
+def _unknown_axes(index: FileIndex, spec: ast.expr) -> frozenset[int]:
+    """The `None` axes of a `tf.TensorSpec(shape, ...)` with a literal shape."""
+    if not isinstance(spec, ast.Call) or (index.resolve(spec.func) or "").rsplit(".", 1)[-1] != "TensorSpec":
+        return frozenset()
+    shape = spec.args[0] if spec.args else next((k.value for k in spec.keywords if k.arg == "shape"), None)
+    if not isinstance(shape, (ast.List, ast.Tuple)):
+        return frozenset()
+    return frozenset(axis for axis, dim in enumerate(shape.elts) if isinstance(dim, ast.Constant) and dim.value is None)
