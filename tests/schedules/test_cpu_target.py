@@ -11,9 +11,14 @@ from tfcheck.compiler.schedules.cpu import CpuTarget
 
 from ..isa import named_target
 
-# mcpu -> what an AVX-512, AVX2 or SSE2 machine knows of itself, with two cores.
-KNOWN = {"znver4": CpuTarget(512, 32, 2), "skylake-avx512": CpuTarget(512, 32, 2),
-         "znver3": CpuTarget(256, 16, 2), "haswell": CpuTarget(256, 16, 2), "x86-64": CpuTarget(128, 16, 2)}
+KIB = 1 << 10
+# mcpu -> what an AVX-512, AVX2 or SSE2 machine knows of itself, with two cores: vector bits,
+# registers, cores, L1d and L2 per core (`x86-64` names no CPU: the smallest caches).
+KNOWN = {"znver4": CpuTarget(512, 32, 2, 32 * KIB, 1024 * KIB),
+         "skylake-avx512": CpuTarget(512, 32, 2, 32 * KIB, 1024 * KIB),
+         "sapphirerapids": CpuTarget(512, 32, 2, 48 * KIB, 2048 * KIB),
+         "znver3": CpuTarget(256, 16, 2, 32 * KIB, 512 * KIB), "haswell": CpuTarget(256, 16, 2, 32 * KIB, 256 * KIB),
+         "x86-64": CpuTarget(128, 16, 2, 32 * KIB, 256 * KIB)}
 
 
 @pytest.mark.parametrize("mcpu", sorted(KNOWN))
@@ -36,13 +41,15 @@ def test_a_target_without_a_triple_is_described_the_same_on_every_host(
 def test_extensions_turned_off_in_mattr_narrow_the_vectors() -> None:
     """A virtual machine that hides AVX-512 (`compiler/build/targets.py` turns it off in `mattr`)."""
     hidden = ["-avx512f", "-avx512cd", "-avx512bw", "-avx512dq", "-avx512vl"]
-    assert cpu.describe(named_target("skylake-avx512", mattr=hidden)) == KNOWN["haswell"]
+    described = cpu.describe(named_target("skylake-avx512", mattr=hidden))
+    assert (described.vector_bits, described.vector_registers) == (256, 16)
+    assert described.l2_bytes == KNOWN["skylake-avx512"].l2_bytes  # the CPU's caches stay its own
 
 
 def test_an_arm_target_has_16_byte_vectors_and_its_cores() -> None:
     target = tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-n1",
                                 "num-cores": 4})
-    assert cpu.describe(target) == CpuTarget(128, 16, 4)
+    assert cpu.describe(target) == CpuTarget(128, 16, 4, 64 * KIB, 1024 * KIB)
 
 
 def test_cores_default_to_one() -> None:
