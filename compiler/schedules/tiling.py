@@ -56,8 +56,9 @@ MAX_VECTORS = 8
 
 def max_rows(registers: int) -> int:
     """Rows of a register tile at most (``register_tile``'s limits with one vector per row: the
-    accumulators, one weight vector and a broadcast input in ``registers``, on the stack)."""
-    return max(1, min(MAX_ACCUMULATORS, registers - 2))
+    accumulators, one weight vector and a broadcast input per row in ``registers``, on the stack):
+    7 with AVX2's 16 registers, 15 with AVX-512's 32."""
+    return max(1, min(MAX_ACCUMULATORS, (registers - 1) // 2))
 
 
 def padded_rows(extent: int, max_rows: int) -> int:
@@ -99,14 +100,25 @@ def weight_registers(rows: int, vectors: int) -> int:
     return vectors if rows > 1 else 0
 
 
+def broadcast_registers(rows: int, vectors: int) -> int:
+    """Registers the broadcast inputs of one reduction step hold: one, reused row after row, where
+    each feeds an FMA per vector; one per row in a tile of one vector, where each feeds a single
+    FMA and LLVM loads a step's broadcasts ahead of their FMAs. With AVX2's 16 registers a
+    10 x 1-vector tile (12 registers by the count without them) spilled five accumulators to the
+    stack inside the reduction loop and ran at 69 GFLOP/s on one core, where 5 x 2 vectors ran at
+    106 (19x19x736 -> 736; docs/schedules.md, "Tiles that fit the registers")."""
+    return rows if vectors == 1 else 1
+
+
 def register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int) -> tuple[int, int]:
     """(rows, cols) of a register tile of accumulators for a target with ``registers`` vector registers.
 
     Among the tiles that divide both extents, whose accumulators, weight vectors
-    (``weight_registers``) and one broadcast input fit the registers (a 7 x 4-vector AVX-512 tile
-    needs 33 and spilled: MobileNetV2's 7x7x320 -> 1280 convolution took 2.3x the time of 7 x 2) and that stay
-    on the stack (``MAX_ACCUMULATORS``), the one with the best ``_tile_throughput``; then the most
-    accumulators, the fewest loads per step, the most rows (docs/schedules.md, "1x1 convolutions").
+    (``weight_registers``) and broadcast inputs (``broadcast_registers``) fit the registers (a 7 x
+    4-vector AVX-512 tile needs 33 and spilled: MobileNetV2's 7x7x320 -> 1280 convolution took 2.3x
+    the time of 7 x 2) and that stay on the stack (``MAX_ACCUMULATORS``), the one with the best
+    ``_tile_throughput``; then the most accumulators, the fewest loads per step, the most rows
+    (docs/schedules.md, "1x1 convolutions").
     """
     best, best_key = (1, vector_tile(cols_extent, lanes, 1)), None
     for rows in divisors(rows_extent):
@@ -114,12 +126,52 @@ def register_tile(rows_extent: int, cols_extent: int, lanes: int, registers: int
             cols = vector_tile(cols_extent, lanes, vectors)
             width = _registers(cols, lanes)
             accumulators = rows * width
-            if accumulators > MAX_ACCUMULATORS or accumulators + weight_registers(rows, width) + 1 > registers:
+            needed = accumulators + weight_registers(rows, width) + broadcast_registers(rows, width)
+            if accumulators > MAX_ACCUMULATORS or needed > registers:
                 continue
             key = (_tile_throughput(rows, cols, lanes), accumulators, -(rows + width), rows)
             if best_key is None or key > best_key:
                 best, best_key = (rows, cols), key
     return best
+
+
+def tile_rate(rows_extent: int, cols_extent: int, lanes: int, registers: int) -> float:
+    """Output elements per reduction step of the register tile ``register_tile`` chooses."""
+    return _tile_throughput(*register_tile(rows_extent, cols_extent, lanes, registers), lanes)
+
+
+# How much faster a wider output's register tile must advance the real columns for `padded_cols` to
+# take it: the tile model is rough (a one-vector tile ran at two thirds of the speed of two
+# vectors where it counts 7 against 8), so only a clear gain pays for the extra columns.
+WIDER_TILE_GAIN = 9 / 8
+
+
+def padded_cols(extent: int, rows_extent: int, lanes: int, registers: int) -> int:
+    """The columns to compute for an output of ``extent`` columns (whole vectors) over
+    ``rows_extent`` rows: ``extent``, or the multiple of ``lanes`` up to an eighth more whose
+    register tile advances the real columns fastest (``tile_rate`` times the share of real
+    columns), where that is at least ``WIDER_TILE_GAIN`` times as fast.
+
+    Tiles divide the extent: Xception's 728 channels are 91 vectors of 8 with AVX2 (91 = 7 x 13),
+    which allow no tile of 2 to 6 vectors, only one vector by up to 7 rows, whose every broadcast
+    feeds one FMA. At 736 (92 vectors) the tile is 5 x 2 vectors, at 1.1% more work: 3.70 against
+    5.64-5.73 ms on one core (docs/schedules.md, "Tiles that fit the registers")."""
+    def useful(cols: int) -> float:
+        return tile_rate(rows_extent, cols, lanes, registers) * extent / cols
+
+    best = max(range(extent, extent + extent // 8 + 1, lanes), key=lambda cols: (useful(cols), -cols))
+    return best if useful(best) >= WIDER_TILE_GAIN * useful(extent) else extent
+
+
+def column_block(col_tiles: int, strip_bytes: int, input_bytes: int, l2_bytes: int) -> int:
+    """Column tiles per cache block, when the column tiles run outside the rows: one where the
+    input stays in half of a core's L2 across the column tiles; otherwise the largest divisor of
+    ``col_tiles`` whose weight strips (``strip_bytes`` each) fit in half of it, so that each row
+    tile of the input, read once per block instead of once per column tile, comes from beyond the
+    L2 that many times less."""
+    if input_bytes <= l2_bytes // 2:
+        return 1
+    return max(d for d in divisors(col_tiles) if d == 1 or d * strip_bytes <= l2_bytes // 2)
 
 
 def depthwise_tile(rows_extent: int, cols_extent: int, lanes: int, budget: int) -> tuple[int, int]:

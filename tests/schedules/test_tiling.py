@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.rewrites.channel_padding import padded_channels
-from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, depthwise_tile, divisors, max_rows, padded_rows,
-                                              register_tile, row_tile, vector_tile, vector_width, weight_registers)
+from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, broadcast_registers, column_block, depthwise_tile,
+                                              divisors, max_rows, padded_cols, padded_rows, register_tile, row_tile,
+                                              vector_tile, vector_width, weight_registers)
 
 
 def test_divisors() -> None:
@@ -65,6 +66,12 @@ def test_gemv_gets_more_vectors_than_a_gemm() -> None:
         (56, 144, 16, 32, (4, 48)),  # 144 = 9 vectors: 3 per row, where 2 would not divide
         (112, 16, 16, 32, (14, 16)),  # one vector of columns: rows fill the accumulators
         (112, 96, 8, 16, (4, 24)),  # AVX2: 12 accumulators, 3 weights, a broadcast: all 16
+        # AVX2, Xception's 19 columns computed as 20 and its 728 channels, 91 vectors: no tile of 2
+        # to 6 vectors divides them, and 10 rows of one vector need 10 broadcasts (spilled); 5 rows
+        (20, 728, 8, 16, (5, 8)),
+        (20, 736, 8, 16, (5, 16)),  # at 736 channels, 5 rows of 2 vectors
+        (20, 736, 16, 32, (5, 32)),  # AVX-512: the same tile of 2 vectors
+        (112, 8, 8, 16, (7, 8)),  # AVX2: one vector of columns, at most 7 rows (15 registers)
     ],
 )
 def test_register_tile_for_pointwise_convolutions(rows: int, cols: int, lanes: int, registers: int,
@@ -82,7 +89,8 @@ def test_register_tile_divides_and_fits(rows: int, cols: int, lanes: int, regist
     vectors = tile_cols // vector_width(tile_cols, lanes)
     if (tile_rows, tile_cols) != (1, vector_tile(cols, lanes, 1)):  # the fallback when nothing fits
         assert tile_rows * vectors <= MAX_ACCUMULATORS
-        assert tile_rows * vectors + weight_registers(tile_rows, vectors) + 1 <= registers
+        needed = tile_rows * vectors + weight_registers(tile_rows, vectors) + broadcast_registers(tile_rows, vectors)
+        assert needed <= registers
 
 
 def test_padded_rows() -> None:
@@ -100,6 +108,44 @@ def test_padded_rows_adds_at_most_a_quarter(extent: int, rows: int) -> None:
     padded = padded_rows(extent, rows)
     assert extent <= padded <= extent + extent // 4
     assert padded == extent or row_tile(padded, rows) >= rows // 2
+
+
+def test_max_rows_leave_a_broadcast_register_per_row() -> None:
+    assert (max_rows(16), max_rows(32)) == (7, 15)
+
+
+@pytest.mark.parametrize(
+    ("cols", "rows", "lanes", "registers", "expected"),
+    [
+        (728, 20, 8, 16, 736),  # AVX2, Xception: 92 vectors allow 5 x 2 vectors, at 1.1% more work
+        (736, 20, 16, 32, 736),  # AVX-512: 46 vectors already allow 2
+        (1024, 20, 8, 16, 1024),
+        (72, 20, 8, 16, 72),  # 9 vectors: 4 rows of 3 vectors divide them
+    ],
+)
+def test_padded_cols_widen_only_where_a_better_tile_pays(cols: int, rows: int, lanes: int, registers: int,
+                                                         expected: int) -> None:
+    assert padded_cols(cols, rows, lanes, registers) == expected
+
+
+@given(cols=st.integers(1, 300).map(lambda v: v * 8), rows=st.integers(1, 80))
+def test_padded_cols_add_at_most_an_eighth_in_whole_vectors(cols: int, rows: int) -> None:
+    padded = padded_cols(cols, rows, 8, 16)
+    assert cols <= padded <= cols + cols // 8 and padded % 8 == 0
+
+
+@pytest.mark.parametrize(
+    ("tiles", "strip", "input_bytes", "l2", "expected"),
+    [
+        (46, 46 << 10, 1 << 20, 512 << 10, 2),  # Xception on Zen 3: 23 x 47 KB would not fit
+        (64, 64 << 10, 6 << 20, 512 << 10, 4),  # 4 strips of 64 KB in half of 512 KB
+        (64, 64 << 10, 6 << 20, 2 << 20, 16),  # the same on a 2 MB L2
+        (16, 8 << 10, 200 << 10, 512 << 10, 1),  # the input stays in half of the L2: no block
+        (7, 1 << 20, 4 << 20, 512 << 10, 1),  # one strip is more than the L2: no block
+    ],
+)
+def test_column_blocks_fit_half_of_the_l2(tiles: int, strip: int, input_bytes: int, l2: int, expected: int) -> None:
+    assert column_block(tiles, strip, input_bytes, l2) == expected
 
 
 def test_padded_channels() -> None:

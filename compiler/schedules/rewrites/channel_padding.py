@@ -8,7 +8,10 @@ constant weights whose output channels are not a multiple of the lanes gets its 
 with zero filters up to the next multiple, and its output sliced back to the real channels: the
 slice is a copy, fused with the bias and activation that follow, and costs far less than the
 narrow vectors did. Only extents of at least `MIN_VECTORS` vectors are padded, so the padding adds
-at most 1/8 of the work.
+at most 1/8 of the work. Whole vectors can still allow only narrow tiles: with AVX2's 8 lanes the
+same 728 channels are 91 vectors (7 x 13), no tile of 2 to 6 vectors divides them, and the tile of
+one vector ran at two thirds of the speed of 2 vectors; such an extent gets up to an eighth more
+channels where a better tile pays for them (`tiling.padded_cols`: 736).
 
 An output narrower than one vector whose width is not a power of two (a 10-class classifier) is cut
 into several narrow vectors (10 = five 2-wide ones); padded to one full vector it issues a fifth
@@ -32,7 +35,7 @@ from tvm import relax
 from tvm.target import Target
 
 from tfcheck.compiler.schedules import cpu
-from tfcheck.compiler.schedules.tiling import max_rows, padded_rows
+from tfcheck.compiler.schedules.tiling import max_rows, padded_cols, padded_rows
 
 # The convolutions padded: Relax op -> (its constructor, the data/output and kernel layouts taken).
 _CONVOLUTIONS = {
@@ -72,10 +75,11 @@ class _ChannelPadder(relax.PyExprMutator):
     a convolution (2-D or 3-D) of an awkward output width `Wo` into one of more columns sliced back,
     and a narrow `matmul(x, W)` with constant W into `matmul(x, pad(W))[..., :N]`."""
 
-    def __init__(self, mod: tvm.IRModule, lanes: int, rows: int) -> None:
+    def __init__(self, mod: tvm.IRModule, lanes: int, registers: int) -> None:
         super().__init__(mod)
         self.lanes = lanes
-        self.rows = rows
+        self.registers = registers
+        self.rows = max_rows(registers)
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's visitor name
         call = super().visit_call_(call)
@@ -97,9 +101,11 @@ class _ChannelPadder(relax.PyExprMutator):
         if kernel.dtype != np.float32 or width is None:
             return call
         channels = kernel.shape[-1]
-        padded = padded_channels(channels, self.lanes)
         wider = width > 1 and _width_worth_padding(normalized, kernel.shape)
         columns = padded_rows(width, self.rows) if wider else width
+        padded = padded_channels(channels, self.lanes)
+        if padded >= MIN_VECTORS * self.lanes:
+            padded = padded_cols(padded, columns, self.lanes, self.registers)
         if (padded, columns) == (channels, width):
             return call
         wide = np.pad(kernel, [(0, 0)] * (kernel.ndim - 1) + [(0, padded - channels)])
@@ -175,7 +181,7 @@ def static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
 def pad_output_channels(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """Every Relax function of `mod` with its narrow-vector and awkward-width convolutions and its
     narrow dense layers padded (see the module)."""
-    padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), max_rows(cpu.vector_registers(target)))
+    padder = _ChannelPadder(mod, cpu.vector_lanes(target, 32), cpu.vector_registers(target))
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             padder.builder_.update_func(gvar, padder.visit_expr(func))
