@@ -551,25 +551,28 @@ def _parallel_loop_names(scheduled: tvm.IRModule) -> list[str]:
             for line in func.script().splitlines() if "T.parallel(" in line]
 
 
-@pytest.mark.parametrize(("size", "kernel", "channels", "filters", "rows_first"), [
-    (14, 3, 32, 64, True),  # 72 KiB of weights, 49 KiB of output: small weights
-    (32, 1, 512, 512, True),  # 1 MiB of weights, 2 MiB of output
-    (14, 3, 512, 512, False),  # ResNet50's last stage: 9 MiB of weights, 392 KiB of output
-    (64, 3, 256, 256, False),  # AdaIN's VGG19: 2.3 MiB of weights, more than CACHED_WEIGHTS; 4 MiB of output
+@pytest.mark.parametrize(("mcpu", "size", "kernel", "channels", "filters", "rows_first"), [
+    ("emeraldrapids", 14, 3, 32, 64, True),  # 72 KiB of weights, 49 KiB of output: small weights
+    ("emeraldrapids", 32, 1, 512, 512, True),  # 1 MiB of weights, half its 2 MiB L2; 2 MiB of output
+    ("znver3", 32, 1, 512, 512, False),  # the same, four times half of Zen 3's 512 KiB L2
+    ("emeraldrapids", 14, 3, 512, 512, False),  # ResNet50's last stage: 9 MiB of weights, 392 KiB of output
+    ("emeraldrapids", 64, 3, 256, 256, False),  # AdaIN's VGG19: 2.3 MiB of weights; 4 MiB of output
 ])
 def test_parallel_tiles_take_the_rows_outside_unless_the_weights_outweigh_the_output(
-        size: int, kernel: int, channels: int, filters: int, rows_first: bool) -> None:
+        mcpu: str, size: int, kernel: int, channels: int, filters: int, rows_first: bool) -> None:
     """Each core computes whole rows of the output, so the next kernel finds its input in its own
-    core's cache, unless the weights are larger than the output and than SMALL_WEIGHTS, or than
-    CACHED_WEIGHTS: then each core reads only its share of them (`contraction._rows_first`)."""
+    core's cache, unless the weights are larger than the output and than SMALL_WEIGHTS, or than half
+    of a core's L2: then each core reads only its share of them (`contraction._rows_first`)."""
+    target = named_target(mcpu)
+    skip_unless_runnable(target)
     x, w = rand(1, size, size, channels), rand(kernel, kernel, channels, filters)
     pad = kernel // 2
     mod = module([x.shape], lambda bb, x_var: relax.op.nn.conv2d(
         x_var, relax.const(w), padding=(pad, pad, pad, pad), data_layout="NHWC", kernel_layout="HWIO"))
-    scheduled = apply_default_schedules(mod, TWO_CORES)
+    scheduled = apply_default_schedules(mod, target)
     (loop,) = _parallel_loop_names(scheduled)
     assert loop.startswith("nn_yy_") == rows_first and loop.startswith("ff_") != rows_first
-    vm = relax.VirtualMachine(tvm.compile(scheduled, target=TWO_CORES), tvm.cpu())
+    vm = relax.VirtualMachine(tvm.compile(scheduled, target=target), tvm.cpu())
     check(vm["main"](tvm.runtime.tensor(x)).numpy(), reference.conv2d_nhwc(x, w, (1, 1), (pad,) * 4, (1, 1)))
 
 

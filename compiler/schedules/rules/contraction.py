@@ -27,7 +27,7 @@ from tvm.target import Target
 from tfcheck.compiler.schedules import blocks, cpu
 from tfcheck.compiler.schedules.lowering import over_cores
 from tfcheck.compiler.schedules.rules import fallback
-from tfcheck.compiler.schedules.tiling import TileSize, register_tile, vector_width
+from tfcheck.compiler.schedules.tiling import TileSize, column_block, register_tile, vector_width
 
 SBlockRV = s_tir.schedule.SBlockRV
 LoopRV = s_tir.schedule.LoopRV
@@ -49,11 +49,6 @@ PARALLEL_MIN_BYTES = 512 << 10
 # Weights up to this many bytes never keep the column tiles outside the rows (`_rows_first`): both
 # cores reading all of them costs little.
 SMALL_WEIGHTS = 256 << 10
-# Weights over this many bytes keep the column tiles outside the rows even where the output is
-# larger (`_rows_first`): more than a core's L2 holds, they would pass through it again every few
-# pixels. A 3x3 convolution of 256 to 256 channels at 64x64 (2.3 MiB of weights, AdaIN's; RetinaNet's
-# at 80x80): 29-34 ms with the rows outside, 17-19 ms with the columns (docs/build.md, "Users' models").
-CACHED_WEIGHTS = 1 << 20
 
 # The size a symbolic rows axis (a batch, an image's width, a sequence of any length) is tiled for,
 # as a static axis of that size would be: its divisors let the tile take 7 rows, the tile of the
@@ -167,10 +162,25 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     return tail[epilogue - 1] if epilogue else None
 
 
-def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
-          tile_size: TileSize) -> tuple[LoopRV, LoopRV | None, LoopRV, int]:
-    """Tile ``main`` into (parallel outer loop, rows loop, cols loop) and order the loops around it;
-    the last item is the number of outer tiles at the smallest sizes (`blocks.smallest_extent`)."""
+@dataclass(frozen=True)
+class Tiled:
+    """The loops `_tile` leaves around the register tile of ``main``."""
+
+    fused: LoopRV  # the outer tiles, fused: the loop split over the cores
+    block: LoopRV | None  # the column tiles of one cache block (`_column_block`), under `fused`
+    rows: LoopRV | None  # the register tile's rows
+    cols: LoopRV  # the register tile's columns
+    tiles: int  # iterations of `fused` at the smallest sizes (`blocks.smallest_extent`)
+
+    @property
+    def depth(self) -> int:
+        """Loops above the reduction loops: where a tile's epilogue and its accumulator's zeroing go."""
+        return 1 if self.block is None else 2
+
+
+def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target, tile_size: TileSize) -> Tiled:
+    """Tile ``main`` and order the loops around the tile: the outer tiles, a cache block of column
+    tiles where the columns run outside the rows, the reduction loops, the register tile."""
     kinds = blocks.iter_kinds(sch, main)
     loops = sch.get_loops(main)
     spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
@@ -190,14 +200,45 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target,
             others.append(rows_outer)
         else:
             others.append(loop)
-    outer = [*others, cols_outer] if _rows_first(sch.get(main)) else [cols_outer, *others]
+    block = None
+    if _rows_first(sch.get(main), target):
+        outer = [*others, cols_outer]
+    else:
+        size = _column_block(sch.get(main), blocks.extent(sch, cols_outer), target)
+        cols_outer, block = sch.split(cols_outer, factors=[None, size]) if size > 1 else (cols_outer, None)
+        outer = [cols_outer, *others]
     inner = [rows_inner] if rows_inner is not None else []
-    sch.reorder(*outer, *reduction, *inner, cols_inner)
+    sch.reorder(*outer, *([block] if block is not None else []), *reduction, *inner, cols_inner)
     tiles = math.prod(blocks.smallest_extent(sch, loop) for loop in outer)
-    return sch.fuse(*outer), rows_inner, cols_inner, tiles
+    return Tiled(sch.fuse(*outer), block, rows_inner, cols_inner, tiles)
 
 
-def _rows_first(block: tirx.SBlock) -> bool:
+def _weights_and_inputs(block: tirx.SBlock) -> tuple[list[tirx.Buffer], list[tirx.Buffer]]:
+    """The buffers ``block`` reads that no output row indexes (the weights: each row reads all of
+    them) and those it does (the inputs)."""
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
+    output = block.writes[0].source
+    reads = [read for read in block.reads if not read.source.same_as(output)]
+    by_rows = [any(blocks.indexes_by(axis.min, var) for axis in read.region for var in spatial[:-1]) for read in reads]
+    return ([read.source for read, rows in zip(reads, by_rows) if not rows],
+            [read.source for read, rows in zip(reads, by_rows) if rows])
+
+
+def _column_block(block: tirx.SBlock, col_tiles: int, target: Target) -> int:
+    """Column tiles per cache block (`tiling.column_block`: their weights in half of a core's L2,
+    each row tile of the input read once per block); one where a size is symbolic.
+
+    With the columns outside, each core's column tiles read the whole input once each: Xception's
+    19x19x728 input is 1 MB, twice a Zen 3 core's L2, so every tile read it from L3."""
+    weights, inputs = _weights_and_inputs(block)
+    weight_bytes = [blocks.static_bytes(buffer) for buffer in weights]
+    input_bytes = [blocks.static_bytes(buffer) for buffer in inputs]
+    if not weight_bytes or None in weight_bytes or None in input_bytes:
+        return 1
+    return column_block(col_tiles, max(weight_bytes) // col_tiles, max(input_bytes, default=0), cpu.l2_bytes(target))
+
+
+def _rows_first(block: tirx.SBlock, target: Target) -> bool:
     """Whether the parallel loop over the tiles takes the rows (pixels) outside the column tiles,
     so each core computes whole rows of the output instead of a share of its columns (channels).
 
@@ -211,24 +252,25 @@ def _rows_first(block: tirx.SBlock) -> bool:
     outside (rows outside everywhere made ResNet50 take 42.7-54.2 ms against 32.8-41.9). With this
     rule, in one process: MobileNetV2 3.91 / 3.94 ms against 4.40 / 4.40, ResNet50 30.8 / 29.7
     against 33.1 / 34.9, the encoder block 0.197 / 0.201 against 0.206 / 0.209, the others level
-    (docs/schedules.md, "Rows outside"). Weights over ``CACHED_WEIGHTS`` keep the columns outside
-    too, whatever the output. An output of symbolic size (an image or a batch of any size) takes
+    (docs/schedules.md, "Rows outside"). Weights over half of a core's L2 (`cpu.l2_bytes`) keep the
+    columns outside too, whatever the output: they would pass through the L2 again every few pixels
+    (a 3x3 convolution of 256 to 256 channels at 64x64, 2.3 MiB of weights, AdaIN's: 29-34 ms with
+    the rows outside, 17-19 ms with the columns; docs/build.md, "Users' models"). Half, because the
+    input and output pass through it too: 1 MiB on the 2 MiB Xeons this was measured on, 256 KiB on
+    a Zen 3 (issue 39). An output of symbolic size (an image or a batch of any size) takes
     the rows outside where the weights are small, whatever its size would be: AdaIN's 3x3
     convolutions of 64 channels at 256x256 took twice as long with the columns outside in its
     artifact for images of any size as in the 256x256 one (docs/schedules.md, "Images of any size").
     """
-    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
-    output = block.writes[0].source
-    weights = [read.source for read in block.reads if not read.source.same_as(output)
-               and not any(blocks.indexes_by(axis.min, var) for axis in read.region for var in spatial[:-1])]
+    weights, _ = _weights_and_inputs(block)
     sizes = [blocks.static_bytes(buffer) for buffer in weights]
     if any(size is None for size in sizes):
         return False
     largest = max(sizes, default=0)
-    written = blocks.static_bytes(output)
+    written = blocks.static_bytes(block.writes[0].source)
     if written is None:
         return largest <= SMALL_WEIGHTS
-    return largest <= max(written, SMALL_WEIGHTS) and largest <= CACHED_WEIGHTS
+    return largest <= max(written, SMALL_WEIGHTS) and largest <= cpu.l2_bytes(target) // 2
 
 
 class TileOfUnknownExtent(ValueError):
@@ -261,7 +303,7 @@ def _vectorize_tile(sch: s_tir.Schedule, tile: list[LoopRV], lanes: int) -> None
         sch.unroll(loop)
 
 
-def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, target: Target) -> None:
+def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, tiled: Tiled, target: Target) -> None:
     """Compute the epilogue (or a plain write-back) per tile, vectorised along its last axis."""
     epilogue = _consumers_to_epilogue(sch, main, target)
     if epilogue is None:
@@ -271,8 +313,8 @@ def _schedule_epilogue(sch: s_tir.Schedule, main: SBlockRV, fused: LoopRV, targe
     # is a TVMBackendAllocWorkspace call, and under a parallel loop one per tile, in the parallel
     # closure: that made the depthwise kernel 2.4x slower split over the cores even on one thread
     # (docs/schedules.md, "Depthwise convolutions").
-    sch.reverse_compute_at(epilogue, fused, preserve_unit_loops=True)
-    _vectorize_tile(sch, sch.get_loops(epilogue)[1:], cpu.vector_lanes(target, blocks.dtype_bits(sch, epilogue)))
+    sch.reverse_compute_at(epilogue, tiled.block if tiled.block is not None else tiled.fused, preserve_unit_loops=True)
+    _vectorize_tile(sch, sch.get_loops(epilogue)[tiled.depth:], cpu.vector_lanes(target, blocks.dtype_bits(sch, epilogue)))
 
 
 def _schedule_producers(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> None:
@@ -333,12 +375,13 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
         _schedule_producers(sch, main, target)
     work = blocks.iterations(sch, sch.get_loops(main))
     enough = work >= PARALLEL_MIN_WORK or blocks.bytes_read(sch.get(main)) >= PARALLEL_MIN_BYTES
-    fused, rows_inner, cols_inner, tiles = _tile(sch, main, target, kernel.tile_size)
-    reduction = sch.get_loops(main)[1 : -2 if rows_inner is not None else -1]
-    _pack_weights(sch, main, func, blocks.extent(sch, cols_inner))
-    _schedule_epilogue(sch, main, fused, target)
+    tiled = _tile(sch, main, target, kernel.tile_size)
+    rows_inner = tiled.rows
+    reduction = sch.get_loops(main)[tiled.depth : -2 if rows_inner is not None else -1]
+    _pack_weights(sch, main, func, blocks.extent(sch, tiled.cols))
+    _schedule_epilogue(sch, main, tiled, target)
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
-    _vectorize_tile(sch, [rows_inner, cols_inner] if rows_inner is not None else [cols_inner], lanes)
+    _vectorize_tile(sch, [rows_inner, tiled.cols] if rows_inner is not None else [tiled.cols], lanes)
     if kernel.unroll_reduction:
         for loop in reduction:
             sch.unroll(loop)
@@ -348,9 +391,9 @@ def schedule_micro_kernel(sch: s_tir.Schedule, main: SBlockRV, func: tirx.PrimFu
     # 3-5x slower split over the cores at batch 8 (the thread pool's wake-up against 2 us of work)
     # than serially (docs/benchmarks.md).
     if kernel.parallel and cpu.num_cores(target) > 1:
-        over_cores.split_over_cores(sch, fused, tiles > 1 and enough, PARALLEL_MIN_WORK)
+        over_cores.split_over_cores(sch, tiled.fused, tiled.tiles > 1 and enough, PARALLEL_MIN_WORK)
     # After vectorize: the update block without its init no longer counts as a reduction block.
-    sch.decompose_reduction(main, sch.get_loops(main)[1])
+    sch.decompose_reduction(main, sch.get_loops(main)[tiled.depth])
     if rows_inner is not None:
         _accumulator_in_whole_tiles(sch, main, rows_inner)
     return sch
