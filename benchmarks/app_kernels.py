@@ -10,6 +10,14 @@ table of `tfcheck bench --profile`, from the same code (`compiler/bench/profile.
     .venv/bin/python benchmarks/app_kernels.py DenseNet121 [--size 224] [--rounds 10] [--calls 3]
         [--variants default,unpadded] [--targets avx512,avx2] [--kernels] [--top 20]
 
+Two commits' builds in the same rounds: ``--export DIR`` builds each variant and target as
+``tfcheck build`` compiles (``compile_cpu``) and writes ``DIR/<model>-<variant>-<target>.so``;
+``--libs before=A.so,after=B.so`` times such libraries beside TFLite and tf.function (building
+nothing unless ``--targets`` is given). Run under ``benchmarks/avx2_only/run.py`` for AVX2 builds.
+``--thread-cpu`` (with ``TVM_NUM_THREADS=1``) times the calling thread's CPU time, TVM and TFLite
+on one thread and no tf.function, whose kernels run on threads of their own: on a loaded machine,
+what a change of the build does, without the waits for a core.
+
 The model is built as the sweep builds it (``weights=None``, logits, batch norms calibrated on one
 random batch: fixtures/aot/calibration.py), at batch 1.
 """
@@ -102,6 +110,19 @@ def print_profiles(relax_mod: tvm.IRModule, variants: dict[str, bench.Schedule],
         print("\n" + markdown(table, top))
 
 
+def export_builds(concrete: Any, variants: dict[str, bench.Schedule], targets: list[str], folder: Path,
+                  model: str) -> None:
+    """Build each variant for each target as `tfcheck build` compiles, and export the library."""
+    relax_mod = bench.import_flatbuffer(bench.to_tflite(bench.freeze(concrete)))
+    folder.mkdir(parents=True, exist_ok=True)
+    for target_name in targets:
+        target = tvm.target.Target({**host_cpu_target(), **bench.TARGETS[target_name]})
+        for name, schedule in variants.items():
+            path = folder / f"{model}-{name}-{target_name}.so"
+            compile_cpu(schedule(relax_mod, target), target).export_library(str(path))
+            print(f"exported {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a keras.applications name, e.g. DenseNet121")
@@ -109,7 +130,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=3, help="calls per round")
     parser.add_argument("--variants", default="default", help=f"comma-separated, of {', '.join(VARIANTS)}")
-    parser.add_argument("--targets", default="avx512", help="comma-separated, of avx512, avx2")
+    parser.add_argument("--targets", help="comma-separated, of avx512, avx2 (default avx512; none with --libs)")
+    parser.add_argument("--export", type=Path, help="write each variant's and target's library here instead")
+    parser.add_argument("--libs", help="NAME=PATH,...: exported libraries to time beside TFLite and tf.function")
+    parser.add_argument("--thread-cpu", action="store_true",
+                        help="thread CPU time, TVM and TFLite on one thread, no tf.function (TVM_NUM_THREADS=1)")
     parser.add_argument("--kernels", action="store_true", help="rank each variant's and target's kernels instead")
     parser.add_argument("--top", type=int, default=20)
     args = parser.parse_args()
@@ -119,13 +144,20 @@ def main() -> None:
     concrete, _model = application(tf, keras, args.model, args.size)
     print(f"load before: {os.getloadavg()[0]:.2f}, TVM threads: {bench.THREADS}, TFLite threads: {bench.THREADS}")
     variants = {name: VARIANTS[name] for name in args.variants.split(",")}
-    targets = args.targets.split(",")
-    if args.kernels:
+    targets = args.targets.split(",") if args.targets else [] if args.libs else ["avx512"]
+    if args.export:
+        export_builds(concrete, variants, targets, args.export, args.model)
+    elif args.kernels:
         relax_mod = bench.import_flatbuffer(bench.to_tflite(bench.freeze(concrete)))
         print_profiles(relax_mod, variants, targets, args.calls, args.top)
     else:
-        times, error = bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls)
-        columns = ["tflite", "tf.function"] + [f"{v}/{t}" for t in targets for v in variants]
+        libraries = dict(item.split("=", 1) for item in args.libs.split(",")) if args.libs else {}
+        clock = bench.thread_cpu_clock(parser, args.thread_cpu)
+        times, error = bench.bench_function(tf, concrete, variants, targets, args.rounds, args.calls,
+                                            (1,) if args.thread_cpu else (bench.THREADS,), clock,
+                                            time_tf_function=not args.thread_cpu, libraries=libraries)
+        theirs = [next(name for name in times if name.startswith("tflite"))] + ([] if args.thread_cpu else ["tf.function"])
+        columns = theirs + [f"{v}/{t}" for t in targets for v in variants] + list(libraries)
         print("| model | " + " | ".join(columns) + " | max abs err |\n|---|" + "---:|" * (len(columns) + 1))
         print(f"| {args.model} | " + " | ".join(f"{times[c] / 1e3:.2f} ms" for c in columns) + f" | {error:.1e} |")
     print(f"load after: {os.getloadavg()[0]:.2f}")

@@ -144,6 +144,14 @@ def tvm_call(relax_mod: tvm.IRModule, schedule: Schedule, target: tvm.target.Tar
     return lambda: vm["main"](*data).numpy()
 
 
+def library_call(path: str, inputs: list[np.ndarray]) -> Callable[[], np.ndarray]:
+    """A build exported with ``export_library`` (another commit's, say: `app_kernels.py --export`), loaded
+    into a VM; a call."""
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    data = [tvm.runtime.tensor(x) for x in inputs]
+    return lambda: vm["main"](*data).numpy()
+
+
 def tflite_call(tf: Any, flatbuffer: bytes, inputs: list[np.ndarray], threads: int = THREADS) -> Callable[[], np.ndarray]:
     """TFLite's interpreter with its default XNNPACK delegate on ``threads`` threads (inputs in signature order)."""
     interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=threads)
@@ -197,11 +205,13 @@ def import_flatbuffer(flatbuffer: bytes) -> tvm.IRModule:
 def bench_function(tf: Any, concrete: Any, variants: dict[str, Schedule], targets: list[str], rounds: int,
                    per_round: int, tflite_threads: tuple[int, ...] = (THREADS,),
                    clock: Callable[[], float] = time.perf_counter,
-                   time_tf_function: bool = True) -> tuple[dict[str, float], float]:
+                   time_tf_function: bool = True,
+                   libraries: dict[str, str] | None = None) -> tuple[dict[str, float], float]:
     """Times of every backend for one traced function of float32 inputs, and the largest
     difference of a TVM build from TensorFlow; ``variants`` names the scheduling steps to build
-    with (one TVM build per variant and target). TFLite's columns are ``tflite`` for ``THREADS``
-    threads, ``tflite/N`` for other counts."""
+    with (one TVM build per variant and target), ``libraries`` exported builds to time beside them
+    (column name -> path). TFLite's columns are ``tflite`` for ``THREADS`` threads, ``tflite/N``
+    for other counts."""
     flatbuffer = to_tflite(freeze(concrete))
     relax_mod = import_flatbuffer(flatbuffer)
     rng = np.random.default_rng(1)
@@ -218,8 +228,11 @@ def bench_function(tf: Any, concrete: Any, variants: dict[str, Schedule], target
         target = tvm.target.Target({**host, **TARGETS[name]})
         for variant, schedule in variants.items():
             calls[f"{variant}/{name}"] = tvm_call(relax_mod, schedule, target, inputs)
+    for name, path in (libraries or {}).items():
+        calls[name] = library_call(path, inputs)
     expected = concrete(*tensors).numpy()
-    error = max(float(np.max(np.abs(calls[f"{v}/{t}"]() - expected))) for v in variants for t in targets)
+    built = [f"{v}/{t}" for v in variants for t in targets] + list(libraries or {})
+    error = max(float(np.max(np.abs(calls[name]() - expected))) for name in built)
     return interleaved_us(calls, rounds, per_round, clock), error
 
 
@@ -230,6 +243,15 @@ def whole_model(tf: Any, keras: Any) -> Any:
     model = keras.applications.MobileNetV2(weights=None)
     spec = tf.TensorSpec([1, 224, 224, 3], tf.float32)
     return tf.function(lambda images: model(images, training=False), input_signature=[spec]).get_concrete_function()
+
+
+def thread_cpu_clock(parser: argparse.ArgumentParser, thread_cpu: bool) -> Callable[[], float]:
+    """The clock of ``--thread-cpu``: the calling thread's CPU time, which leaves out the waits for a
+    core that other jobs cause, and counts all of TVM's work only on one thread (TVM_NUM_THREADS=1);
+    wall time otherwise."""
+    if thread_cpu and THREADS != 1:
+        parser.error("--thread-cpu needs TVM_NUM_THREADS=1: TVM's other threads' time would not be counted")
+    return time.thread_time if thread_cpu else time.perf_counter
 
 
 def arguments(description: str, variants: str) -> argparse.ArgumentParser:

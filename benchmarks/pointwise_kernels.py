@@ -26,7 +26,6 @@ register tile it chose before issue 17's 1x1 work (``previous_register_tile``).
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,10 +128,8 @@ def main() -> None:
     parser = bench.arguments(__doc__, "default,before")
     parser.add_argument("--thread-cpu", action="store_true", help="thread CPU time, one thread (TVM_NUM_THREADS=1)")
     args = parser.parse_args()
-    if args.thread_cpu and bench.THREADS != 1:
-        parser.error("--thread-cpu needs TVM_NUM_THREADS=1: TVM's other threads' time would not be counted")
+    clock = bench.thread_cpu_clock(parser, args.thread_cpu)
     tflite_threads = (1,) if args.thread_cpu else TFLITE_THREADS
-    clock = time.thread_time if args.thread_cpu else time.perf_counter
     tf = import_tensorflow()
     import keras
 
