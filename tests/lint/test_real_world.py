@@ -42,9 +42,10 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # `expect-missing`. Issue 36 judged two expectations again by ../shared/JUDGING.md: keras#15360's
 # `self.batch_size`, set and read within each trace, and tensorflow#48851's print that announces
 # tracing on purpose are no findings (44 of 46). With xuannianz/EfficientDet#263, a case issue 36's corpus
-# run found: 45 of 47.
+# run found: 45 of 47. With calmiLovesAI/Basic_CNNs_TensorFlow2#13 (issue 37: a Keras layer built in a helper
+of `call`, and its fix): 46 of 48.
 MEASURED_PRECISION_FLOOR = 1.0
-MEASURED_RECALL_FLOOR = 45 / 47
+MEASURED_RECALL_FLOOR = 46 / 48
 
 # The header of every case names the thread: "owner/repo#number" and its title.
 _THREAD = re.compile(r'^"""[\w.-]+/[\w.-]+#\d+ ')
