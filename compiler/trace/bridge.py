@@ -442,11 +442,13 @@ def _already_frozen_converter(frozen: Any) -> Any:
 def _rewritten_for_tflite(graph: Any) -> Any:
     """`graph`'s GraphDef with the rewrites before conversion applied (docs/build.md, "Rewrites
     before conversion"): 3-D poolings as 2-D ones (`pooling3d.py`), `tf.image.extract_patches` as
-    reshapes or a convolution (`image_patches.py`)."""
+    reshapes or a convolution (`image_patches.py`), integer clips kept as MINIMUM and MAXIMUM
+    (`integer_clips.py`)."""
     from tfcheck.compiler.trace.image_patches import patches_as_builtins
+    from tfcheck.compiler.trace.integer_clips import clips_as_min_max
     from tfcheck.compiler.trace.pooling3d import pools_as_2d
 
-    return patches_as_builtins(pools_as_2d(graph.as_graph_def(), graph), graph)
+    return clips_as_min_max(patches_as_builtins(pools_as_2d(graph.as_graph_def(), graph), graph))
 
 
 # The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.
@@ -474,12 +476,74 @@ def to_tflite(frozen: Any) -> bytes:
         if _UNSIZED_TENSOR_LIST in text:
             raise StepError(_UNSIZED_TENSOR_LIST_MESSAGE, op=", ".join(ops) or None) from error
         if ops:
-            raise StepError(
-                f"uses TensorFlow op{'s' if len(ops) > 1 else ''} {', '.join(ops)}, which "
-                "TFLite builtins (and so TVM's importer) cannot express; "
-                f"{_unrewritten_hint(ops)}compute it outside the compiled function or replace it with supported ops",
-                op=", ".join(ops)) from error
+            raise StepError(_refusal(ops, _op_dtypes(text), _float64_inputs(frozen)), op=", ".join(ops)) from error
         raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
+
+
+def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[str]) -> str:
+    """Why the converter refused `ops`, by the dtypes it saw them on (`_op_dtypes`): ops that
+    TFLite's builtins lack whatever the dtype; float64 ops, which are builtins in float32 (a model
+    built after `tf.keras.backend.set_floatx('float64')`: marload/DeepRL-TensorFlow2's PPO read
+    "uses TensorFlow ops BiasAdd, MatMul, Relu ... cannot express" without the word float64); and
+    ops on other dtypes (an int32 Relu6), each with what to write instead."""
+    float64 = [op for op in ops if "float64" in dtypes.get(op, ()) and "float32" not in dtypes[op]]
+    other = [op for op in ops if op not in float64 and dtypes.get(op) and not dtypes[op] & {"float32", "float64"}]
+    general = [op for op in ops if op not in float64 and op not in other]
+    parts = []
+    if general:
+        parts.append(f"uses TensorFlow op{'s' if len(general) > 1 else ''} {', '.join(general)}, which TFLite builtins "
+                     f"(and so TVM's importer) cannot express; {_unrewritten_hint(general)}compute it outside the "
+                     "compiled function or replace it with supported ops")
+    if float64:
+        given = (f" (input{'s' if len(float64_inputs) > 1 else ''} {', '.join(float64_inputs)} "
+                 f"{'are' if len(float64_inputs) > 1 else 'is'} float64)") if float64_inputs else ""
+        parts.append(
+            f"computes TensorFlow op{'s' if len(float64) > 1 else ''} {', '.join(float64)} in float64{given}, and "
+            "TFLite's builtins (and so TVM's importer) have no float64 kernels. Build the model in float32: call "
+            "tf.keras.backend.set_floatx('float32') instead of 'float64' before its layers are made (where layers "
+            "exist already, tf.keras.mixed_precision.set_global_policy('float32') too: Keras 3 fixes its default "
+            "dtype when the first layer is made), or give its layers dtype='float32'; declare the input_signature's tensors "
+            "tf.float32, and cast what comes from float64 code with tf.cast(x, tf.float32)")
+    for op in other:
+        kinds = ", ".join(sorted(dtypes[op]))
+        parts.append(f"uses TensorFlow op {op} on {kinds} tensors, which TFLite builtins (and so TVM's importer) "
+                     f"{_FLOAT_ONLY[op] if op in _FLOAT_ONLY else 'cannot express, at least not for ' + kinds}; "
+                     f"{_INTEGER_HINTS.get(op, '')}{_unrewritten_hint([op])}cast to float32 before it "
+                     "(tf.cast(x, tf.float32)) and back after")
+    return "; it also ".join(parts)
+
+
+# TensorFlow ops that are TFLite builtins for float32 tensors only (and quantized ones), by the
+# builtin's name, for the refusal of one on integers.
+_FLOAT_ONLY = {op: f"have only for float32 tensors ({builtin})" for op, builtin in {
+    "Relu6": "RELU6", "Elu": "ELU", "LeakyRelu": "LEAKY_RELU", "Tanh": "TANH", "Sigmoid": "LOGISTIC",
+    "Softmax": "SOFTMAX", "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT", "Rsqrt": "RSQRT"}.items()}
+# Where an op on integers comes from when the user never wrote it.
+_INTEGER_HINTS = {
+    "Relu6": ("TensorFlow's converter makes one Relu6 of an integer clip to [0, 6] (tf.clip_by_value(x, 0, 6), "
+              "tf.minimum(tf.maximum(x, 0), 6)); tfcheck keeps such clips as MINIMUM and MAXIMUM outside loops, "
+              "so this one is in a loop's body or is tf.nn.relu6 itself: "),
+}
+# MLIR's element types in the converter's error, as TensorFlow names the dtypes.
+_MLIR_DTYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "i1": "bool", "i8": "int8",
+                "i16": "int16", "i32": "int32", "i64": "int64", "ui8": "uint8", "ui16": "uint16", "ui32": "uint32",
+                "ui64": "uint64"}
+
+
+def _op_dtypes(text: str) -> dict[str, set[str]]:
+    """Each op the converter's error details (`\ttf.MatMul(tensor<1x3xf64>, tensor<2x3xf64>) ->
+    (tensor<1x2xf64>) : {...}`), with the dtypes of its operands and results."""
+    found: dict[str, set[str]] = {}
+    for op, types in re.findall(r"^\s*tf\.(\w+)\((.*)$", text, re.MULTILINE):
+        found.setdefault(op, set()).update(
+            _MLIR_DTYPES.get(kind, kind) for kind in re.findall(r"tensor<(?:[\d?*]+x)*([a-z]+\d+)", types))
+    return found
+
+
+def _float64_inputs(frozen: Any) -> list[str]:
+    """The names of the function's own float64 inputs (not its weights, when they are inputs)."""
+    return [tensor.name.split(":")[0] for tensor in frozen.inputs
+            if tensor.dtype.name == "float64" and not tensor.name.startswith(WEIGHT_INPUT)]
 
 
 def _unrewritten_hint(ops: list[str]) -> str:

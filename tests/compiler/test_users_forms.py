@@ -1,0 +1,331 @@
+"""Forms from the users' models sweep (docs/build.md, "Users' models"; issue 42) whose builds failed
+with a message that blamed the wrong thing, each written as its repository writes it: a float64
+network (marload/DeepRL-TensorFlow2), an integer clip of sampling indices (faustomorales/keras-ocr)
+and token type ids that index a two-row table (kpe/bert-for-tf2). Each message is checked, and
+its advice followed until the function builds and matches TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+tf = pytest.importorskip("tensorflow")
+
+from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
+from tfcheck.compiler.trace.integer_clips import clips_as_min_max  # noqa: E402
+from tfcheck.compiler.trace.tracing import tflite_operators  # noqa: E402
+
+
+def build(run_cli: Callable[..., Result], folder: Path, *args: str) -> dict[str, dict[str, Any]]:
+    result = run_cli(folder, "build", "--no-lint", "--cache-dir", str(folder / "cache"), "--format", "json", *args)
+    return {record["function"].rsplit(".", 1)[-1]: record for record in json.loads(result.stdout)["functions"]}
+
+
+# marload/DeepRL-TensorFlow2 (PPO/PPO_Continuous.py at 876266d): the script's set_floatx('float64'),
+# its Actor's and Critic's `create_model` as written (Pendulum: 3 state dimensions, 1 action bounded
+# by 2.0), called as `get_action` and the update call them. Then the refusal's advice: the same
+# networks constructed after set_floatx('float32') (and the global policy, as layers exist), over
+# float32 inputs.
+DEEPRL_PPO = '''
+import tensorflow as tf
+from tensorflow.keras.layers import Input, Dense, Lambda
+
+import tfcheck
+
+tf.keras.backend.set_floatx('float64')
+tf.keras.utils.set_random_seed(0)
+
+
+class Actor:
+    def __init__(self, state_dim, action_dim, action_bound, std_bound):
+        self.state_dim = state_dim
+        self.action_dim = action_dim
+        self.action_bound = action_bound
+        self.std_bound = std_bound
+        self.model = self.create_model()
+
+    def create_model(self):
+        state_input = Input((self.state_dim,))
+        dense_1 = Dense(32, activation='relu')(state_input)
+        dense_2 = Dense(32, activation='relu')(dense_1)
+        out_mu = Dense(self.action_dim, activation='tanh')(dense_2)
+        mu_output = Lambda(lambda x: x * self.action_bound)(out_mu)
+        std_output = Dense(self.action_dim, activation='softplus')(dense_2)
+        return tf.keras.models.Model(state_input, [mu_output, std_output])
+
+
+class Critic:
+    def __init__(self, state_dim):
+        self.state_dim = state_dim
+        self.model = self.create_model()
+
+    def create_model(self):
+        return tf.keras.Sequential([
+            Input((self.state_dim,)),
+            Dense(32, activation='relu'),
+            Dense(32, activation='relu'),
+            Dense(16, activation='relu'),
+            Dense(1, activation='linear')
+        ])
+
+
+actor = Actor(3, 1, 2.0, [1e-2, 1.0])
+critic = Critic(3)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 3], tf.float64)])
+def act(state):
+    return actor.model(state, training=False)
+
+
+@tfcheck.aot(shapes=[(5, 3)])
+@tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float64)])
+def value(states):
+    return critic.model(states, training=False)
+
+
+tf.keras.backend.set_floatx('float32')
+tf.keras.mixed_precision.set_global_policy('float32')  # layers exist already (Keras 3 kept float64)
+actor_float32 = Actor(3, 1, 2.0, [1e-2, 1.0])
+critic_float32 = Critic(3)
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 3], tf.float32)])
+def act_float32(state):
+    return actor_float32.model(state, training=False)
+
+
+@tfcheck.aot(dims={"batch": (1, 5)})
+@tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+def value_float32(states):
+    return critic_float32.model(states, training=False)
+'''
+
+
+@pytest.mark.slow
+def test_a_float64_network_is_refused_naming_float64_and_builds_in_float32(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """MatMul, BiasAdd and Relu are TFLite builtins in float32; the refusal said they could not be
+    expressed at all, without the word float64. It names float64 now, and its advice builds."""
+    records = build(run_cli, project({"ppo.py": DEEPRL_PPO}))
+    for name in ("act", "value"):
+        message = records[name]["message"]
+        assert records[name]["status"] == "failed", message
+        assert "in float64 (input state" in message and "no float64 kernels" in message, message
+        assert "tf.keras.backend.set_floatx('float32')" in message and "tf.float32" in message, message
+        assert "cannot express" not in message, message
+    for name in ("act_float32", "value_float32"):
+        assert (records[name]["status"], records[name]["verified"]) == ("built", True), records[name]["message"]
+
+
+# faustomorales/keras-ocr (keras_ocr/recognition.py at 9661d6f): the spatial transformer's `_repeat`,
+# `_meshgrid` and `_transform` as written, over the recognizer's feature map (50 x 7 x 512 in the
+# model; 8 channels here) and its localisation net's 6 affine parameters, at a known batch as the
+# `shapes=` of the recognizer's message has it. `max_x = width - 1` folds to 6, and
+# `tf.clip_by_value(x0, zero, max_x)` on int32 became an int32 Relu6 in the converter.
+KERAS_OCR_TRANSFORM = '''
+import tensorflow as tf
+
+import tfcheck
+
+
+def _repeat(x, num_repeats):
+    ones = tf.ones((1, num_repeats), dtype="int32")
+    x = tf.reshape(x, shape=(-1, 1))
+    x = tf.matmul(x, ones)
+    return tf.reshape(x, [-1])
+
+
+def _meshgrid(height, width):
+    x_linspace = tf.linspace(-1.0, 1.0, width)
+    y_linspace = tf.linspace(-1.0, 1.0, height)
+    x_coordinates, y_coordinates = tf.meshgrid(x_linspace, y_linspace)
+    x_coordinates = tf.reshape(x_coordinates, shape=(1, -1))
+    y_coordinates = tf.reshape(y_coordinates, shape=(1, -1))
+    ones = tf.ones_like(x_coordinates)
+    indices_grid = tf.concat([x_coordinates, y_coordinates, ones], 0)
+    return indices_grid
+
+
+def _transform(inputs):
+    locnet_x, locnet_y = inputs
+    output_size = locnet_x.shape[1:]
+    batch_size = tf.shape(locnet_x)[0]
+    height = tf.shape(locnet_x)[1]
+    width = tf.shape(locnet_x)[2]
+    num_channels = tf.shape(locnet_x)[3]
+
+    locnet_y = tf.reshape(locnet_y, shape=(batch_size, 2, 3))
+
+    locnet_y = tf.reshape(locnet_y, (-1, 2, 3))
+    locnet_y = tf.cast(locnet_y, "float32")
+
+    output_height = output_size[0]
+    output_width = output_size[1]
+    indices_grid = _meshgrid(output_height, output_width)
+    indices_grid = tf.expand_dims(indices_grid, 0)
+    indices_grid = tf.reshape(indices_grid, [-1])  # flatten?
+    indices_grid = tf.tile(indices_grid, tf.stack([batch_size]))
+    indices_grid = tf.reshape(indices_grid, tf.stack([batch_size, 3, -1]))
+
+    transformed_grid = tf.matmul(locnet_y, indices_grid)
+    x_s = tf.slice(transformed_grid, [0, 0, 0], [-1, 1, -1])
+    y_s = tf.slice(transformed_grid, [0, 1, 0], [-1, 1, -1])
+    x = tf.reshape(x_s, [-1])
+    y = tf.reshape(y_s, [-1])
+
+    # Interpolate
+    height_float = tf.cast(height, dtype="float32")
+    width_float = tf.cast(width, dtype="float32")
+
+    output_height = output_size[0]
+    output_width = output_size[1]
+
+    x = tf.cast(x, dtype="float32")
+    y = tf.cast(y, dtype="float32")
+    x = 0.5 * (x + 1.0) * width_float
+    y = 0.5 * (y + 1.0) * height_float
+
+    x0 = tf.cast(tf.floor(x), "int32")
+    x1 = x0 + 1
+    y0 = tf.cast(tf.floor(y), "int32")
+    y1 = y0 + 1
+
+    max_y = tf.cast(height - 1, dtype="int32")
+    max_x = tf.cast(width - 1, dtype="int32")
+    zero = tf.zeros([], dtype="int32")
+
+    x0 = tf.clip_by_value(x0, zero, max_x)
+    x1 = tf.clip_by_value(x1, zero, max_x)
+    y0 = tf.clip_by_value(y0, zero, max_y)
+    y1 = tf.clip_by_value(y1, zero, max_y)
+
+    flat_image_dimensions = width * height
+    pixels_batch = tf.range(batch_size) * flat_image_dimensions
+    flat_output_dimensions = output_height * output_width
+    base = _repeat(pixels_batch, flat_output_dimensions)
+    base_y0 = base + y0 * width
+    base_y1 = base + y1 * width
+    indices_a = base_y0 + x0
+    indices_b = base_y1 + x0
+    indices_c = base_y0 + x1
+    indices_d = base_y1 + x1
+
+    flat_image = tf.reshape(locnet_x, shape=(-1, num_channels))
+    flat_image = tf.cast(flat_image, dtype="float32")
+    pixel_values_a = tf.gather(flat_image, indices_a)
+    pixel_values_b = tf.gather(flat_image, indices_b)
+    pixel_values_c = tf.gather(flat_image, indices_c)
+    pixel_values_d = tf.gather(flat_image, indices_d)
+
+    x0 = tf.cast(x0, "float32")
+    x1 = tf.cast(x1, "float32")
+    y0 = tf.cast(y0, "float32")
+    y1 = tf.cast(y1, "float32")
+
+    area_a = tf.expand_dims(((x1 - x) * (y1 - y)), 1)
+    area_b = tf.expand_dims(((x1 - x) * (y - y0)), 1)
+    area_c = tf.expand_dims(((x - x0) * (y1 - y)), 1)
+    area_d = tf.expand_dims(((x - x0) * (y - y0)), 1)
+    transformed_image = tf.add_n(
+        [
+            area_a * pixel_values_a,
+            area_b * pixel_values_b,
+            area_c * pixel_values_c,
+            area_d * pixel_values_d,
+        ]
+    )
+    # Finished interpolation
+
+    transformed_image = tf.reshape(
+        transformed_image, shape=(batch_size, output_height, output_width, num_channels)
+    )
+    return transformed_image
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([2, 50, 7, 8], tf.float32), tf.TensorSpec([2, 6], tf.float32)])
+def transform(features, theta):
+    return _transform([features, theta])
+'''
+
+
+def _module(tmp_path: Path, name: str, text: str) -> Any:
+    import importlib.util
+    import sys
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_keras_ocrs_integer_clips_convert_as_minimum_and_maximum_and_match_tensorflow(tmp_path: Path) -> None:
+    """The converter's int32 Relu6 (no TFLite builtin) becomes MINIMUM and MAXIMUM again, and
+    TFLite samples the feature map as TensorFlow does, out-of-map coordinates clipped included."""
+    transform = _module(tmp_path, "keras_ocr_transform", KERAS_OCR_TRANSFORM).transform.tf_function
+    flatbuffer = to_tflite(freeze(transform.get_concrete_function()))
+    ops = {operator.op for operator in tflite_operators(flatbuffer)}
+    assert {"MINIMUM", "MAXIMUM", "GATHER"} <= ops and "RELU6" not in ops
+    rng = np.random.default_rng(0)
+    features = rng.standard_normal((2, 50, 7, 8)).astype(np.float32)
+    theta = (rng.standard_normal((2, 6)) * 2).astype(np.float32)  # samples far outside the map: clipped
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), (features, theta)):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    got = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(got, transform(features, theta).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("clip, dtype", [
+    (lambda x: tf.clip_by_value(x, 0, 6), tf.int32),
+    (lambda x: tf.minimum(tf.maximum(x, 0), 6), tf.int32),
+    (lambda x: tf.maximum(0, tf.minimum(x, 6)), tf.int32),  # already the other way round: unchanged
+    (lambda x: tf.clip_by_value(x, tf.constant(0, tf.int64), tf.constant(6, tf.int64)), tf.int64),
+], ids=["clip_by_value", "minimum_of_maximum", "constant_first", "int64"])
+def test_integer_clips_to_zero_and_six_convert_without_relu6(clip: Callable[[Any], Any], dtype: Any) -> None:
+    function = tf.function(clip, input_signature=[tf.TensorSpec([9], dtype)])
+    flatbuffer = to_tflite(freeze(function.get_concrete_function()))
+    assert {operator.op for operator in tflite_operators(flatbuffer)} == {"MINIMUM", "MAXIMUM"}
+
+
+def test_an_integer_relu6_left_is_refused_naming_its_dtype() -> None:
+    """What no rewrite takes (tf.nn.relu6 itself on int32) is refused with the dtype and the cast."""
+    from tfcheck.compiler.process.child import StepError
+
+    function = tf.function(tf.nn.relu6, input_signature=[tf.TensorSpec([9], tf.int32)])
+    with pytest.raises(StepError) as refused:
+        to_tflite(freeze(function.get_concrete_function()))
+    message = refused.value.message
+    assert "Relu6 on int32 tensors" in message and "only for float32 tensors (RELU6)" in message, message
+    assert "tf.cast(x, tf.float32)" in message, message
+
+
+def test_float_clips_are_left_to_the_converter() -> None:
+    function = tf.function(lambda x: tf.clip_by_value(x, 0.0, 6.0), input_signature=[tf.TensorSpec([9])])
+    frozen = freeze(function.get_concrete_function())
+    graph_def = frozen.graph.as_graph_def()
+    assert clips_as_min_max(graph_def) is graph_def
+    assert [operator.op for operator in tflite_operators(to_tflite(frozen))] == ["RELU6"]
+
+
+@pytest.mark.slow
+def test_keras_ocrs_spatial_transformer_builds_at_known_sizes(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    """The keras-ocr recognizer's `shapes=` advice met "uses TensorFlow op Relu6" next (issue 42)."""
+    record = build(run_cli, project({"keras_ocr_transform.py": KERAS_OCR_TRANSFORM}))["transform"]
+    assert (record["status"], record["verified"]) == ("built", True), record["message"]
