@@ -98,6 +98,7 @@ def aot(
     shapes: Sequence[Any] | None = None,
     dims: Any = None,
     weights: str = "auto",
+    values: Any = None,
 ) -> Any:
     """Mark a tf.function for `tfcheck build`; see the module docstring for the forms.
 
@@ -115,6 +116,10 @@ def aot(
             values to the compiler apart (the build's memory stays near the weights' size),
             "constants" freezes them into the graph first, "auto" lifts them above 64 MB. See
             docs/build.md, "Memory".
+        values: the values the build's test inputs are drawn from, per input name, low included,
+            high not: {"token_type_ids": (0, 2)}. By default floats are normal, ints 1 to 7, and
+            ints that index a table (a tf.gather, an embedding) 0 to its rows - 1. See
+            docs/build.md, "Test inputs".
     """
     if weights not in WEIGHTS_MODES:
         raise ValueError(f"weights={weights!r}: expected one of {', '.join(map(repr, WEIGHTS_MODES))}")
@@ -124,6 +129,7 @@ def aot(
         "shapes": normalize_shapes(shapes),
         "dims": normalize_dims(dims),
         "weights": weights,
+        "values": normalize_values(values),
     }
     if fn is None:
         return functools.partial(_wrap, options=options)
@@ -191,6 +197,23 @@ def normalize_dims(dims: Any) -> dict[str, Bounds] | None:
         raise ValueError(f'dims= must be a dict of dimension name -> (min, max), such as {{"batch": (1, 64)}}, '
                          f"got {dims!r}")
     return {name: _bounds(name, value) for name, value in dims.items()}
+
+
+def normalize_values(values: Any) -> dict[str, tuple[float, float]] | None:
+    """`values=` as {input name: (low, high)} with low < high; ValueError saying what is wrong."""
+    if values is None:
+        return None
+    if not isinstance(values, dict) or not all(isinstance(name, str) and name for name in values):
+        raise ValueError(f'values= must be a dict of input name -> (low, high), such as {{"token_type_ids": (0, 2)}}, '
+                         f"got {values!r}")
+    normalized = {}
+    for name, value in values.items():
+        pair = tuple(value) if isinstance(value, (list, tuple)) else ()
+        if len(pair) != 2 or not all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in pair) \
+                or not pair[0] < pair[1]:
+            raise ValueError(f"values= entry {name!r}: {value!r} is not (low, high) with low < high (high excluded)")
+        normalized[name] = (pair[0], pair[1])
+    return normalized
 
 
 def _bounds(name: str, value: Any) -> Bounds:

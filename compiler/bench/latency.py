@@ -173,7 +173,8 @@ def _request(backend: str, manifest: Manifest, artifact: Manifest | None, budget
     return BenchRequest(backend=backend, module=module, qualname=manifest.qualname.removeprefix(module + "."),
                         root=str(_import_root(manifest)), inputs=timed_inputs(manifest),
                         budget=budget, outputs_path=str(work / "outputs.npz"), turns=list(turns),
-                        artifact=str(artifact.folder) if artifact else None)
+                        artifact=str(artifact.folder) if artifact else None,
+                        input_values=list(manifest.input_values) if manifest.input_values else None)
 
 
 def timed_inputs(manifest: Manifest) -> list[TensorSpec]:
@@ -244,7 +245,7 @@ def _load_outputs(path: Path) -> list[np.ndarray] | None:
 def measure_backend(request: BenchRequest, events: EventWriter) -> BenchResult:
     """Child: prepare one backend in its first turn, time it in the others, save its outputs for
     the parent to compare."""
-    arrays = generate_inputs(request.inputs)
+    arrays = generate_inputs(request.inputs, request.input_values)
     setup: list[float] = []
 
     def prepare() -> Callable[[], Any]:

@@ -211,7 +211,7 @@ def _executable_and_arguments(folder: Path, inputs: list[TensorSpec]) -> tuple[A
     reasons = incompatibilities(manifest)
     if reasons:
         raise StepError(f"this machine cannot run {folder}: {'; '.join(reasons)}")
-    arrays = [*generate_inputs(inputs), *load_weights(manifest)]
+    arrays = [*generate_inputs(inputs, manifest.input_values), *load_weights(manifest)]
     return tvm.runtime.load_module(str(manifest.library_path)), [tvm.runtime.tensor(a) for a in arrays]
 
 

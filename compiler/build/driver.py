@@ -510,6 +510,8 @@ def _manifest(function: AnnotatedFunction, options: BuildOptions, target: BuildT
         tuning=as_json(result.tuning) if result.tuning else None,
         budget_fallbacks=tuple(as_json(fallback) for fallback in result.budget_fallbacks) or None,
         dims=variant.dims or None,
+        input_values=tuple(None if each is None else tuple(each) for each in variant.input_values)
+        if variant.input_values else None,
         created=now_utc(),
     )
 

@@ -201,6 +201,10 @@ class TracedVariant:
     # which unknown dimensions the function cannot run at their smallest size, and what they were
     # raised to (`symbolic.runnable_bounds`), for the build's report
     bounds_raised: str | None = None
+    # per input, the range [low, high) its test values were drawn from where the build chose one: [0,
+    # rows) for an int input that indexes a table (`bridge.index_tables`), or `values=`; None where
+    # it is the default's (`bridge.generate_inputs`); None: every input's is
+    input_values: list[tuple[float, float] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -418,6 +422,7 @@ class BenchRequest:
     outputs_path: str
     turns: list[int]  # the child's ends of its turn pipes, go and done (compiler/bench/turns.py)
     artifact: str | None = None  # the artifact folder, for the tvm backends
+    input_values: list[tuple[float, float] | None] | None = None  # the manifest's (TracedVariant.input_values)
 
 
 @dataclass(frozen=True)

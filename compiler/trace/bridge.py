@@ -155,24 +155,118 @@ def _unwrap(wrapper: Any) -> tuple[Any, dict[str, Any]]:
     return tf_function, getattr(wrapper, "aot_options", {}) or {}
 
 
-def generate_inputs(specs: Sequence[TensorSpec]) -> list[np.ndarray]:
-    """Deterministic inputs for specs of concrete shapes: normal floats, small positive ints,
-    random booleans. Without TensorFlow: the benchmark's TVM children never load it."""
+# The values of a generated int input that indexes no table: small positive ints, which also serve
+# as sizes, counts and steps (`tf.range(n)`, `tf.zeros([n])`), low inclusive, high exclusive.
+INT_VALUES = (1, 8)
+
+
+def generate_inputs(specs: Sequence[TensorSpec],
+                    values: Sequence[Sequence[float] | None] | None = None) -> list[np.ndarray]:
+    """Deterministic inputs for specs of concrete shapes: normal floats, random booleans, ints in
+    `INT_VALUES`; or, for a spec whose entry of `values` is a range [low, high) (`input_values`),
+    ints or floats drawn uniformly from it. Without TensorFlow: the benchmark's TVM children never
+    load it."""
     rng = np.random.default_rng(SEED)
     arrays = []
-    for spec in specs:
+    for index, spec in enumerate(specs):
         dtype = _numpy_dtype(spec.dtype)
         shape = list(spec.shape)
+        given = values[index] if values is not None and index < len(values) else None
         if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
+            drawn = rng.standard_normal(shape) if given is None else rng.uniform(given[0], given[1], size=shape)
+            arrays.append(drawn.astype(dtype))
         elif dtype.kind == "b":
             arrays.append(rng.random(shape) < 0.5)
         elif dtype.kind in "iu":
-            arrays.append(rng.integers(1, 8, size=shape).astype(dtype))
+            low, high = INT_VALUES if given is None else (int(given[0]), int(given[1]))
+            arrays.append(rng.integers(low, high, size=shape).astype(dtype))
         else:
             raise StepError(f"input {spec.name!r} has dtype {spec.dtype}, which the build "
                             "cannot generate test inputs for")
     return arrays
+
+
+# Ops whose output holds (some of) the values of their inputs at these positions (None: every
+# input), which an index reaches a lookup through: Keras' Embedding casts its ids and, in Keras 3,
+# selects `ids + rows` for negative ones (SelectV2); models reshape, slice and stack them.
+_VALUES_PASS = {
+    "Identity": (0,), "IdentityN": None, "StopGradient": (0,), "Snapshot": (0,), "Cast": (0,), "Reshape": (0,),
+    "ExpandDims": (0,), "Squeeze": (0,), "Transpose": (0,), "StridedSlice": (0,), "Slice": (0,), "Tile": (0,),
+    "BroadcastTo": (0,), "ReverseV2": (0,), "Pack": None, "Unpack": (0,), "ConcatV2": "all but last",
+    "Split": (1,), "SplitV": (0,), "SelectV2": (1, 2), "Select": (1, 2), "GatherV2": (0,), "Gather": (0,),
+}
+# Lookups: op -> the position of its indices.
+_LOOKUPS = {"GatherV2": 1, "Gather": 1, "ResourceGather": 1, "GatherNd": 1, "ResourceGatherNd": 1}
+
+
+def index_tables(concrete: Any, count: int) -> list[int | None]:
+    """For each of the first `count` inputs of `concrete` (the user's, in flattening order): the
+    fewest rows of the tables it indexes (a tf.gather's or an embedding's axis, a gather_nd's
+    leading axes), reached through ops that pass values on (`_VALUES_PASS`), or None for an input
+    that indexes none of known size. kpe/bert-for-tf2's token type ids index a table of 2 rows,
+    and the build's ints of 1 to 7 made TensorFlow itself fail (issue 42)."""
+    return [_fewest_rows(tensor) if tensor.dtype.is_integer else None for tensor in concrete.inputs[:count]]
+
+
+def _fewest_rows(start: Any) -> int | None:
+    fewest, seen, pending = None, set(), [start]
+    while pending:
+        tensor = pending.pop()
+        if tensor.name in seen:
+            continue
+        seen.add(tensor.name)
+        for consumer in tensor.consumers():
+            positions = [i for i, each in enumerate(consumer.inputs) if each is tensor]
+            if consumer.type in _LOOKUPS and _LOOKUPS[consumer.type] in positions:
+                rows = _rows(consumer)
+                if rows:
+                    fewest = rows if fewest is None else min(fewest, rows)
+            passing = _VALUES_PASS.get(consumer.type, ())
+            if passing == "all but last":
+                passing = tuple(range(len(consumer.inputs) - 1))
+            if passing is None or any(i in passing for i in positions):
+                pending.extend(consumer.outputs)
+    return fewest
+
+
+def _rows(lookup: Any) -> int | None:
+    """How many rows the lookup's indices may address: the size of the gathered axis (of each
+    leading axis a gather_nd's last index dimension spans, the fewest), when known."""
+    import tensorflow as tf
+
+    shape = _table_shape(lookup)
+    if shape is None or shape.rank is None:
+        return None
+    sizes = shape.as_list()
+    batch = lookup.get_attr("batch_dims") if "batch_dims" in lookup.node_def.attr else 0
+    if lookup.type.endswith("GatherNd"):
+        depth = lookup.inputs[1].shape[-1] if lookup.inputs[1].shape.rank else None
+        spanned = sizes[batch:batch + depth] if depth is not None else []
+        return min(spanned) if spanned and None not in spanned else None
+    axis = 0
+    if lookup.type == "GatherV2":
+        value = tf.get_static_value(lookup.inputs[2])
+        if value is None:
+            return None
+        axis = int(value) % len(sizes) if sizes else 0
+    axis = max(axis, batch) if lookup.type == "ResourceGather" else axis
+    return sizes[axis] if axis < len(sizes) else None
+
+
+def _table_shape(lookup: Any) -> Any:
+    """The static shape of the table a lookup reads: its params' own, or for a resource the
+    variable's (from the handle's shape data)."""
+    params = lookup.inputs[0]
+    if not lookup.type.startswith("Resource"):
+        return params.shape
+    from tensorflow.python.ops import handle_data_util
+
+    import tensorflow as tf
+
+    data = handle_data_util.get_resource_handle_data(params)
+    if data is None or not data.is_set or not data.shape_and_type:
+        return None
+    return tf.TensorShape(data.shape_and_type[0].shape)
 
 
 def _numpy_dtype(name: str) -> np.dtype:
@@ -502,8 +596,8 @@ def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[s
             "TFLite's builtins (and so TVM's importer) have no float64 kernels. Build the model in float32: call "
             "tf.keras.backend.set_floatx('float32') instead of 'float64' before its layers are made (where layers "
             "exist already, tf.keras.mixed_precision.set_global_policy('float32') too: Keras 3 fixes its default "
-            "dtype when the first layer is made), or give its layers dtype='float32'; declare the input_signature's tensors "
-            "tf.float32, and cast what comes from float64 code with tf.cast(x, tf.float32)")
+            "dtype when the first layer is made), or give its layers dtype='float32'; declare the input_signature's "
+            "tensors tf.float32, and cast what comes from float64 code with tf.cast(x, tf.float32)")
     for op in other:
         kinds = ", ".join(sorted(dtypes[op]))
         parts.append(f"uses TensorFlow op {op} on {kinds} tensors, which TFLite builtins (and so TVM's importer) "

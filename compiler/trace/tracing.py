@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import hashlib
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,10 @@ from tfcheck.compiler.cache.fastkey import ReadRecorder
 from tfcheck.compiler.process.io_file import save_io
 from tfcheck.compiler.process.messages import (OperatorCount, SymbolicFailure, TracedVariant, TraceRequest,
                                                TraceResult)
-from tfcheck.compiler.trace.bridge import (LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused, error_summary,
-                                      freeze, generate_inputs, import_tensorflow, lift_weights, load_saved_signature,
+from tfcheck.compiler.trace.bridge import (INT_VALUES, LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused,
+                                      error_summary,
+                                      freeze, generate_inputs, import_tensorflow, index_tables, lift_weights,
+                                      load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
 from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
@@ -62,16 +65,17 @@ def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     dims = request.config_dims if dims is None else dims  # `dims={}`: symbolic, every dimension unbounded
     signature = _signature(tf, traced, entries)
     arguments = _arguments(tf, signature, _argument_names(tf, traced, signature))
+    given_values = _given_values(traced.options.get("values"), _leaf_names(arguments))
     work_dir = Path(request.work_dir)
     flat = tf.nest.flatten(signature)
     if request.symbolic and _is_symbolic(flat, entries, dims):
         variants = [_trace_symbolic(tf, traced.tf_function, signature, arguments, dims or {},
-                                    work_dir / "variant-0", events, request, bool(entries))]
+                                    work_dir / "variant-0", events, request, bool(entries), given_values)]
     else:
         shapes = _shape_entries(flat, _leaf_names(arguments), entries)
         variants = [
             _trace_variant(tf, traced.tf_function, signature, arguments, entry, work_dir / f"variant-{index}",
-                           events, request)
+                           events, request, given_values)
             for index, entry in enumerate(shapes)
         ]
     return TraceResult(
@@ -168,7 +172,7 @@ def _shape_text(shape: Any) -> str:
 
 def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
                    shapes: list[list[int]], variant_dir: Path, events: EventWriter,
-                   request: TraceRequest) -> TracedVariant:
+                   request: TraceRequest, given_values: dict[str, tuple[float, float]]) -> TracedVariant:
     """Concrete function -> frozen graph -> cache key; then, unless the cache holds the artifact,
     TFLite flatbuffer and reference inputs/outputs."""
     from tfcheck.fingerprint import captures_fingerprint
@@ -178,19 +182,26 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     names = _leaf_names(arguments)
     concrete = _specialize(tf, tf_function, signature, arguments, shapes).get_concrete_function()
     inputs = [TensorSpec(n, tuple(s), spec.dtype.name) for n, s, spec in zip(names, shapes, flat)]
+    values = input_values(inputs, index_tables(concrete, len(inputs)), given_values)
     output_structure = _output_structure(tf, concrete.structured_outputs)
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
         graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
-        {"inputs": arguments, "outputs": output_structure}))
+        {"inputs": arguments, "outputs": output_structure, **({"values": values} if values else {})}))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
-                              frozen_because=frozen_because)
+                              frozen_because=frozen_because, input_values=values)
     flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs)
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
     described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
-    arrays = generate_inputs(inputs)
-    outputs = reference_outputs(concrete, arrays)
+    arrays = generate_inputs(inputs, values)
+    try:
+        outputs = reference_outputs(concrete, arrays)
+    except Exception as error:  # noqa: BLE001 - whatever TensorFlow raises on the generated inputs
+        failure = values_failure(request.label, error_summary(error), inputs, values, request.saved_model is None)
+        if failure is None:
+            raise
+        raise StepError(failure) from error
     second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
     save_io(variant_dir / "io.npz", arrays, outputs, second)
     return dataclasses.replace(
@@ -202,7 +213,8 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
 
 def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],
                     dims: dict[str, Any], variant_dir: Path, events: EventWriter,
-                    request: TraceRequest, has_shape_entries: bool) -> TracedVariant:
+                    request: TraceRequest, has_shape_entries: bool,
+                    given_values: dict[str, tuple[float, float]]) -> TracedVariant:
     """The signature as it is, unknown dimensions kept: one frozen graph, one TFLite flatbuffer
     (its tensors' `shape_signature` keeps -1), and reference inputs and outputs at each size of
     `symbolic.verify_sizes` (`io-<i>.npz`, with the sizes under `sizes`). An operator that the
@@ -219,20 +231,23 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     bounds = symbolic.bounds_of(shapes, dims, request.label)
     inputs = [TensorSpec(n, tuple(s), spec.dtype.name) for n, s, spec in zip(names, shapes, flat)]
     concrete = _traced_symbolic(tf_function, request, inputs, bounds, has_shape_entries)
+    values = input_values(inputs, index_tables(concrete, len(inputs)), given_values)
     smallest = ", ".join(f"{name}={low}" for name, (low, _) in bounds.items())
     events.stage("trace", doing=f"running {request.label} in TensorFlow at its smallest sizes ({smallest})")
-    bounds, raised = symbolic.runnable_bounds(bounds, dims, lambda sizes: _error_at(concrete, inputs, sizes),
+    bounds, raised = symbolic.runnable_bounds(bounds, dims,
+                                              lambda sizes: _error_at(concrete, inputs, sizes, values, request),
                                               request.label, request.saved_model is None)
     steps = symbolic.verify_sizes(bounds)
     output_structure = _output_structure(tf, concrete.structured_outputs)
-    structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds}
+    structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds,
+                  **({"values": values} if values else {})}
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
         graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
         structures))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
                               frozen_because=frozen_because, bounds_raised=raised,
-                              dims=_symbolic_dims(bounds, steps))
+                              dims=_symbolic_dims(bounds, steps), input_values=values)
     fallback = SymbolicFailure(described.dims or {}, inputs, has_shape_entries)
     try:
         flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs,
@@ -246,8 +261,8 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     described = dataclasses.replace(described, weights=prepared.weights)
     observed = []
     for index, sizes in enumerate(steps):
-        arrays = generate_inputs(_at(inputs, sizes))
-        outputs = _verified_outputs(concrete, arrays, request, sizes, steps, raised)
+        arrays = generate_inputs(_at(inputs, sizes), values)
+        outputs = _verified_outputs(concrete, arrays, request, sizes, steps, raised, _at(inputs, sizes), values)
         observed.append([list(a.shape) for a in outputs])
         second = tflite_outputs(flatbuffer, arrays, saved_weights(variant_dir, prepared.weights)) or []
         save_io(variant_dir / f"io-{index}.npz", arrays, outputs, second, sizes)
@@ -274,25 +289,85 @@ def _traced_symbolic(tf_function: Any, request: TraceRequest, inputs: list[Tenso
                                                  has_shape_entries)) from error
 
 
-def _error_at(concrete: Any, inputs: list[TensorSpec], sizes: dict[str, int]) -> str | None:
+def _error_at(concrete: Any, inputs: list[TensorSpec], sizes: dict[str, int],
+              values: list[tuple[float, float] | None] | None, request: TraceRequest) -> str | None:
     """TensorFlow's error running `concrete` on generated inputs of these sizes, in one line; None
-    when it ran (`symbolic.runnable_bounds` asks)."""
+    when it ran (`symbolic.runnable_bounds` asks). An index out of range is no matter of sizes:
+    StepError saying so (`values_failure`)."""
     try:
-        reference_outputs(concrete, generate_inputs(_at(inputs, sizes)))
+        reference_outputs(concrete, generate_inputs(_at(inputs, sizes), values))
     except Exception as error:  # noqa: BLE001 - whatever TensorFlow raises at a size it cannot run
+        failure = values_failure(request.label, error_summary(error), inputs, values, request.saved_model is None)
+        if failure is not None:
+            raise StepError(failure) from error
         return error_summary(error)
     return None
 
 
 def _verified_outputs(concrete: Any, arrays: list[np.ndarray], request: TraceRequest, sizes: dict[str, int],
-                      steps: list[dict[str, int]], raised: str | None) -> list[np.ndarray]:
+                      steps: list[dict[str, int]], raised: str | None, inputs: list[TensorSpec],
+                      values: list[tuple[float, float] | None] | None) -> list[np.ndarray]:
     """TensorFlow's outputs at one of the sizes verified; a function that runs at the smallest
-    sizes but not at this one (only even sizes) fails saying so, after why the smallest were raised."""
+    sizes but not at this one (only even sizes) fails saying so, after why the smallest were raised;
+    one that met an index out of range, saying that the values are at fault (`values_failure`)."""
     try:
         return reference_outputs(concrete, arrays)
     except Exception as error:  # noqa: BLE001 - whatever TensorFlow raises at a size it cannot run
-        failure = symbolic.unverifiable(request.label, sizes, steps, error_summary(error), request.saved_model is None)
+        decorator = request.saved_model is None
+        failure = values_failure(request.label, error_summary(error), inputs, values, decorator) or \
+            symbolic.unverifiable(request.label, sizes, steps, error_summary(error), decorator)
         raise StepError("; ".join(filter(None, [raised, failure]))) from error
+
+
+def _given_values(given: dict[str, tuple[float, float]] | None, names: list[str]) -> dict[str, tuple[float, float]]:
+    """`values=` of @tfcheck.aot, checked against the inputs' names."""
+    unknown = sorted(set(given or {}) - set(names))
+    if unknown:
+        raise StepError(f"values= names {', '.join(map(repr, unknown))}, which no input is called; the inputs: "
+                        f"{', '.join(names)}")
+    return dict(given or {})
+
+
+def input_values(inputs: list[TensorSpec], tables: list[int | None],
+                 given: dict[str, tuple[float, float]]) -> list[tuple[float, float] | None] | None:
+    """Each input's range of test values where the build chooses one (`TracedVariant.input_values`):
+    `values=`'s, else [0, rows) for int ids that index a table of that many rows; None when every
+    input takes the defaults."""
+    values: list[tuple[float, float] | None] = [
+        tuple(given[spec.name]) if spec.name in given else (0, rows) if rows else None  # type: ignore[misc]
+        for spec, rows in zip(inputs, tables)]
+    return values if any(values) else None
+
+
+# TensorFlow's words for an index outside its table (tf.gather, an embedding), on CPU.
+_OUT_OF_RANGE = re.compile(r"indices(?:\[[^\]]*\])? = (-?\d+) is not in \[0, (\d+)\)")
+
+
+def values_failure(label: str, error: str, inputs: list[TensorSpec], values: list[tuple[float, float] | None] | None,
+                   decorator: bool = True) -> str | None:
+    """The message when TensorFlow itself cannot run the function on the generated inputs because
+    an index is out of its table's range (None for any other error): the values are at fault,
+    not the sizes, and `values=` chooses them. kpe/bert-for-tf2's token type ids (a table of 2
+    rows) read "raise the dims= lower bound of batch" before (issue 42)."""
+    found = _OUT_OF_RANGE.search(error)
+    if found is None:
+        return None
+    rows = int(found[2])
+    chosen = [f"{spec.name} in [{low:g}, {high:g})" for spec, given in zip(inputs, values or [None] * len(inputs))
+              if given is not None for low, high in [given]]
+    default = [spec.name for spec, given in zip(inputs, values or [None] * len(inputs))
+               if given is None and spec.dtype.startswith(("int", "uint"))]
+    example = "{" + ", ".join(f'"{name}": (0, {rows})' for name in default or ["NAME"]) + "}"
+    advice = (f"@tfcheck.aot(values={example})" if decorator else
+              f"a SavedModel's signature takes no values= (the decorator's: values={example}), so leave it to "
+              "TensorFlow or build the function it wraps")
+    return (f"TensorFlow cannot run {label} on the build's generated inputs ({error}): the values are at fault, not "
+            f"the sizes: an index of {found[1]} into a table of {rows} rows. The build draws an int input's values "
+            "from [0, rows) where it reaches a lookup's indices (tf.gather, an embedding) through casts, reshapes, "
+            "slices and selects" + (f" ({', '.join(chosen)})" if chosen else "")
+            + f", and from {INT_VALUES[0]} to {INT_VALUES[1] - 1} otherwise"
+            + (f" ({', '.join(default)})" if default else "")
+            + f"; give the values the function takes, low included, high not: {advice}")
 
 
 def _at(inputs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:

@@ -329,3 +329,128 @@ def test_keras_ocrs_spatial_transformer_builds_at_known_sizes(
     """The keras-ocr recognizer's `shapes=` advice met "uses TensorFlow op Relu6" next (issue 42)."""
     record = build(run_cli, project({"keras_ocr_transform.py": KERAS_OCR_TRANSFORM}))["transform"]
     assert (record["status"], record["verified"]) == ("built", True), record["message"]
+
+
+# kpe/bert-for-tf2 (bert/embeddings.py at 55f6a6f): `BertEmbeddingsLayer.call` as written for BERT
+# (word, token type and position embeddings, layer norm; Keras 3's spelling of the layers and
+# weights, and the position layer's `call` called directly: Keras 3 takes no int input), a token
+# type vocabulary of 2 as the README's parameters, over 16 tokens for a batch of 1 to 4. The
+# build's ints of 1 to 7 for the token type ids made TensorFlow fail ("indices[0,3] = 5 is not in
+# [0, 2)"), and the message said to raise the batch's dims= lower bound. `shifted` reaches its
+# table through arithmetic the build does not follow: the message says the values are at fault,
+# and `shifted_with_values` follows its advice with the values `segment_ids - 1` takes.
+BERT_EMBEDDINGS = '''
+import keras
+import tensorflow as tf
+
+import tfcheck
+
+keras.utils.set_random_seed(0)
+
+
+class PositionEmbeddingLayer(keras.layers.Layer):
+    def __init__(self, max_position_embeddings=512, hidden_size=32):
+        super().__init__()
+        self.embedding_table = self.add_weight(name="embeddings", shape=[max_position_embeddings, hidden_size])
+
+    def call(self, inputs):
+        seq_len = inputs
+        full_position_embeddings = tf.slice(self.embedding_table, [0, 0], [seq_len, -1])
+        return full_position_embeddings
+
+
+class BertEmbeddingsLayer(keras.layers.Layer):
+    def __init__(self, vocab_size=1000, token_type_vocab_size=2, hidden_size=32):
+        super().__init__()
+        self.word_embeddings_layer = keras.layers.Embedding(input_dim=vocab_size, output_dim=hidden_size,
+                                                            name="word_embeddings")
+        self.token_type_embeddings_layer = keras.layers.Embedding(input_dim=token_type_vocab_size,
+                                                                  output_dim=hidden_size, name="token_type_embeddings")
+        self.position_embeddings_layer = PositionEmbeddingLayer(hidden_size=hidden_size)
+        self.layer_norm_layer = keras.layers.LayerNormalization(name="LayerNorm")
+
+    def call(self, inputs):
+        input_ids, token_type_ids = inputs
+        embedding_output = self.word_embeddings_layer(input_ids)
+        if token_type_ids is not None:
+            token_type_ids = tf.cast(token_type_ids, dtype=tf.int32)
+            embedding_output += self.token_type_embeddings_layer(token_type_ids)
+        if self.position_embeddings_layer is not None:
+            seq_len = input_ids.shape.as_list()[1]
+            emb_size = embedding_output.shape[-1]
+            pos_embeddings = self.position_embeddings_layer.call(seq_len)  # Keras 3 takes no int input
+            broadcast_shape = [1] * (embedding_output.shape.ndims - 2) + [seq_len, emb_size]
+            embedding_output += tf.reshape(pos_embeddings, broadcast_shape)
+        return self.layer_norm_layer(embedding_output)
+
+
+embeddings = BertEmbeddingsLayer()
+
+
+@tfcheck.aot(dims={"batch": (1, 4)})
+@tf.function(input_signature=[tf.TensorSpec([None, 16], tf.int32), tf.TensorSpec([None, 16], tf.int32)])
+def encode(input_ids, token_type_ids):
+    return embeddings([input_ids, token_type_ids])
+
+
+@tfcheck.aot(dims={"batch": (1, 4)})
+@tf.function(input_signature=[tf.TensorSpec([None, 16], tf.int32), tf.TensorSpec([None, 16], tf.int32)])
+def shifted(input_ids, segment_ids):
+    return embeddings([input_ids, segment_ids - 1])
+
+
+@tfcheck.aot(dims={"batch": (1, 4)}, values={"segment_ids": (1, 3)})
+@tf.function(input_signature=[tf.TensorSpec([None, 16], tf.int32), tf.TensorSpec([None, 16], tf.int32)])
+def shifted_with_values(input_ids, segment_ids):
+    return embeddings([input_ids, segment_ids - 1])
+
+
+@tfcheck.aot(shapes=[((2, 16), (2, 16))])
+@tf.function(input_signature=[tf.TensorSpec([None, 16], tf.int32), tf.TensorSpec([None, 16], tf.int32)])
+def shifted_static(input_ids, segment_ids):
+    return embeddings([input_ids, segment_ids - 1])
+'''
+
+
+def test_ids_get_values_from_the_tables_they_index(tmp_path: Path) -> None:
+    """Token type ids index 2 rows, word ids 1000, through Keras' cast and negative-id select;
+    ids that reach the table through arithmetic keep the default values."""
+    from tfcheck.compiler.trace.bridge import index_tables
+
+    module = _module(tmp_path, "bert_embeddings", BERT_EMBEDDINGS)
+    assert index_tables(module.encode.tf_function.get_concrete_function(), 2) == [1000, 2]
+    assert index_tables(module.shifted.tf_function.get_concrete_function(), 2) == [1000, None]
+
+
+def test_an_index_out_of_range_is_reported_as_the_values_fault() -> None:
+    from tfcheck.compiler.trace.tracing import values_failure
+    from tfcheck.runtime.manifest import TensorSpec
+
+    inputs = [TensorSpec("input_ids", ("batch", 16), "int32"), TensorSpec("segment_ids", ("batch", 16), "int32")]
+    error = "InvalidArgumentError: indices[0,3] = 5 is not in [0, 2)"
+    message = values_failure("m.shifted", error, inputs, [(0, 1000), None])
+    assert message is not None and "the values are at fault, not the sizes" in message
+    assert "input_ids in [0, 1000)" in message and "from 1 to 7 otherwise (segment_ids)" in message
+    assert message.endswith('@tfcheck.aot(values={"segment_ids": (0, 2)})')
+    assert values_failure("m.f", "InvalidArgumentError: Incompatible shapes: [2] vs. [3]", inputs, None) is None
+
+
+@pytest.mark.slow
+def test_bert_embeddings_build_over_valid_ids_and_the_values_advice_builds(
+        project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
+    folder = project({"bert_embeddings.py": BERT_EMBEDDINGS})
+    records = build(run_cli, folder, "--out", str(folder / "out"))
+    for name in ("encode", "shifted_with_values"):
+        assert (records[name]["status"], records[name]["verified"]) == ("built", True), records[name]["message"]
+    manifest = json.loads((folder / "out" / "encode" / "manifest.json").read_text())
+    assert manifest["input_values"] == [[0, 1000], [0, 2]]
+    for name in ("shifted", "shifted_static"):
+        message = records[name]["message"]
+        assert records[name]["status"] == "failed", message
+        assert "the values are at fault, not the sizes" in message and "dims= lower bound" not in message, message
+        assert '@tfcheck.aot(values={"segment_ids": (0, 2)})' in message, message
+    # tfcheck bench draws the same values: TensorFlow runs, and the artifact matches it
+    bench = json.loads(run_cli(folder, "bench", str(folder / "out" / "encode"), "--backends", "tf.function,tvm",
+                               "--seconds", "0.2", "--min-runs", "2", "--format", "json").stdout)
+    measurements = {m["backend"]: m for m in bench[0]["measurements"]}
+    assert not measurements["tf.function"].get("error") and measurements["tvm"]["max_abs_diff"] < 1e-4, bench

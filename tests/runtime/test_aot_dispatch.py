@@ -196,12 +196,13 @@ def test_dispatch_from_8_threads_at_once_logs_no_retracing_warning(cache, caplog
 def test_decorator_forms_and_metadata():
     plain = tfcheck.aot(scale)
     assert plain.aot_options == {"name": "scale", "targets": None, "shapes": None, "dims": None,
-                                 "weights": "auto"}
+                                 "weights": "auto", "values": None}
     assert plain.tf_function is scale and plain.__wrapped__ is scale
     assert plain.__name__ == "scale" and plain.__doc__ == scale.__doc__
     configured = tfcheck.aot(name="scaler", targets="cpu", shapes=[(1, 4), ((3, 4),)])(scale)
     assert configured.aot_options == {"name": "scaler", "targets": ["cpu"],
-                                      "shapes": [((1, 4),), ((3, 4),)], "dims": None, "weights": "auto"}
+                                      "shapes": [((1, 4),), ((3, 4),)], "dims": None, "weights": "auto",
+                                      "values": None}
     assert configured.backend is None
 
 
@@ -233,7 +234,8 @@ def test_decorating_imports_nothing_heavy():
             __name__ = "f"
 
         wrapped = tfcheck.aot(shapes=[(1,)])(Function())
-        assert wrapped.aot_options == {"name": "f", "targets": None, "shapes": [((1,),)], "dims": None, "weights": "auto"}
+        assert wrapped.aot_options == {"name": "f", "targets": None, "shapes": [((1,),)], "dims": None,
+                                       "weights": "auto", "values": None}
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("tvm", "tvm_ffi", "numpy",
                      "tensorflow") or m.startswith(("tfcheck.runtime", "tfcheck.compiler"))))
     """)

@@ -34,6 +34,7 @@ def _full_manifest(folder: Path) -> Manifest:
         input_structure=({"name": "x", "kind": "tensor"},), instance="classifier",
         dims={"batch": SymbolicDim(1, 64, (1, 33, 64))},
         weights={"file": "weights.npz", "size": 4096, "sha256": "0" * 64, "count": 1}, format_version=2,
+        input_values=((-1.0, 1.0),),
     )
 
 
@@ -71,6 +72,9 @@ def test_keys_without_a_value_are_left_out(tmp_path: Path) -> None:
     ("weights", "weights.npz", "'weights' = 'weights.npz' is not a JSON object"),
     ("weights", {"file": "weights.npz", "size": -1, "sha256": "0" * 64, "count": 1}, "'weights' = .* needs a string"),
     ("weights", {"file": "weights.npz", "size": 1, "sha256": "0" * 64}, "'weights' = .* integers 'size' and 'count'"),
+    ("input_values", [[2, 0]], r"'input_values' = .* one \[low, high\] \(low < high\) or null per input"),
+    ("input_values", [[0, 2], None], r"'input_values' = .* one \[low, high\]"),
+    ("input_values", {"x": [0, 2]}, "'input_values' = .* is not a JSON array"),
 ])
 def test_a_key_of_the_wrong_type_is_named(tmp_path: Path, key: str, value: Any, message: str) -> None:
     data = {**_full_manifest(tmp_path).to_json(), key: value}

@@ -128,6 +128,11 @@ class Manifest:
     # The weights file `main` takes its large constants from (runtime/weights.py): {"file", "size",
     # "sha256", "count"}; None: every constant is in the library.
     weights: dict[str, Any] | None = None
+    # Per input, the range [low, high) the build drew its test values from, where it chose one: [0,
+    # rows) for int ids that index a table of that many rows (a gather, an embedding), or the
+    # `values=` of @tfcheck.aot; `tfcheck bench` draws from them too. null for an input with the
+    # default values; None: every input has them.
+    input_values: tuple[tuple[float, float] | None, ...] | None = None
     folder: Path = field(default=Path("."), compare=False)
 
     def __post_init__(self) -> None:
@@ -176,6 +181,8 @@ class Manifest:
                 value = dataclasses.asdict(value)
             elif item.name == "dims":
                 value = {name: dim.to_json() for name, dim in value.items()}
+            elif item.name == "input_values":
+                value = [None if bounds is None else list(bounds) for bounds in value]
             elif isinstance(value, tuple):
                 value = list(value)
             data[item.name] = value
@@ -198,7 +205,7 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "target": dict, "cpu_features": list, "versions": dict,
     "tuned": bool, "compile_options": dict, "operators": list, "compile_seconds": (int, float),
     "device_code": dict, "tuning": dict, "budget_fallbacks": list, "created": str,
-    "input_structure": list, "instance": str, "weights": dict,
+    "input_structure": list, "instance": str, "weights": dict, "input_values": list,
 }
 # The JSON type of each key of the `weights` record.
 _WEIGHTS_KINDS: dict[str, type] = {"file": str, "size": int, "sha256": str, "count": int}
@@ -237,6 +244,8 @@ def manifest_from_json(raw: object, folder: Path) -> Manifest:
     for key in ("cpu_features", "operators", "budget_fallbacks", "input_structure"):
         if key in values:
             values[key] = tuple(values[key])
+    if "input_values" in values:
+        values["input_values"] = _input_values(path, values["input_values"], len(values["inputs"]))
     manifest = Manifest(**values, folder=folder)
     _check_structures(path, manifest)
     return manifest
@@ -315,6 +324,17 @@ def _dims(path: Path, raw: object) -> dict[str, SymbolicDim] | None:
                                 "'max' >= min (or null) and a list of integers 'verified'")
         dims[name] = SymbolicDim(low, high, tuple(verified))
     return dims
+
+
+def _input_values(path: Path, raw: list[Any], count: int) -> tuple[tuple[float, float] | None, ...]:
+    """`input_values`: one [low, high] (numbers, low < high) or null per input."""
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if len(raw) != count or not all(entry is None or (isinstance(entry, list) and len(entry) == 2 and all(
+            map(number, entry)) and entry[0] < entry[1]) for entry in raw):
+        raise ArtifactError(f"{path}: 'input_values' = {raw!r} needs one [low, high] (low < high) or null per input")
+    return tuple(None if entry is None else (entry[0], entry[1]) for entry in raw)
 
 
 def _is_int(value: object) -> bool:
