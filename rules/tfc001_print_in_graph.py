@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
+from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Edit, Finding, Fix, Severity
 from tfcheck.rule import Rule
 
@@ -85,6 +86,16 @@ class PrintInGraph(Rule):
         "def f(x):\n    y = tf.square(x)\n    logger.info('y = %s', y)\n    return y\n",
         "from absl import logging\nimport tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.reduce_sum(x)\n"
         "    logging.info('sum: %s', s)\n    return s\n",
+        # tensorflow/graphics points_to_3Dobjects/train_multi_objects/train.py:418 (cut down): an item of a
+        # dataset element logged in a step made a tf.function.
+        "from absl import logging\nimport tensorflow as tf\ndef train(strategy, model):\n    def step(sample):\n"
+        "        logging.info(sample['name'])\n        return strategy.run(model.train_sample, args=(sample,))\n"
+        "    step = tf.function(step)\n    return step\n",
+        # NVIDIA-Merlin/models merlin/models/tf/blocks/retrieval/base.py:356-364 (cut down): a warning in the
+        # else branch of a tensor `if`, which AutoGraph traces whatever the condition.
+        "import logging\nimport tensorflow as tf\nLOG = logging.getLogger('merlin')\n@tf.function\n"
+        "def sample(x):\n    if tf.shape(x)[0] > 0:\n        x = x * 2\n    else:\n"
+        "        LOG.warn('The sampler returned no samples for this batch.')\n    return x\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    tf.print(x)\n",
@@ -124,26 +135,55 @@ class PrintInGraph(Rule):
                                fix, function)
         for call, function in facts.graph_nodes(ast.Call):
             assert isinstance(call, ast.Call)
-            logged = _logged_tensor(facts, call)
-            if logged is not None and not facts.in_eager_only_branch(call, function) \
-                    and not _meant_for_tracing(facts, call):
+            if not _is_logging(facts, call.func) or facts.in_eager_only_branch(call, function) \
+                    or _meant_for_tracing(facts, call):
+                continue
+            logged = _logged_tensor(facts, call, function)
+            condition = _tensor_condition(facts, call, function)
+            if logged is not None:
                 yield self.finding(
                     facts, call, f"`{facts.text(call.func)}()` runs only while tracing: it logs `{facts.text(logged)}` "
                     "once, as a symbolic tensor, not its value on every call; use tf.print()", function=function)
+            elif condition is not None:
+                yield self.finding(
+                    facts, call, f"`{facts.text(call.func)}()` in a branch of a tensor condition "
+                    f"(`{facts.text(condition)}`) runs while tracing, where AutoGraph traces every branch: it logs "
+                    "once per trace whatever the condition, never per call; use tf.print()", function=function)
 
 
-def _logged_tensor(facts: FileFacts, call: ast.Call) -> ast.expr | None:
-    """The first tensor a logging call logs, or None when the call does not log or logs no tensor."""
-    if not _is_logging(facts, call.func):
+def _tensor_condition(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> ast.expr | None:
+    """The test of the tensor `if`/`while` of `function` whose branch holds `node`, in code AutoGraph
+    converts (NVIDIA-Merlin/models' `LOG.warn` in the else of `if tf.shape(x)[0] > 0:`)."""
+    if not facts.autograph_converted(function):
         return None
+    for ancestor in facts.ancestors(node):
+        if ancestor is function.node:
+            return None
+        if isinstance(ancestor, (ast.If, ast.While)) and facts.surely_tensor(ancestor.test):
+            return ancestor.test
+    return None
+
+
+def _logged_tensor(facts: FileFacts, call: ast.Call, function: FunctionInfo) -> ast.expr | None:
+    """The first tensor a logging call logs, or None when it logs no tensor."""
     values = [*call.args, *(keyword.value for keyword in call.keywords if keyword.arg is None)]
-    return next((found for arg in values for found in _tensors_in(facts, arg)), None)
+    return next((found for arg in values for found in _tensors_in(facts, arg, function)), None)
 
 
-def _tensors_in(facts: FileFacts, arg: ast.expr) -> list[ast.expr]:
-    """Tensors an argument formats: the argument itself, or operands of `str()`, `+`, f-strings and `%`."""
+def _tensors_in(facts: FileFacts, arg: ast.expr, function: FunctionInfo) -> list[ast.expr]:
+    """Tensors an argument formats: the argument itself, or operands of `str()`, `+`, f-strings and `%`;
+    an item of a traced parameter counts (`sample['name']` of a dataset element, tensorflow/graphics'
+    points_to_3Dobjects train.py)."""
     return [node for node in ast.walk(arg) if isinstance(node, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
-            and facts.surely_tensor(node) and not facts.tensor_metadata(node)]
+            and (facts.surely_tensor(node) or _item_of_traced_parameter(facts, node, function))
+            and not facts.tensor_metadata(node)]
+
+
+def _item_of_traced_parameter(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> bool:
+    """`sample['name']`: an item of a parameter of the tf.function `function` (a structure passed to a
+    tf.function holds tensors: a dataset element, a batch dict)."""
+    return isinstance(node, ast.Subscript) and facts.is_parameter(node.value, function) and function.cls is None \
+        and facts.graph_functions.get(function, "").startswith(("decorated with", "passed to tf.function"))
 
 
 def _is_logging(facts: FileFacts, func: ast.expr) -> bool:

@@ -72,6 +72,9 @@ class TensorBoolWithoutAutograph(Rule):
         # `is None` tests the Python object, not the tensor's value.
         _K + "class Mask(keras.layers.Layer):\n    def call(self, x, mask=None):\n"
         "        m = tf.cast(x > 0, x.dtype)\n        if m is None:\n            return x\n        return x * m\n",
+        # The tensor is the value of the `or`, never tested (keras-team/keras-cv faster_rcnn.py:135).
+        _K + "class Boxes(keras.layers.Layer):\n    def call(self, x):\n"
+        "        batch = x.get_shape().as_list()[0] or tf.shape(x)[0]\n        return tf.reshape(x, [batch, -1])\n",
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
@@ -89,7 +92,9 @@ def _truth_tested(node: ast.AST) -> list[ast.expr]:
     (`a and not b` tests `a` and `b`)."""
     if isinstance(node, (ast.If, ast.While, ast.IfExp)):
         return [node.test, *_parts(node.test)]
-    return _parts(node) if isinstance(node, (ast.BoolOp, ast.UnaryOp)) else []
+    if isinstance(node, ast.BoolOp):  # outside a test, the last operand is the value, never tested
+        return [found for value in node.values[:-1] for found in [value, *_parts(value)]]
+    return _parts(node) if isinstance(node, ast.UnaryOp) else []
 
 
 def _parts(expr: ast.expr) -> list[ast.expr]:
