@@ -205,6 +205,7 @@ def _converter_class() -> type:
                 _convert_transpose_conv, self, super().convert_transpose_conv)
             self.convert_map["FULLY_CONNECTED"] = functools.partial(
                 _convert_fully_connected, self, super().convert_fully_connected)
+            self.convert_map["GELU"] = functools.partial(_convert_gelu, self, super().convert_gelu)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             self.shape_values.wrap(self.convert_map)
@@ -388,6 +389,37 @@ def _convert_concatenation(converter: Any, upstream: Any, op: Any) -> Any:
                                                     axes=[0], begin=[0], end=[1]), [1] * len(shape))
     chosen = relax.op.equal(relax.const(positions, "int32"), index)
     return relax.op.where(chosen, converter.get_tensor_expr(item), converter.get_tensor_expr(source))
+
+
+def _convert_gelu(converter: Any, upstream: Any, op: Any) -> Any:
+    """GELU as TFLite computes it: with `GeluOptions.approximate`, the tanh approximation
+    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`. TVM's converter ignores the option
+    and always emits the erf form, which differs from the tanh one by up to 4.7e-4 (at |x| = 2.7).
+    TensorFlow's converter fuses the tanh formula as tensorflow-addons and params_flow write it
+    (`0.5 * x * (1 + tf.tanh(...))`), and `tf.nn.gelu(x, approximate=True)`, into an approximate
+    GELU, so such transformers came out 2e-4 to 4e-4 of their output's scale away from TensorFlow
+    (emla2805's ViT, kpe's BERT: issue 42's sweep), at any batch, fixed or not."""
+    from tflite.GeluOptions import GeluOptions
+    from tvm import relax
+
+    options = GeluOptions()
+    table = op.BuiltinOptions()
+    if table is None or converter.is_quantized(op):
+        return upstream(op)
+    options.Init(table.Bytes, table.Pos)
+    if not options.Approximate():
+        return upstream(op)
+    [data] = converter.get_input_tensors(op)
+    x = converter.get_expr(data.tensor_idx)
+    dtype = converter.get_tensor_type_str(data.tensor.Type())
+
+    def const(value: float) -> Any:
+        return relax.const(value, dtype)
+
+    inner = relax.op.multiply(const(float(np.sqrt(2.0 / np.pi))),
+                              relax.op.add(x, relax.op.multiply(const(0.044715),
+                                                                relax.op.multiply(relax.op.multiply(x, x), x))))
+    return relax.op.multiply(relax.op.multiply(const(0.5), x), relax.op.add(const(1.0), relax.op.tanh(inner)))
 
 
 def _convert_arg_min_max(converter: Any, upstream: Any, op: Any) -> Any:
