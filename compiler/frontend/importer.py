@@ -212,6 +212,19 @@ def _converter_class() -> type:
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
             self.current_op: Any = None
 
+        def get_expr(self, input_tensor_idx: int) -> Any:
+            """The tensor's Relax expression, or for a constant (which the expression table does not
+            hold) a Relax constant of its value. TVM's converters of unary and element-wise operators
+            (NEG, TILE, CAST, ...) read their input with `get_expr`, and failed on a constant with a
+            `KeyError` naming it. TensorFlow's converter folds such operators of constants where the
+            shapes are static; over an unknown size it leaves some: GPT-2's causal mask
+            (`tf.linalg.band_part` over the run-time length: NEG of a constant)."""
+            if not self.has_expr(input_tensor_idx) and input_tensor_idx >= 0:
+                [tensor] = self.get_tensors([input_tensor_idx])
+                if tensor.buffer is not None and tensor.buffer.DataLength():
+                    return self.get_tensor_expr(tensor)
+            return super().get_expr(input_tensor_idx)
+
         def get_tensor_shape(self, tensor_wrapper: Any) -> Any:
             """The shape of the tensor's Relax expression where TFLite's shape holds 1 for an
             unknown dimension (its `shape_signature` has -1): the symbolic one, not 1."""

@@ -336,6 +336,34 @@ def _run_time_bounds(dim: Any, start: Any, stop: Any, step: int, masked: tuple[i
     return first, last
 
 
+def _tiled(expr: Any, shape: list[Any], reps: list[Any]) -> Any:
+    """`tf.tile(expr, reps)` for multiples that may be symbolic: each tiled axis of size `d` gets a
+    new axis of size 1 before it, broadcast to the multiple `m`, and the pair is merged into `m * d`
+    (where `d` is 1, the axis itself is broadcast); TensorFlow's tile repeats the whole axis, which
+    is what the new outer axis holds."""
+    from tvm import relax
+
+    expanded, broadcast, merged, reshaped = [], [], [], False
+    for dim, rep in zip(shape, reps):
+        if isinstance(rep, int) and rep == 1:
+            expanded.append(dim)
+            broadcast.append(dim)
+            merged.append(dim)
+        elif isinstance(dim, int) and dim == 1:
+            expanded.append(1)
+            broadcast.append(rep)
+            merged.append(rep)
+        else:
+            expanded += [1, dim]
+            broadcast += [rep, dim]
+            merged.append(rep * dim)
+            reshaped = True
+    if reshaped:
+        expr = relax.op.reshape(expr, relax.ShapeExpr(expanded))
+    tiled = relax.op.broadcast_to(expr, relax.ShapeExpr(broadcast))
+    return relax.op.reshape(tiled, relax.ShapeExpr(merged)) if reshaped else tiled
+
+
 class _NotShapeArithmetic(Exception):
     """The operator is not shape arithmetic this module evaluates: convert it as usual."""
 
@@ -356,6 +384,7 @@ class ShapeValues:
         convert_map["FILL"] = functools.partial(self._fill, convert_map["FILL"])
         convert_map["BROADCAST_TO"] = functools.partial(self._broadcast, convert_map["BROADCAST_TO"])
         convert_map["TILE"] = functools.partial(self._tile, convert_map["TILE"])
+        convert_map["RANGE"] = functools.partial(self._range, convert_map["RANGE"])
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
             convert_map[name] = functools.partial(self._resize, convert_map[name])
@@ -477,17 +506,48 @@ class ShapeValues:
         return relax.op.broadcast_to(self._converter.get_tensor_expr(data), shape)
 
     def _tile(self, upstream: Callable[..., Any], op: Any) -> Any:
-        """TILE with multiples known here (constants, or shape arithmetic that came out static) of
-        any tensor. TVM's converter reads the data from the expression table, where a constant
-        (YOLOv3's anchors tiled to 8112 rows, too big for TensorFlow's converter to fold) is not:
-        ``KeyError``. Multiples that depend on an unknown size are left to it, and fail there."""
+        """TILE with multiples known here: constants, or shape arithmetic, of any tensor. TVM's
+        converter reads the data from the expression table, where a constant (YOLOv3's anchors
+        tiled to 8112 rows, too big for TensorFlow's converter to fold) is not (``KeyError``), and
+        the multiples as a constant. Static multiples go to Relax's `tile`; symbolic ones (tfts'
+        `CreateDecoderFeature`, LongxingTan/Time-series-prediction: `tf.tile(tf.reshape(tf.range(8),
+        (1, 8, 1)), (batch_size, 1, 1))`) to `_tiled`, which Relax's `tile` (ints only) cannot take."""
         from tvm import relax
 
         data, multiples = self._converter.get_input_tensors(op)
         value = self.value(multiples)
-        if value is None or not all(isinstance(item, int) for item in value.reshape(-1)):
+        if value is None:
             return upstream(op=op)
-        return relax.op.tile(self._converter.get_tensor_expr(data), [int(item) for item in value.reshape(-1)])
+        reps = list(value.reshape(-1))
+        expr = self._converter.get_tensor_expr(data)
+        if all(isinstance(item, int) for item in reps):
+            return relax.op.tile(expr, [int(item) for item in reps])
+        shape = self._converter._infer_shape(expr)  # noqa: SLF001 - the frontend's own helper
+        if shape is None or len(shape) != len(reps):
+            return upstream(op=op)
+        return _tiled(expr, [_int_or_symbolic(dim) for dim in shape], reps)
+
+    def _range(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """RANGE to a limit (or from a start) computed from shapes, at a constant positive step
+        (`tf.range(tf.shape(x)[1])`; `tf.linalg.band_part` over a matrix of unknown size makes two:
+        GPT-2's causal mask, akanyaani/gpt-2-tensorflow2.0): Relax's `arange` over the evaluated
+        (symbolic) bounds, so its length is `limit - start` in the input's sizes. TVM's converter
+        takes bounds computed at run time as data, and gives the result a length of its own
+        (`range_len`) that nothing relates to the input's: the mask's shape, and every shape after
+        it, was then unknown but for its rank."""
+        from tvm import relax
+
+        converter = self._converter
+        tensors = converter.get_input_tensors(op)
+        values = [self.value(tensor) for tensor in tensors]
+        if (any(value is None or value.size != 1 for value in values)
+                or not any(tensor.tensor_idx in self._values for tensor in tensors)):
+            return upstream(op=op)
+        start, limit, delta = (value.reshape(-1)[0] for value in values)
+        if not isinstance(delta, int) or delta <= 0:
+            return upstream(op=op)
+        dtype = converter.get_tensor_type_str(converter.get_output_tensors(op)[0].tensor.Type())
+        return relax.op.arange(start, limit, delta, dtype)
 
     def _sliced(self, upstream: Callable[..., Any], op: Any) -> Any:
         """STRIDED_SLICE of a tensor with a symbolic dimension (`mask[:, :3]`, `images[..., ::-1]`
@@ -496,7 +556,8 @@ class ShapeValues:
         Relax's `strided_slice` on the axes it changes, with bounds clipped to each axis as
         TensorFlow clips them (`_axis_slice`), so that the result's shape is known (symbolically).
         TVM's converter calls `int()` on the input's shape, and reads the bounds as constants.
-        Ellipsis and new-axis masks are left to it."""
+        New axes (`scores[:, tf.newaxis]` over a sequence of unknown length) are inserted after
+        the slice; ellipsis masks are left to TVM."""
         from tflite.StridedSliceOptions import StridedSliceOptions
         from tvm import relax
 
@@ -506,26 +567,39 @@ class ShapeValues:
         options = StridedSliceOptions()
         options.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
         shape = self.tensor_shape(data)
-        if (shape is None or begin is None or end is None or strides is None
-                or options.EllipsisMask() or options.NewAxisMask()):
+        new_axes = options.NewAxisMask()
+        if shape is None or begin is None or end is None or strides is None or options.EllipsisMask():
             return upstream(op=op)
-        axes, starts, stops, steps, shrunk = [], [], [], [], []
-        for axis, (start, stop, step) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
-            masked = (options.BeginMask() >> axis & 1, options.EndMask() >> axis & 1)
-            shrink = bool(options.ShrinkAxisMask() >> axis & 1)
+        entries = begin.size
+        if entries - bin(new_axes & ((1 << entries) - 1)).count("1") > len(shape):
+            return upstream(op=op)
+        axes, starts, stops, steps, shrunk, inserted = [], [], [], [], [], []
+        axis = kept = 0  # the data's axis the next entry slices; the result's axes made so far
+        for entry, (start, stop, step) in enumerate(zip(begin.tolist(), end.tolist(), strides.tolist())):
+            if new_axes >> entry & 1:
+                inserted.append(kept)
+                kept += 1
+                continue
+            masked = (options.BeginMask() >> entry & 1, options.EndMask() >> entry & 1)
+            shrink = bool(options.ShrinkAxisMask() >> entry & 1)
             if shrink:
                 shrunk.append(axis)
+            else:
+                kept += 1
             sliced = _axis_slice(shape[axis], start, stop, int(step), masked, shrink)
             if sliced is not None:
                 axes.append(axis)
                 starts.append(sliced[0])
                 stops.append(sliced[1])
                 steps.append(int(step))
+            axis += 1
         expr = converter.get_tensor_expr(data)
         if axes:
             # Bounds for positive steps are clipped above; Relax clips those of negative ones.
             expr = relax.op.strided_slice(expr, axes, starts, stops, steps, assume_inbound=min(steps) > 0)
-        return relax.op.squeeze(expr, shrunk) if shrunk else expr
+        if shrunk:
+            expr = relax.op.squeeze(expr, shrunk)
+        return relax.op.expand_dims(expr, inserted) if inserted else expr
 
     def _strided_same(self, window_of: Callable[[Any, Any], _Window], upstream: Callable[..., Any], op: Any) -> Any:
         """A convolution or max pooling with 'SAME' padding at a stride over 1 on an image of

@@ -31,8 +31,8 @@ gru = keras.layers.GRU(8, return_sequences=True)
 
 @tfcheck.aot(dims={"batch": (1, 8)}, shapes=[(2, 4), (3, 4)])
 @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
-def tiled(x):
-    return tf.tile(x, [tf.shape(x)[0], 1])  # TVM's TILE takes its multiples as a constant only
+def clipped(x):
+    return x[:, :tf.shape(x)[0]]  # min(batch, 4) columns: the clipping decides the result's size
 
 
 @tfcheck.aot(dims={"batch": (1, 8)}, shapes=[(2, 5, 3)])
@@ -235,16 +235,17 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
 @pytest.mark.slow
 def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
-    """Whether the importer (TILE) or TensorFlow's converter (a GRU's TensorList) refuses the
-    unknown batch, the shape entries are built instead, and the message says why."""
+    """Whether the importer (a slice whose bound it cannot prove inside the axis) or TensorFlow's
+    converter (a GRU's TensorList) refuses the unknown batch, the shape entries are built instead,
+    and the message says why."""
     folder = project({"fallbacks.py": FALLBACKS})
     code, report = build(run_cli, folder)
     assert code == 1, report  # recurrent_without_entries: nothing to fall back to
-    tiled = [record for record in report["functions"] if record["function"] == "fallbacks.tiled"]
-    assert [record["status"] for record in tiled] == ["built", "built"]
-    assert [record["inputs"][0]["shape"] for record in tiled] == [[2, 4], [3, 4]]
-    assert all("no symbolic artifact" in record["message"] and "TFLite operator TILE" in record["message"]
-               and "built one artifact per shape entry instead" in record["message"] for record in tiled)
+    clipped = [record for record in report["functions"] if record["function"] == "fallbacks.clipped"]
+    assert [record["status"] for record in clipped] == ["built", "built"]
+    assert [record["inputs"][0]["shape"] for record in clipped] == [[2, 4], [3, 4]]
+    assert all("no symbolic artifact" in record["message"] and "TFLite operator STRIDED_SLICE" in record["message"]
+               and "built one artifact per shape entry instead" in record["message"] for record in clipped)
     [recurrent] = [record for record in report["functions"] if record["function"] == "fallbacks.recurrent"]
     assert recurrent["status"] == "built" and recurrent["verified"] and recurrent["inputs"][0]["shape"] == [2, 5, 3]
     assert "no symbolic artifact" in recurrent["message"] and "loops over a tf.TensorArray" in recurrent["message"]
@@ -345,6 +346,17 @@ SLICES = {
     "last_two_rows": lambda x: x[-2:, :2],
 }
 
+# New axes (tf.newaxis is None) in a tensor of two unknown sizes, which TensorFlow's converter
+# leaves a STRIDED_SLICE with a new-axis mask (with one, it makes a RESHAPE): `scores[:, tf.newaxis]`
+# over attention scores of a sequence of unknown length. TVM's converter calls int() on the shape.
+NEW_AXES = {
+    "after_the_first": lambda x: x[:, None],
+    "first": lambda x: x[None] * 2.0,
+    "after_a_slice": lambda x: x[1:, None],
+    "after_a_reversal": lambda x: x[::-1, None],
+    "first_and_a_row": lambda x: x[None, 0],
+}
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SLICES))
@@ -365,6 +377,27 @@ def test_a_slice_of_a_tensor_with_an_unknown_batch_is_tensorflows(tmp_path: Path
     machine = relax.VirtualMachine(relax.build(module, "llvm"), tvm.cpu())
     for batch in (1, 4, 5):
         x = np.random.default_rng(batch).standard_normal((batch, 7)).astype(np.float32)
+        np.testing.assert_array_equal(machine["main"](tvm.runtime.tensor(x)).numpy(), function(x).numpy())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NEW_AXES))
+def test_new_axes_in_a_tensor_of_unknown_sizes_are_tensorflows(tmp_path: Path, name: str) -> None:
+    """`_sliced` inserts the new axes after the slice, at 1 to 4 rows and columns."""
+    import tensorflow as tf
+    import tvm
+    from tvm import relax
+
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
+    from tfcheck.runtime.manifest import TensorSpec
+
+    function = tf.function(NEW_AXES[name], input_signature=[tf.TensorSpec([None, None], tf.float32, name="x")])
+    (tmp_path / "model.tflite").write_bytes(to_tflite(freeze(function.get_concrete_function())))
+    module = import_tflite(tmp_path / "model.tflite", [TensorSpec("x", ("rows", "columns"), "float32")])
+    machine = relax.VirtualMachine(relax.build(module, "llvm"), tvm.cpu())
+    for shape in ((1, 1), (4, 2), (3, 4)):
+        x = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
         np.testing.assert_array_equal(machine["main"](tvm.runtime.tensor(x)).numpy(), function(x).numpy())
 
 
