@@ -254,6 +254,11 @@ def _tracked(converter: Any, convert: Any) -> Any:
 
 _LEAVE_IT = "leave this function to TensorFlow (remove @tfcheck.aot)"
 _WHAT_TO_DO = f"Rewrite that computation (docs/importer-fixes.md lists the forms tfcheck works around), or {_LEAVE_IT}."
+# For a converter that crashed (a KeyError, TypeError, ... inside TVM's conversion) on a form that
+# neither needs values at run time nor is refused on purpose: the importer's gap, not the user's code.
+_IMPORTER_GAP = ("This is a gap in the importer, not a fault in the function: TVM's converter failed on a form "
+                 "TensorFlow runs. Please report it (with the function; docs/importer-fixes.md lists the forms "
+                 f"tfcheck works around), and {_LEAVE_IT} until it is fixed.")
 
 
 def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
@@ -265,10 +270,15 @@ def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
     outputs = [tensor.tensor.Name().decode("utf-8", "replace") for tensor in converter.get_output_tensors(op)]
     nodes = sorted({node for name in outputs for node in name.split(";") if node})
     node_text = ", ".join(f"'{node}'" for node in nodes[:3]) + (", ..." if len(nodes) > 3 else "") or "(unnamed)"
+    hints = _runtime_input_hint(converter, op, error) + _data_sized_hint(code)
+    # A refusal (tfcheck's or TVM's NotImplementedError says which form it does not take) or a form
+    # that needs values known only at run time: the computation is what to change. Anything else
+    # crashed in TVM's converter on code that is correct (GPT-2's causal mask once: NEG of a constant,
+    # a KeyError): telling the user to rewrite it would blame their code for the importer's gap.
+    advice = _WHAT_TO_DO if hints or isinstance(error, NotImplementedError) else _IMPORTER_GAP
     return ImporterError(
         f"TVM cannot import TFLite operator {code} from TensorFlow node {node_text}: "
-        f"{type(error).__name__}: {error}.{_runtime_input_hint(converter, op, error)}{_data_sized_hint(code)} "
-        f"{_WHAT_TO_DO}",
+        f"{type(error).__name__}: {error}.{hints} {advice}",
         op=nodes[0] if nodes else code,
     )
 
@@ -526,7 +536,7 @@ def _convert_expand_dims(converter: Any, op: Any) -> Any:
     data, axis = converter.get_input_tensors(op)
     value = constant_value(converter, axis)
     if value is None or value.size != 1:
-        raise ValueError("EXPAND_DIMS needs its axis as one constant")
+        raise NotImplementedError("EXPAND_DIMS needs its axis as one constant; it is computed at run time")
     return relax.op.expand_dims(converter.get_tensor_expr(data), int(value.reshape(-1)[0]))
 
 

@@ -27,6 +27,47 @@ def test_an_importer_failure_outside_any_operator_is_reported_as_such(tmp_path: 
         import_tflite(path)
 
 
+class _Tensor:
+    def __init__(self, name: str) -> None:
+        self.tensor = self
+        self.name = name
+
+    def Name(self) -> bytes:  # noqa: N802 - the flatbuffer's accessor
+        return self.name.encode()
+
+
+class _Converter:
+    """What `_named_error` reads of TVM's converter: the operator's code and output tensors."""
+
+    def __init__(self, code: str, node: str) -> None:
+        self.code, self.node = code, node
+
+    def get_op_code_str(self, op: object) -> str:
+        return self.code
+
+    def get_output_tensors(self, op: object) -> list[_Tensor]:
+        return [_Tensor(self.node)]
+
+    def get_input_tensors(self, op: object) -> list[_Tensor]:
+        return []
+
+
+def test_a_converter_crash_on_correct_code_is_reported_as_the_importers_gap() -> None:
+    """GPT-2's causal mask over any length (akanyaani/gpt-2-tensorflow2.0, issue 42's sweep) crashed
+    TVM's NEG converter with a KeyError, and the message told the user to rewrite the computation:
+    a crash is the importer's gap, and says so; a refusal (NotImplementedError, which says what form
+    it does not take) still points at the computation."""
+    from tfcheck.compiler.frontend.importer import _named_error
+
+    node = "gpt2/att_masking/attention_mask/MatrixBandPart9"
+    crash = str(_named_error(_Converter("NEG", node), object(), KeyError("arith.constant20")))
+    assert f"TVM cannot import TFLite operator NEG from TensorFlow node '{node}': KeyError: 'arith.constant20'" in crash
+    assert "Rewrite" not in crash and "not a fault in the function" in crash
+    assert "Please report it" in crash and "remove @tfcheck.aot" in crash
+    refused = str(_named_error(_Converter("STRIDED_SLICE", "crop"), object(), NotImplementedError("a slice ...")))
+    assert "Rewrite that computation" in refused and "not a fault" not in refused
+
+
 def _tensorflow_gather(data: np.ndarray, indices: np.ndarray, axis: int, batch_dims: int) -> np.ndarray:
     """``tf.gather(data, indices, axis, batch_dims)`` in NumPy, batch by batch."""
     batch = data.shape[:batch_dims]
