@@ -15,9 +15,7 @@ VARIABLE_CONSTRUCTORS = ("tensorflow.Variable", "keras.Variable", "keras.backend
                          "tensorflow.python.ops.variables.Variable",
                          "tensorflow.python.ops.resource_variable_ops.ResourceVariable")
 _OPTIMIZER_PREFIXES = ("keras.optimizers.", "tensorflow.optimizers.")
-# Keras layers that own no weights: making one per trace costs nothing. Not the random ones: in Keras 3
-# `Dropout`, `GaussianNoise` and the like keep a seed generator whose state is a variable (keras-cv's
-# TransformerEncoder built `Dropout(0.1)` in `call`: `fit` raises, checked in TensorFlow 2.21).
+# Keras layers that own no weights: making one per trace costs nothing.
 _WEIGHTLESS_LAYERS = frozenset({
     "Activation", "ActivityRegularization", "Add", "Average", "AveragePooling1D",
     "AveragePooling2D", "AveragePooling3D", "Concatenate", "Cropping1D", "Cropping2D", "Cropping3D", "Dot",
@@ -31,6 +29,11 @@ _WEIGHTLESS_LAYERS = frozenset({
     "AvgPool3D", "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalAvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D",
     "GlobalMaxPool3D",
 })
+# Random layers: in Keras 3 each keeps a seed generator whose state is a variable (keras-cv's
+# TransformerEncoder built `Dropout(0.1)` in `call`: `fit` raises, checked in TensorFlow 2.21); in Keras 2
+# they own none.
+_RANDOM_LAYERS = frozenset({"AlphaDropout", "Dropout", "GaussianDropout", "GaussianNoise", "SpatialDropout1D",
+                            "SpatialDropout2D", "SpatialDropout3D"})
 _MAX_CALL_DEPTH = 6
 _T = "import tensorflow as tf\n"
 
@@ -188,6 +191,10 @@ class VariableInGraph(Rule):
         _T + "class Head(tf.keras.layers.Layer):\n    def __init__(self):\n        super().__init__()\n"
         "        self.dense = None\n    def call(self, x):\n        if self.dense is None:\n"
         "            self.dense = tf.keras.layers.Dense(3)\n        return self.dense(x)\n",
+        # A Dropout built in `call` in code written for Keras 2, where it keeps no variable (google/automl
+        # efficientnetv2/effnetv2_model.py:298, which uses `optimizers.legacy`).
+        _T + "opt = tf.keras.optimizers.legacy.Adam()\nclass Block(tf.keras.layers.Layer):\n    def call(self, x):\n"
+        "        return tf.keras.layers.Dropout(0.2)(x)\n",
         # A layer of the file with no weights (an activation) made per call.
         _T + "class Mish(tf.keras.layers.Layer):\n    def call(self, x):\n        return x * tf.tanh(tf.nn.softplus(x))\n"
         "class Block(tf.keras.layers.Layer):\n    def call(self, x):\n        return Mish()(x)\n",
@@ -221,16 +228,18 @@ def _creates_weighted_layer(facts: FileFacts, call: ast.Call) -> bool:
         return False
     cls = facts.called_class(call)
     if cls is None:
-        return _weighted_library_layer(facts.resolve(call.func))
+        return _weighted_library_layer(facts, facts.resolve(call.func))
     chain = list(facts.class_chain(cls))
-    return any(_weighted_library_layer(facts.resolve(base)) for c in chain for base in c.node.bases) or any(
+    return any(_weighted_library_layer(facts, facts.resolve(base)) for c in chain for base in c.node.bases) or any(
         isinstance(node, ast.Call) and _makes_weights(facts, node) for c in chain for node in ast.walk(c.node))
 
 
-def _weighted_library_layer(name: str | None) -> bool:
-    """A Keras library layer other than the weightless ones and the bare `Layer`/`Model` bases."""
+def _weighted_library_layer(facts: FileFacts, name: str | None) -> bool:
+    """A Keras library layer with state: not a weightless one, nor a random one in Keras 2 code, nor the
+    bare `Layer`/`Wrapper` bases."""
     last = (name or "").rsplit(".", 1)[-1]
-    return ".layers." in (name or "") and last[:1].isupper() and last not in _WEIGHTLESS_LAYERS \
+    weightless = _WEIGHTLESS_LAYERS | (_RANDOM_LAYERS if facts.keras_2 else frozenset())
+    return ".layers." in (name or "") and last[:1].isupper() and last not in weightless \
         and last not in ("Layer", "Wrapper")
 
 
@@ -239,7 +248,7 @@ def _makes_weights(facts: FileFacts, call: ast.Call) -> bool:
     name = facts.resolve(call.func)
     if name in VARIABLE_CONSTRUCTORS or (isinstance(call.func, ast.Attribute) and call.func.attr == "add_weight"):
         return True
-    return facts.called_class(call) is None and _weighted_library_layer(name)
+    return facts.called_class(call) is None and _weighted_library_layer(facts, name)
 
 
 def _creates_optimizer(facts: FileFacts, call: ast.Call) -> bool:

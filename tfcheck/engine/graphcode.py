@@ -102,10 +102,12 @@ class GraphCode:
 
     def autograph_converted(self, info: FunctionInfo) -> bool:
         """Whether AutoGraph rewrites `info` before it runs: a tf.function (not `autograph=False`) or
-        tf.data reaches it, it is not decorated with `tf.autograph.experimental.do_not_convert`, and it
+        tf.data reaches it, or Keras 2 does (a file written for Keras 2, `FileIndex.keras_2`), it is not decorated with `tf.autograph.experimental.do_not_convert`, and it
         has no `for`/`while` with an `else` (AutoGraph 2.21 cannot convert those and runs the function
         as written, with a warning)."""
-        if not self.origins.get(info, set()) & AUTOGRAPH_ORIGINS or _has_loop_else(info):
+        origins = self.origins.get(info, set())
+        if not origins & (AUTOGRAPH_ORIGINS | ({FROM_KERAS} if self.index.keras_2 else set())) \
+                or _has_loop_else(info):
             return False
         decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
         return not any(self.index.resolve(d.func if isinstance(d, ast.Call) else d) == _DO_NOT_CONVERT

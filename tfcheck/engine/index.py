@@ -10,6 +10,7 @@ outer state, loops) is built on this and imports it, never `FileFacts`, so the e
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,6 +25,8 @@ _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.bas
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Attributes a tensor has and Python numbers and lists lack: reading one marks a tf.function parameter a tensor.
 _SHAPE_ATTRIBUTES = frozenset({"shape", "get_shape", "set_shape"})
+# Names only Keras 2 code uses (tfcheck.engine.index.FileIndex.keras_2).
+_KERAS_2_MARKERS = re.compile(r"\btf_keras\b|\boptimizers\.legacy\b|\blayers\.experimental\b|TF_USE_LEGACY_KERAS")
 _KERAS_LAYERS, _KERAS_METRICS = "keras.layers.", "keras.metrics."
 # Libraries whose classes the engine knows, or that are not the project's: no other file of a run defines them.
 _KNOWN_LIBRARIES = ("builtins.", "tensorflow.", "keras.", "numpy.", "abc.", "typing.", "collections.", "enum.",
@@ -423,6 +426,14 @@ class FileIndex:
     @cached_property
     def _class_kinds(self) -> dict[ClassInfo, str]:
         return {cls: self._compute_class_kind(cls, 0) for cls in self.classes}
+
+    @cached_property
+    def keras_2(self) -> bool:
+        """Whether the file is written for Keras 2 (tf.keras before TensorFlow 2.16, or tf_keras): it
+        imports `tf_keras` or names an API only Keras 2 has (`optimizers.legacy`, `layers.experimental`).
+        Keras 2 runs `call` and `train_step` through AutoGraph and its `Dropout` keeps no variable;
+        Keras 3, today's `tf.keras`, does neither."""
+        return _KERAS_2_MARKERS.search(self.source.text) is not None
 
     def class_kind(self, cls: ClassInfo) -> str:
         """`model`, `layer` or `object`: what instances of a class of this file are."""
