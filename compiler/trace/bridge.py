@@ -570,8 +570,20 @@ def to_tflite(frozen: Any) -> bytes:
         if _UNSIZED_TENSOR_LIST in text:
             raise StepError(_UNSIZED_TENSOR_LIST_MESSAGE, op=", ".join(ops) or None) from error
         if ops:
-            raise StepError(_refusal(ops, _op_dtypes(text), _float64_inputs(frozen)), op=", ".join(ops)) from error
+            dtypes = _op_dtypes(text)
+            refused = DtypeRefused if all(_dtype_bound(dtypes.get(op)) for op in ops) else StepError
+            raise refused(_refusal(ops, dtypes, _float64_inputs(frozen)), op=", ".join(ops)) from error
         raise StepError(f"TFLite conversion failed: {_conversion_hint(text)}{_first_lines(text)}") from error
+
+
+class DtypeRefused(StepError):
+    """The converter refused ops only for their dtype (float64, an int32 Relu6): known sizes would
+    not help, so a symbolic build does not fall back to, or suggest, shape entries."""
+
+
+def _dtype_bound(dtypes: set[str] | None) -> bool:
+    """Whether ops seen on these dtypes were refused for them (none of them float32)."""
+    return bool(dtypes) and "float32" not in dtypes
 
 
 def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[str]) -> str:
@@ -589,7 +601,7 @@ def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[s
                      f"(and so TVM's importer) cannot express; {_unrewritten_hint(general)}compute it outside the "
                      "compiled function or replace it with supported ops")
     if float64:
-        given = (f" (input{'s' if len(float64_inputs) > 1 else ''} {', '.join(float64_inputs)} "
+        given = (f" (input{'s' if len(float64_inputs) > 1 else ''} {', '.join(map(repr, float64_inputs))} "
                  f"{'are' if len(float64_inputs) > 1 else 'is'} float64)") if float64_inputs else ""
         parts.append(
             f"computes TensorFlow op{'s' if len(float64) > 1 else ''} {', '.join(float64)} in float64{given}, and "

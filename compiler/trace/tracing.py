@@ -36,8 +36,8 @@ from tfcheck.compiler.cache.fastkey import ReadRecorder
 from tfcheck.compiler.process.io_file import save_io
 from tfcheck.compiler.process.messages import (OperatorCount, SymbolicFailure, TracedVariant, TraceRequest,
                                                TraceResult)
-from tfcheck.compiler.trace.bridge import (INT_VALUES, LIFT_WEIGHTS_ABOVE, LiftedWeights, Traceable, WeightsRefused,
-                                      error_summary,
+from tfcheck.compiler.trace.bridge import (INT_VALUES, LIFT_WEIGHTS_ABOVE, DtypeRefused, LiftedWeights, Traceable,
+                                      WeightsRefused, error_summary,
                                       freeze, generate_inputs, import_tensorflow, index_tables, lift_weights,
                                       load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
@@ -253,7 +253,7 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
         flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs,
                                             _symbolic_crash(fallback, request))
     except StepError as error:
-        if error.op is None:
+        if error.op is None or isinstance(error, DtypeRefused):  # known sizes would not help
             raise
         raise StepError(error.message, error.op, fallback) from error
     if flatbuffer is None:
