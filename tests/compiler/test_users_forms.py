@@ -1,7 +1,7 @@
 """Forms from the users' models sweep (docs/build.md, "Users' models"; issue 42) whose builds failed
 with a message that blamed the wrong thing, each written as its repository writes it: a float64
-network (marload/DeepRL-TensorFlow2), an integer clip of sampling indices (faustomorales/keras-ocr)
-and token type ids that index a two-row table (kpe/bert-for-tf2). Each message is checked, and
+network (marload/DeepRL-TensorFlow2), an integer clip of sampling indices and an integer outer
+product (faustomorales/keras-ocr), and token type ids that index a two-row table (kpe/bert-for-tf2). Each message is checked, and
 its advice followed until the function builds and matches TensorFlow.
 """
 
@@ -314,6 +314,44 @@ def test_an_integer_relu6_left_is_refused_naming_its_dtype() -> None:
     message = refused.value.message
     assert "Relu6 on int32 tensors" in message and "only for float32 tensors (RELU6)" in message, message
     assert "tf.cast(x, tf.float32)" in message, message
+
+
+@pytest.mark.parametrize("product", [
+    lambda x: _repeat(x, 5),  # keras-ocr's, over indices of a length known only at run time
+    lambda x: tf.matmul(tf.reshape(x, (1, -1)), tf.ones((1, 4), tf.int32), transpose_a=True),
+    lambda x: tf.matmul(tf.reshape(x, (-1, 1)), tf.ones((4, 1), tf.int32), transpose_b=True),
+], ids=["repeat", "transpose_a", "transpose_b"])
+def test_integer_outer_products_convert_as_multiplies_and_match_tensorflow(product: Callable[[Any], Any]) -> None:
+    """keras-ocr's recognizer at the shapes its message offered next met "uses TensorFlow op MatMul
+    on int32 tensors" (`_repeat`'s product with a row of ones): TFLite has no int32 matrix product."""
+    function = tf.function(product, input_signature=[tf.TensorSpec([None], tf.int32)])
+    flatbuffer = to_tflite(freeze(function.get_concrete_function()))
+    assert {operator.op for operator in tflite_operators(flatbuffer)} <= {"MUL", "RESHAPE"}
+    x = np.array([3, -7, 11], np.int32)
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], [3])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                  function(x).numpy())
+
+
+def _repeat(x: Any, num_repeats: int) -> Any:
+    """keras_ocr/recognition.py's `_repeat`, as written."""
+    ones = tf.ones((1, num_repeats), dtype="int32")
+    x = tf.reshape(x, shape=(-1, 1))
+    x = tf.matmul(x, ones)
+    return tf.reshape(x, [-1])
+
+
+def test_an_integer_product_over_a_longer_contraction_is_refused_naming_int32() -> None:
+    from tfcheck.compiler.process.child import StepError
+
+    function = tf.function(lambda x: tf.matmul(x, tf.ones((3, 2), tf.int32)),
+                           input_signature=[tf.TensorSpec([None, 3], tf.int32)])
+    with pytest.raises(StepError, match="uses TensorFlow op MatMul on int32 tensors"):
+        to_tflite(freeze(function.get_concrete_function()))
 
 
 def test_float_clips_are_left_to_the_converter() -> None:
