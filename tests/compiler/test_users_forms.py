@@ -1,8 +1,9 @@
 """Forms from the users' models sweep (docs/build.md, "Users' models"; issue 42) whose builds failed
 with a message that blamed the wrong thing, each written as its repository writes it: a float64
 network (marload/DeepRL-TensorFlow2), an integer clip of sampling indices and an integer outer
-product (faustomorales/keras-ocr), and token type ids that index a two-row table (kpe/bert-for-tf2). Each message is checked, and
-its advice followed until the function builds and matches TensorFlow.
+product (faustomorales/keras-ocr), and token type ids that index a two-row table
+(kpe/bert-for-tf2). Each message is checked, and its advice followed until the function builds and
+matches TensorFlow.
 """
 
 from __future__ import annotations

@@ -323,6 +323,31 @@ def test_a_function_that_fails_frozen_too_is_never_reported_as_built(
     assert "the build with the weights as inputs, tried first, failed" in message, message
 
 
+def test_a_frozen_failure_says_whether_the_lifted_build_failed_alike() -> None:
+    """retinanet-tensorflow2.x's `detect` (an unsorted top k) mismatched both ways, by a different
+    count of elements: the same failure, said once."""
+    from tfcheck.compiler.build.driver import BuildRecord, _say_frozen
+
+    class Function:
+        label = "retinanet_detect.detect"
+
+    def mismatch(count: int) -> str:
+        return (f"retinanet_detect.detect: the artifact does not match TensorFlow: output 0: {count} of 1600000 "
+                "elements beyond atol=0.0001, rtol=0.001 (error 9.4e-01 of the output's scale)")
+
+    record = BuildRecord("retinanet_detect.detect", "detect", "cpu", "failed", message=mismatch(1585659))
+    _say_frozen(Function(), record, mismatch(1585614))  # type: ignore[arg-type]
+    assert record.message == (mismatch(1585659)
+                              + "; the build with the weights as inputs, tried first, failed the same way")
+    other = BuildRecord("m.f", "f", "cpu", "failed", message="m.f: ScheduleError: ...")
+    _say_frozen(Function(), other, "m.f: TVM cannot import TFLite operator PAD")  # type: ignore[arg-type]
+    assert other.message == ("m.f: ScheduleError: ...; the build with the weights as inputs, tried first, failed too: "
+                             "m.f: TVM cannot import TFLite operator PAD")
+    built = BuildRecord("m.f", "f", "cpu", "built")
+    _say_frozen(Function(), built, "m.f: TVM cannot import TFLite operator PAD")  # type: ignore[arg-type]
+    assert built.message.startswith("retinanet_detect.detect: built with its weights frozen into the graph")
+
+
 # A model the module runs once at import (as the coverage sweep's calibrated models do), then a
 # function of it with its weights as inputs; the import fails where TensorFlow's oneDNN kernels are on.
 ONEDNN_CHECKED = '''
