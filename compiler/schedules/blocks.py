@@ -178,7 +178,12 @@ def realize(sch: s_tir.Schedule, block: SBlockRV) -> s_tir.SBlockRealize:
 
 
 def all_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
-    """Every block of the function below the root, nested ones included, in program order."""
+    """Every block of the function below its outermost one, nested ones included, in program order.
+    The outermost block is `root` in legalised operators, but a hand-written TOPI kernel names its own
+    (`get_valid_counts` of non-max suppression): it is found from the function's body, not by name."""
+    body = sch.mod["main"].body
+    if not isinstance(body, s_tir.SBlockRealize):
+        return []
     found: list[SBlockRV] = []
 
     def walk(block: SBlockRV) -> None:
@@ -186,7 +191,7 @@ def all_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
             found.append(child)
             walk(child)
 
-    walk(sch.get_sblock("root"))
+    walk(sch.get_sblock(body.block.name_hint))
     return found
 
 

@@ -25,3 +25,13 @@ def test_each_kernel_has_its_rule_buffers_and_multiply_adds() -> None:
     assert by_kind["conv2d"]["multiply_adds"] == 12 * 12 * 16 * 3 * 3 * 8
     assert by_kind["conv2d"]["buffers"].split()[0] == "1x12x12x8"
     assert by_kind["pool"]["multiply_adds"] is None and by_kind["pool"]["rule"] == "schedule_contraction"
+
+
+def test_a_kernel_whose_outermost_block_is_not_root_is_listed() -> None:
+    """TOPI's non-max suppression names its outermost block `get_valid_counts`: the table (written by
+    every CPU build) must list it, not fail the build (the coverage sweep's NMS did, at f1fcef5)."""
+    def emit(bb, x):
+        return bb.emit(relax.op.vision.get_valid_counts(x, score_threshold=0.0))[0]
+
+    table = kernel_table(apply_default_schedules(module([(1, 50, 4)], emit), named_target("znver3")))
+    assert any("valid_counts" in entry["kernel"] for entry in table)
