@@ -21,6 +21,7 @@ tf = pytest.importorskip("tensorflow")
 import tfcheck  # noqa: E402
 from tests.compiler.test_build import build, by_function  # noqa: E402
 from tests.compiler.test_symbolic_build import reference_module  # noqa: E402
+from tests.compiler.tflite_run import run_tflite  # noqa: E402
 from tfcheck.compiler.process.child import StepError  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 from tfcheck.compiler.trace.image_patches import patches_as_builtins  # noqa: E402
@@ -42,22 +43,13 @@ def _patches(spec: list[int | None], sizes: tuple[int, int], strides: tuple[int,
                        input_signature=[tf.TensorSpec(spec, dtype)])
 
 
-def _tflite_result(flatbuffer: bytes, x: np.ndarray) -> np.ndarray:
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], list(x.shape))
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_converted_patches_are_tensorflows(name: str) -> None:
     spec, *form, dtype = CASES[name]
     function = _patches(spec, *form, dtype)
     shape = [2 if size is None else size for size in spec[:1]] + [13 if size is None else size for size in spec[1:]]
     x = (np.random.default_rng(0).standard_normal(shape) * 10).astype(dtype.as_numpy_dtype)
-    got, expected = _tflite_result(to_tflite(freeze(function.get_concrete_function())), x), function(x).numpy()
+    got, expected = run_tflite(to_tflite(freeze(function.get_concrete_function())), x), function(x).numpy()
     assert got.shape == expected.shape
     np.testing.assert_array_equal(got, expected)
 

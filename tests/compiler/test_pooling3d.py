@@ -12,6 +12,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from tests.compiler.tflite_run import run_tflite  # noqa: E402
 from tfcheck.compiler.trace.pooling3d import pools_as_2d  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 
@@ -25,15 +26,6 @@ CASES = [
 ]
 
 
-def _tflite_result(flatbuffer: bytes, x: np.ndarray) -> np.ndarray:
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], list(x.shape))
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-
-
 @pytest.mark.parametrize("pool", [tf.nn.max_pool3d, tf.nn.avg_pool3d], ids=["max", "avg"])
 @pytest.mark.parametrize("window, strides, padding", CASES)
 def test_converted_pooling_matches_tensorflow(pool, window, strides, padding) -> None:
@@ -41,7 +33,7 @@ def test_converted_pooling_matches_tensorflow(pool, window, strides, padding) ->
     function = tf.function(lambda x: pool(x, window, strides, padding),
                            input_signature=[tf.TensorSpec([None, *SHAPE[1:]])])
     x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
-    got, expected = _tflite_result(to_tflite(freeze(function.get_concrete_function())), x), function(x).numpy()
+    got, expected = run_tflite(to_tflite(freeze(function.get_concrete_function())), x), function(x).numpy()
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=0 if pool is tf.nn.max_pool3d else 1e-6)
 

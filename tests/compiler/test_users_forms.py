@@ -19,6 +19,7 @@ from click.testing import Result
 
 tf = pytest.importorskip("tensorflow")
 
+from tests.compiler.tflite_run import run_tflite  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 from tfcheck.compiler.trace.integer_clips import clips_as_min_max  # noqa: E402
 from tfcheck.compiler.trace.tracing import tflite_operators  # noqa: E402
@@ -284,13 +285,8 @@ def test_keras_ocrs_integer_clips_convert_as_minimum_and_maximum_and_match_tenso
     rng = np.random.default_rng(0)
     features = rng.standard_normal((2, 50, 7, 8)).astype(np.float32)
     theta = (rng.standard_normal((2, 6)) * 2).astype(np.float32)  # samples far outside the map: clipped
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    interpreter.allocate_tensors()
-    for detail, value in zip(interpreter.get_input_details(), (features, theta)):
-        interpreter.set_tensor(detail["index"], value)
-    interpreter.invoke()
-    got = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-    np.testing.assert_allclose(got, transform(features, theta).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_tflite(flatbuffer, features, theta), transform(features, theta).numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("clip, dtype", [
@@ -329,13 +325,7 @@ def test_integer_outer_products_convert_as_multiplies_and_match_tensorflow(produ
     flatbuffer = to_tflite(freeze(function.get_concrete_function()))
     assert {operator.op for operator in tflite_operators(flatbuffer)} <= {"MUL", "RESHAPE"}
     x = np.array([3, -7, 11], np.int32)
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], [3])
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
-    interpreter.invoke()
-    np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
-                                  function(x).numpy())
+    np.testing.assert_array_equal(run_tflite(flatbuffer, x), function(x).numpy())
 
 
 def _repeat(x: Any, num_repeats: int) -> Any:
