@@ -284,12 +284,41 @@ def freeze(concrete: Any) -> Any:
 
     Freezing leaves reference cycles that hold copies of every weight (1.4 GB for VGG16's 528 MB),
     which only a collection frees: nothing in them triggers one (docs/build.md, "Memory").
+    Writes that store a variable's own value (tf.keras 2's batch norm updates in inference mode)
+    are dropped first, and any other write is refused by name (`variable_writes.py`): this is
+    TensorFlow's `convert_variables_to_constants_v2`, step by step, with that in between.
     """
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework import convert_to_constants
 
-    frozen = convert_variables_to_constants_v2(concrete)
+    from tfcheck.compiler.trace.variable_writes import drop_unchanged_writes, variable_writes
+
+    data = convert_to_constants._FunctionConverterDataInEager(  # noqa: SLF001 - no public step-by-step API
+        func=concrete, lower_control_flow=True, aggressive_inlining=False)
+    drop_unchanged_writes(data.graph_def)
+    written = variable_writes(data.graph_def, set(_variable_placeholders(concrete)))
+    if written:
+        raise StepError(_writes_message(concrete, written), op=written[0][1])
+    graph_def, converted = convert_to_constants._replace_variables_by_constants(converter_data=data)  # noqa: SLF001
+    frozen = convert_to_constants._construct_concrete_function(concrete, graph_def, converted)  # noqa: SLF001
     gc.collect()
     return frozen
+
+
+def _variable_placeholders(concrete: Any) -> dict[str, str]:
+    """The placeholder of each variable `concrete` captured -> the variable's name."""
+    names = {id(variable.handle): variable.name for variable in concrete.variables}
+    return {internal.name.split(":")[0]: names[id(value)] for value, internal in concrete.graph.captures
+            if id(value) in names}
+
+
+def _writes_message(concrete: Any, written: list[tuple[str, str, str]]) -> str:
+    """Why a function that changes its variables is not built, naming them."""
+    placeholders = _variable_placeholders(concrete)
+    shown = ", ".join(f"{placeholders[resource]} ({op} at node '{node}')" for node, op, resource in written[:3])
+    more = f" and {len(written) - 3} more" if len(written) > 3 else ""
+    return (f"writes its variables: {shown}{more}. A compiled artifact holds the variables' values as "
+            "constants and keeps no state from one call to the next; compute the update outside the "
+            "compiled function (a Keras layer that updates statistics: call it with training=False)")
 
 
 # A function whose weights are larger than this takes them as inputs (`lift_weights`) unless
