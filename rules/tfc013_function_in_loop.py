@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine.facts import FileFacts
+from tfcheck.engine import kinds
+from tfcheck.engine.facts import FileFacts, LoopedCall
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
@@ -13,6 +14,9 @@ from tfcheck.rule import Rule
 # Functions that run once per process, object or test (or compile on purpose): creating a tf.function in
 # them and calling it is fine. Matched against the name without leading underscores.
 _RUN_ONCE = ("test", "main", "setUp", "setup", "init", "build", "shutdown", "compile")
+# What a local of the creating function may be and still be the same on every call: a strategy
+# (`tf.distribute.get_strategy()`), a number, a string, None.
+_SAME_EACH_CALL = frozenset({kinds.STRATEGY, kinds.NUMBER, kinds.STRING, kinds.NONE})
 
 
 class FunctionInLoop(Rule):
@@ -26,6 +30,11 @@ class FunctionInLoop(Rule):
     `initialize_*`, test methods, test files) and functions nested in other functions (steps handed to
     `strategy.run`, which usually runs inside a tf.function) are fine. Creation inside graph code (at trace
     time only) is not reported.
+
+    A driver, or a function that wraps a step over its own parameters, is reported when a loop of the
+    file calls it (once per epoch, per checkpoint) with the same values for everything the step reads:
+    the same model, a strategy, constants. A loop that passes a new model each time, or a function that
+    builds its own model, needs a new trace anyway; a loop over a few literal items traces a few times.
 
     ## Why is this bad
     Each `tf.function` object has its own trace cache: a new object traces again from scratch on its
@@ -41,6 +50,14 @@ class FunctionInLoop(Rule):
 
     def predict(x):
         return tf.function(model)(x)
+
+    def train_epoch(model, dataset):
+        step = tf.function(lambda batch: model.train_step(batch))
+        for batch in dataset:
+            step(batch)
+
+    for epoch in range(epochs):
+        train_epoch(model, dataset)  # a new trace every epoch
     ```
 
     ## Use instead
@@ -53,6 +70,14 @@ class FunctionInLoop(Rule):
 
     def predict(x):
         return predict_fn(x)
+
+    def train_epoch(step, dataset):
+        for batch in dataset:
+            step(batch)
+
+    step = tf.function(lambda batch: model.train_step(batch))
+    for epoch in range(epochs):
+        train_epoch(step, dataset)
     ```
     """
 
@@ -73,8 +98,27 @@ class FunctionInLoop(Rule):
         # under `fit`, but run eagerly whenever the layer is called outside a trace, a new function each time.
         "import tensorflow as tf\nclass Conv3D(tf.keras.layers.Conv3D):\n    def call(self, inputs):\n"
         "        conv_fn = tf.function(super(Conv3D, self).call, jit_compile=True)\n        return conv_fn(inputs)\n",
+        # A step wrapped on every call of an epoch function that a loop calls with the same model (tensorflow/graphics
+        # 3bb6a4b tensorflow_graphics/projects/points_to_3Dobjects/train_multi_objects/train.py:407-437 and 577-579, cut down).
+        "import tensorflow as tf\ndef _train_epoch(epoch, model, dataset):\n    strategy = tf.distribute.get_strategy()\n"
+        "    def distributed_step(sample):\n        return strategy.run(model.train_sample, args=(sample,))\n"
+        "    if FLAGS.run_graph:\n        distributed_step = tf.function(distributed_step)\n"
+        "    for sample in dataset:\n        distributed_step(sample)\n"
+        "def train(dataset):\n    model = get_model()\n    for epoch in range(FLAGS.num_epochs):\n"
+        "        _train_epoch(epoch, model, dataset)\n",
     )
     must_not_flag = (
+        # Called in a loop, but with a new model each time: the new function needs its own trace anyway.
+        "import tensorflow as tf\ndef fit(model, dataset):\n    @tf.function\n    def step(x):\n        return model(x)\n"
+        "    for x in dataset:\n        step(x)\nfor units in [8, 16, 32, 64, 128]:\n"
+        "    fit(tf.keras.Sequential([tf.keras.layers.Dense(units)]), ds)\n",
+        "import tensorflow as tf\ndef fit(model, dataset):\n    @tf.function\n    def step(x):\n        return model(x)\n"
+        "    for x in dataset:\n        step(x)\nfor units in range(10):\n    model = make_model(units)\n    fit(model, ds)\n",
+        # ... with a model it builds itself, and over a few splits: a bounded few traces.
+        "import tensorflow as tf\ndef run(dataset):\n    model = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
+        "    step = tf.function(lambda x: model(x))\n    for x in dataset:\n        step(x)\nfor _ in range(10):\n    run(ds)\n",
+        "import tensorflow as tf\ndef evaluate(model, split):\n    step = tf.function(lambda x: model(x))\n"
+        "    for x in load(split):\n        step(x)\nfor split in ('val', 'test'):\n    evaluate(model, split)\n",
         # A function over each call's own parameters (tensorflow/gnn 5d7251e graph/batching_utils.py:488-530, cut down).
         "import tensorflow as tf\ndef get_constraints(ds, sample_size):\n    @tf.function\n"
         "    def get_sizes():\n        return ds.take(sample_size).reduce(0, lambda a, b: a + 1)\n"
@@ -159,8 +203,14 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
                     "create it once, before the loop")
         return None
     if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) or _is_callback(function) \
-            or any(facts.enclosing_loop(use) is not None for use in uses) or _closes_over_call(facts, creation, function) \
             or _marks_composite(creation):
+        return None
+    looped = _looped_with_same_values(facts, creation, function)
+    if looped is not None:
+        return (f"tf.function created on every call of `{function.name}`, which a loop calls with the same values "
+                f"({facts.line_name(looped.loop.lineno)}): every iteration traces a new graph; create it once, "
+                f"outside `{function.name}`, and reuse it")
+    if any(facts.enclosing_loop(use) is not None for use in uses) or _closes_over_call(facts, creation, function):
         return None
     return (f"tf.function created and called on every call of `{function.name}`: each call traces a new graph; "
             "create it once (at module level or in __init__) and reuse it")
@@ -174,6 +224,66 @@ def _varies_per_iteration(facts: FileFacts, creation: ast.AST, loop: ast.AST) ->
     loads = (node for part in body for node in ast.walk(part) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
     return any(facts.is_inside(binding.node, loop) and not facts.is_inside(binding.node, creation)
                and binding.node is not creation for name in loads for binding in facts.bindings_of(name))
+
+
+def _looped_with_same_values(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> LoopedCall | None:
+    """A loop in eager code that calls `function` again and again (more than a few literal items) with
+    the same values for everything the created tf.function reads of `function`'s scope: each iteration
+    makes a tf.function equal to the last one and traces it again (tensorflow/graphics 3bb6a4b
+    points_to_3Dobjects/train_multi_objects/train.py: `_train_epoch` wraps its step once per epoch).
+    A loop that passes a new model or value for what the function reads needs a new trace anyway."""
+    captured = _captured_names(facts, creation, function)
+    for looped in facts.looped_calls(function):
+        if facts.in_graph_code(looped.call) or _few_literal_items(looped.loop):
+            continue
+        if all(_same_each_call(facts, name, function, looped, creation) for name in captured):
+            return looped
+    return None
+
+
+def _captured_names(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> list[ast.Name]:
+    """The reads of `function`'s parameters and locals by what the creation wraps: the body it defines,
+    the expression it wraps (`tf.function(model)`), its decorator's arguments."""
+    parts = _defined_body(facts, creation, function)
+    if isinstance(creation, ast.Call):
+        parts += [*creation.args, *(k.value for k in creation.keywords)]
+    else:
+        parts += list(creation.decorator_list)  # type: ignore[attr-defined]
+    return [node for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load) and facts.binding_scope(node) is function.scope]
+
+
+def _same_each_call(facts: FileFacts, name: ast.Name, function: FunctionInfo, looped: LoopedCall,
+                    creation: ast.AST) -> bool:
+    """Whether `name` holds the same thing on every call the loop makes: a parameter given an argument
+    the loop does not rebind or build anew (the receiver, for `self`), a nested def, or a local that
+    is a strategy or a plain constant (a model or dataset built in `function` is new on each call)."""
+    for binding in facts.bindings_of(name):
+        if binding.value is creation:
+            continue  # `step = tf.function(step)`: the creation itself
+        if binding.kind == "param":
+            argument = looped.arguments.get(name.id)
+            if argument is None and function.cls is not None and function.params[:1] == [name.id] \
+                    and isinstance(looped.call.func, ast.Attribute):
+                argument = looped.call.func.value
+            if argument is not None and _changes_per_iteration(facts, argument, looped.loop):
+                return False
+        elif binding.kind not in ("def", "class", "import"):
+            found = facts.kinds(binding.value) if binding.value is not None else set()
+            if not found or not found <= _SAME_EACH_CALL:
+                return False
+    return True
+
+
+def _changes_per_iteration(facts: FileFacts, expr: ast.expr, loop: ast.AST) -> bool:
+    """An argument that builds something (any call) or reads a name the loop binds."""
+    return any(isinstance(node, ast.Call) or isinstance(node, ast.Name) and any(
+        facts.is_inside(binding.node, loop) for binding in facts.bindings_of(node)) for node in ast.walk(expr))
+
+
+def _few_literal_items(loop: ast.AST) -> bool:
+    """`for split in ("val", "test")`: a few traces, bounded (TensorFlow warns from five on)."""
+    return isinstance(loop, ast.For) and isinstance(loop.iter, (ast.List, ast.Tuple)) and len(loop.iter.elts) < 5
 
 
 def _closes_over_call(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> bool:
@@ -222,6 +332,8 @@ def _uses(facts: FileFacts, creation: ast.AST, function: FunctionInfo | None) ->
         return None
     calls: list[ast.AST] = []
     for node in facts.loads_under(function).get(name, ()):
+        if facts.is_inside(node, creation):
+            continue  # `step = tf.function(step)` reads the name it rebinds
         call = facts.parent(node)
         if not (isinstance(call, ast.Call) and call.func is node) or facts.function_of(node) is not function:
             return None

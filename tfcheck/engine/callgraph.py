@@ -4,18 +4,32 @@ One graph serves the engine and the rules: graph-code discovery follows the call
 makes, rules ask for the callers of a function (is every call guarded? is it called before a
 rebinding?), and recursion through a tf.function is a cycle of it. Edges are resolved once per
 function on first use; the callers of all functions are indexed once per file, so no question
-scans every call of the file again (linear in the size of a file).
+scans every call of the file again (linear in the size of a file). The calls made in the body of a
+loop, with their arguments bound, say which functions run again and again (once per epoch, per
+checkpoint): what each call of such a function creates is created again and again.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import deque
+from dataclasses import dataclass
 from functools import cached_property
 
 from tfcheck.engine.components import strongly_connected_components
-from tfcheck.engine.index import FileIndex
+from tfcheck.engine.index import FileIndex, bind_arguments
 from tfcheck.engine.scopes import FunctionInfo
+
+
+@dataclass(frozen=True, eq=False)
+class LoopedCall:
+    """A call of a function of this file in the body of a `for`/`while` (of a function, or at module
+    level), with the loop and the arguments it gives each parameter (those left to defaults absent)."""
+
+    call: ast.Call
+    caller: FunctionInfo | None
+    loop: ast.AST
+    arguments: dict[str, ast.expr]
 
 
 class CallGraph:
@@ -31,6 +45,7 @@ class CallGraph:
         self._edges: dict[FunctionInfo, list[FunctionInfo]] = {}
         self._component: dict[FunctionInfo, int] = {}
         self._paths: dict[FunctionInfo, dict[FunctionInfo, tuple[FunctionInfo, ...]]] = {}
+        self._looped: dict[FunctionInfo, list[LoopedCall]] = {}
 
     def calls_from(self, info: FunctionInfo) -> list[tuple[ast.Call, list[FunctionInfo]]]:
         """The calls `info` makes itself (not its nested functions), each with the functions of this file
@@ -67,6 +82,20 @@ class CallGraph:
     def callers(self, info: FunctionInfo) -> list[tuple[ast.Call, FunctionInfo | None]]:
         """The calls that can call `info`, with the function each is in (None at module level)."""
         return self._callers.get(info, [])
+
+    def looped_calls(self, info: FunctionInfo) -> list[LoopedCall]:
+        """The calls of `info` in the body of a loop: each runs `info` once per iteration (found once
+        per function, from the callers already indexed)."""
+        found = self._looped.get(info)
+        if found is None:
+            found = self._looped[info] = []
+            for call, caller in self.callers(info):
+                loop = self.index.enclosing_loop(call)
+                if loop is not None:
+                    skip_self = info.cls is not None and isinstance(call.func, ast.Attribute)
+                    found.append(LoopedCall(call, caller, loop, bind_arguments(info, call.args, call.keywords,
+                                                                               skip_self)))
+        return found
 
     def cycle_path(self, start: FunctionInfo, end: FunctionInfo) -> tuple[FunctionInfo, ...] | None:
         """The shortest call path start, ..., end when `start` reaches `end` and `end` calls `start`."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 
 from tfcheck.engine import guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
-from tfcheck.engine.callgraph import CallGraph
+from tfcheck.engine.callgraph import CallGraph, LoopedCall
 from tfcheck.engine.flow import CrossFileFlows, reaches_graph
 from tfcheck.engine.graphcode import KERAS_TRACING_METHODS, ExternalCall, GraphCode, find_graph_code
 from tfcheck.engine.index import LOOPS, EngineSettings, FileIndex
@@ -30,7 +30,7 @@ from tfcheck.engine.tfobjects import TENSOR_ARRAY_UPDATES
 # What rules may name besides FileFacts: the engine's vocabulary, re-exported so that rules import
 # nothing of the engine but this module, `kinds` and `scopes` (tests/test_walls.py).
 __all__ = ["KERAS_TRACING_METHODS", "LARGE_RANGE", "LOOPS", "TENSOR_ARRAY_UPDATES", "EngineSettings", "ExternalCall",
-           "FileFacts", "GraphCode", "OuterMutation", "TfFunctionCall", "ValueOf"]
+           "FileFacts", "GraphCode", "LoopedCall", "OuterMutation", "TfFunctionCall", "ValueOf"]
 
 
 class FileFacts(FileIndex):
@@ -63,6 +63,10 @@ class FileFacts(FileIndex):
     def callees(self, info: FunctionInfo) -> list[FunctionInfo]:
         """The functions of this file `info` calls, and those defined in it."""
         return self.call_graph.callees(info)
+
+    def looped_calls(self, info: FunctionInfo) -> list[LoopedCall]:
+        """The calls of `info` in the body of a loop, with their arguments (tfcheck.engine.callgraph)."""
+        return self.call_graph.looped_calls(info)
 
     @cached_property
     def recursive_calls(self) -> list[RecursiveCall]:
