@@ -104,6 +104,28 @@ def is_padding(block: tirx.SBlock) -> bool:
     return isinstance(inside, tvm.ir.TensorLoad) and isinstance(outside, (tirx.FloatImm, tirx.IntImm))
 
 
+def windowed(block: tirx.SBlock) -> list[tirx.Var]:
+    """The spatial iterators of ``block`` that index some input together with a reduction iterator
+    of more than one step, in one axis: a convolution's output column ``x`` in ``input[.., x + rx, ..]``
+    for a window wider than one column. A padding read in place checks that index on every load
+    (``0 <= x + rx - 3 < 17``), so a register tile whose rows run over such an iterator has a
+    check per row."""
+    steps = [iv.var for iv in block.iter_vars
+             if iv.iter_type == tirx.IterVar.CommReduce and not (isinstance(iv.dom.extent, tirx.IntImm)
+                                                                 and iv.dom.extent.value == 1)]
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type != tirx.IterVar.CommReduce]
+    output = block.writes[0].source if block.writes else None
+    found: list[tirx.Var] = []
+    for read in block.reads:
+        if output is not None and read.source.same_as(output):
+            continue
+        for axis in read.region:
+            used = tirx.analysis.undefined_vars(axis.min)
+            if any(step in used for step in steps):
+                found.extend(var for var in spatial if var in used and not any(var.same_as(f) for f in found))
+    return found
+
+
 def dtype_bits(sch: s_tir.Schedule, block: SBlockRV) -> int:
     """Bit width of the element type the block writes (sets the vector lanes)."""
     return tvm.DataType(sch.get(block).writes[0].source.dtype).bits if sch.get(block).writes else 32

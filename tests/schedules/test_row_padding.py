@@ -50,12 +50,13 @@ def contraction_kernel(mod: tvm.IRModule, target: tvm.target.Target) -> tirx.Pri
 
 def tile_rows(kernel: tirx.PrimFunc) -> tuple[int, int]:
     """(rows of the register tile, output columns computed) of a convolution's micro-kernel: the
-    extent of the first unrolled loop around its update block, and the width of its accumulator."""
+    extent of the first unrolled loop around its update block, and the padded extent of its
+    accumulator (the width, or the height where the rows run over it: a 1x7 convolution's)."""
     sch = s_tir.Schedule(kernel)
     update = sch.get_sblock("conv2d_nhwc_update")
     unrolled = [sch.get(loop) for loop in sch.get_loops(update) if sch.get(loop).kind == tirx.ForKind.UNROLLED]
     [written] = sch.get(update).writes
-    return int(unrolled[0].extent), int(written.source.shape[2])
+    return int(unrolled[0].extent), max(int(written.source.shape[1]), int(written.source.shape[2]))
 
 
 @pytest.mark.parametrize("mcpu", sorted(TARGETS))

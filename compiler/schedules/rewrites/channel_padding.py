@@ -25,6 +25,8 @@ output columns (18 for 17: two tiles of 9 rows), and its output sliced back, by 
 as it writes its output (`contraction._is_crop`) where the channels are not sliced too. The
 same holds for NDHWC 3-D convolutions (keras.io's CT-scan classifier), whose width is also the
 axis before the channels; a wider tile is only taken where it pays (`_width_worth_padding`).
+A window one step tall and wider than one column (InceptionV3's 1x7) has the rows over the height
+instead (`_rows_axis`, as `contraction._rows_loop` chooses them), and the height is what is padded.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class _ChannelPadder(relax.PyExprMutator):
             return call
         kernel = weight.value.numpy()
         normalized = self.builder_.normalize(call)
-        width = _static_width(normalized)
+        axis = _rows_axis(normalized, kernel.shape)
+        width = _static_extent(normalized, axis)
         if kernel.dtype != np.float32 or width is None:
             return call
         channels = kernel.shape[-1]
@@ -109,14 +112,15 @@ class _ChannelPadder(relax.PyExprMutator):
         if (padded, columns) == (channels, width):
             return call
         wide = np.pad(kernel, [(0, 0)] * (kernel.ndim - 1) + [(0, padded - channels)])
-        # Padding is [before each spatial axis..., after each...]: the width's "after" is the last.
+        # Padding is [before each spatial axis..., after each...]: spatial axis `axis - 1`'s "after"
+        # is at `spatial + axis - 1`.
         padding = [int(p) for p in attrs.padding]
-        padding[-1] += (columns - width) * int(attrs.strides[-1])
+        padding[len(attrs.strides) + axis - 1] += (columns - width) * int(attrs.strides[axis - 1])
         convolution = self.builder_.emit(convolve(
             data, relax.const(wide), attrs.strides, padding, attrs.dilation, attrs.groups,
             attrs.data_layout, attrs.kernel_layout, attrs.out_layout, attrs.out_dtype))
-        axis = len(data_layout) - 2  # the width's axis; the channels' is the next
-        return relax.op.strided_slice(convolution, axes=[axis, axis + 1], begin=[0, 0], end=[width, channels])
+        last = len(data_layout) - 1  # the channels' axis
+        return relax.op.strided_slice(convolution, axes=[axis, last], begin=[0, 0], end=[width, channels])
 
     def _padded_matmul(self, call: relax.Call) -> relax.Expr:
         """`matmul(x, W)` with constant float32 weights `W[K, N]`, N narrower than one vector, as
@@ -161,11 +165,22 @@ def _width_worth_padding(call: relax.Call, kernel: tuple[int, ...]) -> bool:
     return reduction >= MIN_PADDED_REDUCTION or int(example) * 4 <= CACHED_OUTPUT_BYTES
 
 
-def _static_width(call: relax.Call) -> int | None:
-    """The output width (the axis before the channels) of a convolution, or None when it is not a
-    constant."""
+def _rows_axis(call: relax.Call, kernel: tuple[int, ...]) -> int:
+    """The output axis the register tile's rows run over (`contraction._rows_loop`): the width (the
+    axis before the channels); or the axis before it where the window is one step along it, more
+    than one across the width, and the output more than one long on it: a 1x7 convolution's height."""
+    spatial = len(kernel) - 2  # kernel axes: spatial..., input channels, output channels
+    width = spatial  # output axes: batch, spatial..., channels; output axis d is kernel axis d - 1
+    outside = _static_extent(call, width - 1) if spatial > 1 else None
+    if kernel[width - 1] > 1 and kernel[width - 2] == 1 and outside is not None and outside > 1:
+        return width - 1
+    return width
+
+
+def _static_extent(call: relax.Call, axis: int) -> int | None:
+    """The extent of a convolution's output along ``axis``, or None when it is not a constant."""
     shape = getattr(call.ty, "shape", None)
-    value = shape.values[-2] if shape is not None and len(shape.values) in (4, 5) else None
+    value = shape.values[axis] if shape is not None and len(shape.values) in (4, 5) else None
     return int(value.value) if isinstance(value, tvm.tirx.IntImm) else None
 
 

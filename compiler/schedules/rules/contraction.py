@@ -87,13 +87,32 @@ def _cols_axis_is_contiguous(block: tirx.SBlock) -> bool:
     return any(blocks.is_unit_stride(blocks.innermost_index(read), cols) for read in block.reads)
 
 
-def _rows_loop(sch: s_tir.Schedule, spatial: list[LoopRV]) -> int | None:
-    """Index of the spatial loop to tile into register rows: the innermost one (before cols) longer than 1."""
-    for index in range(len(spatial) - 2, -1, -1):
-        extent = blocks.extent(sch, spatial[index])
-        if extent is None or extent > 1:
-            return index
-    return None
+def _rows_loop(sch: s_tir.Schedule, main: SBlockRV, spatial: list[LoopRV]) -> int | None:
+    """Index of the spatial loop to tile into register rows: the innermost one (before cols) longer
+    than 1; or the loop right outside it, static and longer than 1, where the window runs along the
+    innermost and not along that one (`blocks.windowed`: a 1x7 convolution's width and height).
+
+    A padding read in place is a bound check on the window's axis: with the rows along it, one
+    per row in every step of the reduction. A 1x7 convolution over its width (17x17x192 -> 192,
+    6 x 2-vector tiles) then branched six times a step, LLVM spilled accumulators around the
+    branches with AVX2's 16 registers, and it ran at half the rate of its 7x1 twin: 2.6-2.9
+    against 1.4-1.5 ms on one core (issue 39). Over its height the check is one per tile
+    (`channel_padding` pads that axis for the tile, not the width)."""
+    longer = [index for index in range(len(spatial) - 1)
+              if blocks.extent(sch, spatial[index]) is None or blocks.extent(sch, spatial[index]) > 1]
+    if not longer:
+        return None
+    realize = blocks.realize(sch, main)
+    along = [value for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+             if any(iter_var.var.same_as(var) for var in blocks.windowed(realize.block))]
+
+    def in_window(index: int) -> bool:
+        return any(value.same_as(sch.get(spatial[index]).loop_var) for value in along)
+
+    innermost, outside = longer[-1], longer[-1] - 1
+    if in_window(innermost) and outside in longer and blocks.extent(sch, spatial[outside]) and not in_window(outside):
+        return outside
+    return innermost
 
 
 def _written_shape(sch: s_tir.Schedule, block: SBlockRV) -> list | None:
@@ -185,7 +204,7 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target, tile_size: TileSi
     loops = sch.get_loops(main)
     spatial, reduction = loops[: kinds.count("S")], loops[kinds.count("S") :]
     lanes = cpu.vector_lanes(target, blocks.dtype_bits(sch, main))
-    rows_index = _rows_loop(sch, spatial)
+    rows_index = _rows_loop(sch, main, spatial)
     rows_extent = blocks.extent(sch, spatial[rows_index]) if rows_index is not None else 1
     # A symbolic rows axis gets the tile of SYMBOLIC_ROWS rows; its bound check per row comes out
     # of every full tile afterwards (unswitch.py).
