@@ -33,8 +33,9 @@ class FunctionInLoop(Rule):
 
     A driver, or a function that wraps a step over its own parameters, is reported when a loop of the
     file calls it (once per epoch, per checkpoint) with the same values for everything the step reads:
-    the same model, a strategy, constants. A loop that passes a new model each time, or a function that
-    builds its own model, needs a new trace anyway; a loop over a few literal items traces a few times.
+    the same model, a strategy, constants. A loop that passes a new model each time (to the step or to
+    what it reads), or a function that builds its own model or metrics for the step, needs a new trace
+    anyway; a loop over a few literal items traces a few times.
 
     ## Why is this bad
     Each `tf.function` object has its own trace cache: a new object traces again from scratch on its
@@ -119,6 +120,19 @@ class FunctionInLoop(Rule):
         "    step = tf.function(lambda x: model(x))\n    for x in dataset:\n        step(x)\nfor _ in range(10):\n    run(ds)\n",
         "import tensorflow as tf\ndef evaluate(model, split):\n    step = tf.function(lambda x: model(x))\n"
         "    for x in load(split):\n        step(x)\nfor split in ('val', 'test'):\n    evaluate(model, split)\n",
+        # ... a new list of models handed to the tf.function (google/uncertainty-baselines 3a5e2b1 experimental/
+        # shoshin/generate_bias_table_lib.py:471-566, cut down), new metrics read by the step it calls (google-research/
+        # simclr tf2/run.py:348-398): hoisting the tf.function would not save the traces.
+        "import tensorflow as tf\ndef calculate_tracin_values(dataset, model_checkpoints):\n    @tf.function\n"
+        "    def run_self_influence(batch, checkpoints):\n        return [m(batch) for m in checkpoints]\n"
+        "    for batch in dataset:\n        run_self_influence(batch, model_checkpoints)\n"
+        "for model in trained_models:\n    calculate_tracin_values(ds, [model])\n",
+        "import tensorflow as tf\ndef perform_evaluation(model, ds, strategy):\n"
+        "    accuracy = tf.keras.metrics.Accuracy('eval/accuracy')\n    def single_step(features, labels):\n"
+        "        accuracy.update_state(labels, model(features))\n    @tf.function\n    def run_single_step(iterator):\n"
+        "        strategy.run(single_step, next(iterator))\n    iterator = iter(ds)\n    for i in range(100):\n"
+        "        run_single_step(iterator)\n"
+        "for ckpt in tf.train.checkpoints_iterator(model_dir):\n    perform_evaluation(model, ds, strategy)\n",
         # A function over each call's own parameters (tensorflow/gnn 5d7251e graph/batching_utils.py:488-530, cut down).
         "import tensorflow as tf\ndef get_constraints(ds, sample_size):\n    @tf.function\n"
         "    def get_sizes():\n        return ds.take(sample_size).reduce(0, lambda a, b: a + 1)\n"
@@ -205,7 +219,7 @@ def _repeated_creation(facts: FileFacts, creation: ast.AST, function: FunctionIn
     if function is None or function.name.lstrip("_").startswith(_RUN_ONCE) or _is_callback(function) \
             or _marks_composite(creation):
         return None
-    looped = _looped_with_same_values(facts, creation, function)
+    looped = _looped_with_same_values(facts, creation, function, uses)
     if looped is not None:
         return (f"tf.function created on every call of `{function.name}`, which a loop calls with the same values "
                 f"({facts.line_name(looped.loop.lineno)}): every iteration traces a new graph; create it once, "
@@ -226,17 +240,23 @@ def _varies_per_iteration(facts: FileFacts, creation: ast.AST, loop: ast.AST) ->
                and binding.node is not creation for name in loads for binding in facts.bindings_of(name))
 
 
-def _looped_with_same_values(facts: FileFacts, creation: ast.AST, function: FunctionInfo) -> LoopedCall | None:
+def _looped_with_same_values(facts: FileFacts, creation: ast.AST, function: FunctionInfo,
+                             uses: list[ast.AST]) -> LoopedCall | None:
     """A loop in eager code that calls `function` again and again (more than a few literal items) with
-    the same values for everything the created tf.function reads of `function`'s scope: each iteration
-    makes a tf.function equal to the last one and traces it again (tensorflow/graphics 3bb6a4b
-    points_to_3Dobjects/train_multi_objects/train.py: `_train_epoch` wraps its step once per epoch).
-    A loop that passes a new model or value for what the function reads needs a new trace anyway."""
+    the same values for everything the created tf.function reads of `function`'s scope, and for the
+    parameters `function` hands it (unless tensors): each iteration makes a tf.function equal to the
+    last one and traces it again (tensorflow/graphics 3bb6a4b points_to_3Dobjects/train_multi_objects/
+    train.py: `_train_epoch` wraps its step once per epoch). A loop that passes a new model, or a function
+    that builds new metrics for its step, needs a new trace anyway (google/uncertainty-baselines
+    generate_bias_table_lib.py:512 gets `[model]` per call; google-research/simclr tf2/run.py:390)."""
     captured = _captured_names(facts, creation, function)
+    passed = [argument for use in uses if isinstance(use, ast.Call) for argument in use.args
+              if facts.is_parameter(argument, function)]
     for looped in facts.looped_calls(function):
         if facts.in_graph_code(looped.call) or _few_literal_items(looped.loop):
             continue
-        if all(_same_each_call(facts, name, function, looped, creation) for name in captured):
+        if all(_same_each_call(facts, name, function, looped, creation) for name in captured) \
+                and all(_same_each_call(facts, name, function, looped, creation, tensors_differ=True) for name in passed):
             return looped
     return None
 
@@ -249,15 +269,31 @@ def _captured_names(facts: FileFacts, creation: ast.AST, function: FunctionInfo)
         parts += [*creation.args, *(k.value for k in creation.keywords)]
     else:
         parts += list(creation.decorator_list)  # type: ignore[attr-defined]
-    return [node for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)
-            and isinstance(node.ctx, ast.Load) and facts.binding_scope(node) is function.scope]
+    captured: list[ast.Name] = []
+    expanded: set[ast.AST] = {creation}
+    while parts:
+        for node in ast.walk(parts.pop()):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and facts.binding_scope(node) is function.scope:
+                captured.append(node)
+                parts += _nested_def_bodies(facts, node, expanded)
+    return captured
+
+
+def _nested_def_bodies(facts: FileFacts, name: ast.Name, expanded: set[ast.AST]) -> list[ast.AST]:
+    """The bodies of the defs of the creating function that `name` is, not expanded before: what they
+    read is read by the tf.function that calls them (simclr's `run_single_step` calls `single_step`)."""
+    defs = [b.node for b in facts.bindings_of(name) if b.kind == "def" and b.node not in expanded]
+    expanded.update(defs)
+    return [part for node in defs for part in node.body]  # type: ignore[attr-defined]
 
 
 def _same_each_call(facts: FileFacts, name: ast.Name, function: FunctionInfo, looped: LoopedCall,
-                    creation: ast.AST) -> bool:
+                    creation: ast.AST, tensors_differ: bool = False) -> bool:
     """Whether `name` holds the same thing on every call the loop makes: a parameter given an argument
     the loop does not rebind or build anew (the receiver, for `self`), a nested def, or a local that
-    is a strategy or a plain constant (a model or dataset built in `function` is new on each call)."""
+    is a strategy or a plain constant (a model or dataset built in `function` is new on each call).
+    With `tensors_differ`, a parameter passed to the tf.function may be a new tensor each time: a
+    tf.function made once would not trace again for it."""
     for binding in facts.bindings_of(name):
         if binding.value is creation:
             continue  # `step = tf.function(step)`: the creation itself
@@ -266,13 +302,20 @@ def _same_each_call(facts: FileFacts, name: ast.Name, function: FunctionInfo, lo
             if argument is None and function.cls is not None and function.params[:1] == [name.id] \
                     and isinstance(looped.call.func, ast.Attribute):
                 argument = looped.call.func.value
-            if argument is not None and _changes_per_iteration(facts, argument, looped.loop):
+            if argument is not None and _changes_per_iteration(facts, argument, looped.loop) \
+                    and not (tensors_differ and _tensor_data(facts, argument)):
                 return False
         elif binding.kind not in ("def", "class", "import"):
             found = facts.kinds(binding.value) if binding.value is not None else set()
             if not found or not found <= _SAME_EACH_CALL:
                 return False
     return True
+
+
+def _tensor_data(facts: FileFacts, expr: ast.expr) -> bool:
+    """A tensor or array: traced by shape and dtype, not by identity."""
+    found = facts.kinds(expr)
+    return bool(found) and found <= {kinds.TENSOR, kinds.NDARRAY, kinds.VARIABLE}
 
 
 def _changes_per_iteration(facts: FileFacts, expr: ast.expr, loop: ast.AST) -> bool:
