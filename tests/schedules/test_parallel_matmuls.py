@@ -97,3 +97,30 @@ def test_projections_over_a_sequence_of_any_length_are_one_matmul_and_slices() -
     for tokens in (1, 9):
         x = rand(1, tokens, 32)
         check(vm["main"](tvm.runtime.tensor(x)).numpy(), expected(x, WEIGHTS))
+
+
+def test_biases_computed_at_run_time_are_not_combined() -> None:
+    """Two directions of a recurrent layer unrolled in TensorFlow (a Keras Bidirectional LSTM over
+    an unknown batch, issue 42): step t forwards and step T-1-t backwards multiply the same input
+    slice, each plus its own direction's previous state. Combined with those sums, the two groups
+    would each need the other's result: TVM's pass raised "Bindings contain circular dependency"."""
+    weights = {name: rand(24, 32) for name in ("forward", "backward")}
+    x0, x1, state = rand(1, 32), rand(1, 32), rand(1, 24)
+
+    def step(bb: relax.BlockBuilder, x: relax.Expr, name: str, previous: relax.Expr) -> relax.Expr:
+        weight = bb.emit(relax.op.permute_dims(relax.const(weights[name]), [1, 0]))
+        return bb.emit(relax.op.tanh(bb.emit(relax.op.add(bb.emit(relax.op.matmul(x, weight)), previous))))
+
+    def emit(bb: relax.BlockBuilder, first: relax.Expr, second: relax.Expr, initial: relax.Expr) -> relax.Expr:
+        forward = step(bb, second, "forward", step(bb, first, "forward", initial))
+        backward = step(bb, first, "backward", step(bb, second, "backward", initial))
+        return relax.op.concat([forward, backward], axis=1)
+
+    def expected_step(x: np.ndarray, name: str, previous: np.ndarray) -> np.ndarray:
+        return np.tanh(x @ weights[name].T + previous)
+
+    mod = module([x0.shape, x1.shape, state.shape], emit)
+    combine_parallel_matmuls(mod)  # raised before
+    actual, _ = run(mod, x0, x1, state)
+    check(actual, np.concatenate([expected_step(x1, "forward", expected_step(x0, "forward", state)),
+                                  expected_step(x0, "backward", expected_step(x1, "backward", state))], axis=1))

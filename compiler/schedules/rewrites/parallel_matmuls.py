@@ -40,11 +40,15 @@ def _constant(expr: relax.Expr, bindings: dict[relax.Var, relax.Expr]) -> bool:
     return isinstance(expr, tvm.ir.expr.Constant)
 
 
-def _constant_weights(_lhs: relax.Var, rhs: list[relax.Var], _bias: list[relax.Var],
+def _constant_weights(_lhs: relax.Var, rhs: list[relax.Var], bias: list[relax.Var],
                       bindings: dict[relax.Var, relax.Expr]) -> bool:
-    """`CombineParallelMatmul`'s filter: combine a group only when every weight is a constant."""
+    """`CombineParallelMatmul`'s filter: combine a group only when every weight and every bias
+    is a constant. A bias computed at run time would be a copy per call, and can make a cycle: in
+    a bidirectional LSTM unrolled in TensorFlow, step t forwards and step T-1-t backwards multiply
+    the same slice of the input, each added to its direction's previous state, which depends on the
+    other's group ("Bindings contain circular dependency")."""
     known = dict(bindings)  # TVM's map, converted once for the group
-    return all(_constant(weight, known) for weight in rhs)
+    return all(_constant(value, known) for value in [*rhs, *bias])
 
 
 def _bounds(split: relax.Call, index: int) -> tuple[int, int, int] | None:
