@@ -75,15 +75,17 @@ def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
 
+    from tfcheck.compiler.frontend.stepped_dims import cast_to_steps, stepped_shapes
     from tfcheck.compiler.frontend.symbolic_import import input_shapes, symbolic_int_lists, with_bounds
 
     try:
         model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
         shapes = input_shapes(model, inputs or [])
+        stepped = stepped_shapes(shapes, dims or {})  # a dimension with a step as a multiple of it
         with symbolic_int_lists(shapes is not None):
-            module = from_tflite(model, shape_dict=shapes, op_converter=_converter_class())
+            module = from_tflite(model, shape_dict=stepped, op_converter=_converter_class())
         if shapes is not None:
-            module = with_bounds(module, dims or {})
+            module = with_bounds(cast_to_steps(module, shapes, stepped), dims or {})
         return _lowered_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
     except ImporterError:
         raise

@@ -5,7 +5,9 @@ Relax, `compiler/frontend/importer.py`), so one library runs at any size. The na
 so that users can bound them (`@tfcheck.aot(dims={"batch": (1, 64)})`): axis 0 of every input is
 `batch` (one dimension shared by all inputs, as the leading axis of a model's inputs is), any
 other axis k of input `name` is `name_k`. The build verifies the library against TensorFlow at
-the smallest size, a middle one and the largest (`VERIFY_MAX` when there is no upper bound).
+the smallest size, a middle one and the largest (`VERIFY_MAX` when there is no upper bound). A
+function that takes only some sizes (a U-Net of four poolings: multiples of 16) gets a step, found
+by running TensorFlow (`size_steps`), that the artifact records and the runtime enforces.
 
 Nothing here imports TensorFlow or TVM.
 """
@@ -13,6 +15,7 @@ Nothing here imports TensorFlow or TVM.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tfcheck.compiler.process.child import StepError
@@ -25,8 +28,11 @@ VERIFY_MAX = 32
 # unbounded when the function cannot run with them at 1: a U-Net of valid convolutions needs a few
 # dozen pixels a side ("Computed output size would be negative ... input_size: 1", issue 42).
 PROBE_SIZES = (32, 64, 128, 224)
+# The largest step looked for: sizes that go in steps of 2^k up to 2^7 (seven poolings that halve).
+LARGEST_STEP = 128
 # Runs the function at these sizes: the error it raised, in one line, or None when it ran.
 Runner = Callable[[dict[str, int]], "str | None"]
+Bounds = dict[str, tuple[int, "int | None"]]
 
 
 def dim_name(input_name: str, axis: int) -> str:
@@ -52,26 +58,116 @@ def bounds_of(shapes: list[list[int | str]], given: dict[str, Any], label: str) 
     return {name: tuple(given.get(name, (1, None))) for name in names}  # type: ignore[misc]
 
 
-def verify_sizes(bounds: dict[str, tuple[int, int | None]]) -> list[dict[str, int]]:
+def verify_sizes(bounds: Bounds, steps: dict[str, int] | None = None) -> list[dict[str, int]]:
     """The sizes to verify at: every dimension at its minimum, then a middle size (odd, so that a
-    tiled loop's remainder is exercised), then its maximum (when unbounded `VERIFY_MAX`, or twice
-    the minimum where that is larger, so that a minimum raised by `runnable_bounds` is not the one
-    size verified); sizes that repeat are verified once."""
-    steps: list[dict[str, int]] = []
-    for step in range(3):
-        sizes = {name: _size(low, high if high is not None else max(2 * low, VERIFY_MAX), step)
+    tiled loop's remainder is exercised; with a step, the minimum plus an odd number of steps),
+    then its maximum (when unbounded `VERIFY_MAX`, or twice the minimum where that is larger, so
+    that a minimum raised by `runnable_bounds` is not the one size verified; with a step, brought
+    down onto it); sizes that repeat are verified once."""
+    steps = steps or {}
+    verified: list[dict[str, int]] = []
+    for index in range(3):
+        sizes = {name: _size(low, _top(low, high, steps.get(name, 1)), index, steps.get(name, 1))
                  for name, (low, high) in bounds.items()}
-        if sizes not in steps:
-            steps.append(sizes)
-    return steps
+        if sizes not in verified:
+            verified.append(sizes)
+    return verified
 
 
-def _size(low: int, high: int, step: int) -> int:
-    if step == 0:
+def _top(low: int, high: int | None, step: int = 1) -> int:
+    """The largest size verified: the maximum, else `VERIFY_MAX` or twice the minimum; on the step."""
+    top = high if high is not None else max(2 * low, VERIFY_MAX)
+    return low + (top - low) // step * step
+
+
+def _size(low: int, high: int, index: int, step: int = 1) -> int:
+    if index == 0:
         return low
-    if step == 2:
+    if index == 2:
         return high
+    if step > 1:
+        return _on_step(low, high, (low + high) // 2, step) or low
     return min(high, ((low + high) // 2) | 1)
+
+
+def _on_step(low: int, top: int, target: int, step: int) -> int | None:
+    """`low` plus an odd number of `step`s, the nearest to `target` that is at most `top` (a size
+    that takes this step and no larger one); None when `low + step` is above `top`."""
+    if low + step > top:
+        return None
+    odd = max(0, round(((target - low) / step - 1) / 2))
+    return low + step * (2 * min(odd, (top - low - step) // (2 * step)) + 1)
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What `size_steps` found: the bounds with each maximum brought down onto its dimension's
+    step, the steps above 1 by dimension, and a note for the build's report (None: no steps)."""
+
+    bounds: Bounds
+    steps: dict[str, int]
+    note: str | None = None
+
+
+def size_steps(bounds: Bounds, runs: Runner, label: str, decorator: bool = True) -> Stepped:
+    """The steps of the dimensions whose sizes the function takes only in steps (a U-Net whose
+    skip connections meet after four poolings: multiples of 16), found by running TensorFlow.
+
+    The build verifies at an odd size between the bounds; a function that runs at the smallest
+    sizes (`runnable_bounds`) but not there is run at the smallest plus an odd number of 2, 4,
+    8, ... `LARGEST_STEP`, all the dimensions together: the first that runs is the step, and each
+    dimension then gets its own (the largest smaller one it does not run at, the others on their
+    step, doubled). Nothing is found when none runs: verification then fails saying which sizes
+    TensorFlow cannot run (`unverifiable`). A step is assumed, not proven, beyond the sizes run:
+    the verification at the smallest, middle and largest sizes on it checks three more.
+    """
+    lows = {name: low for name, (low, _) in bounds.items()}
+    tops = {name: _top(low, high) for name, (low, high) in bounds.items()}
+    middle = {name: _size(low, tops[name], 1) for name, low in lows.items()}
+    probed = [name for name in bounds if middle[name] != lows[name]]
+    error = runs(middle) if probed else None
+    if error is None:
+        return Stepped(bounds, {})
+    step, sizes = 2, None
+    while step <= LARGEST_STEP and sizes is None:
+        candidate = {name: _on_step(lows[name], tops[name], middle[name], step) or lows[name] for name in lows}
+        if candidate == lows:
+            break
+        sizes = candidate if runs(candidate) is None else None
+        step = step if sizes is not None else 2 * step
+    if sizes is None:
+        return Stepped(bounds, {})
+    steps = {name: own for name in probed
+             if (own := step if len(probed) == 1 else _own_step(name, lows, tops, middle, sizes, step, runs)) > 1}
+    stepped = {name: (low, None if high is None else low + (high - low) // steps[name] * steps[name])
+               if name in steps else (low, high) for name, (low, high) in bounds.items()}
+    return Stepped(stepped, steps, _step_note(label, middle, error, sizes, stepped, steps, decorator))
+
+
+def _own_step(name: str, lows: dict[str, int], tops: dict[str, int], middle: dict[str, int],
+              sizes: dict[str, int], step: int, runs: Runner) -> int:
+    """One dimension's step, the others at `sizes` (which run): twice the largest power of two
+    below `step` whose odd multiples (from its minimum) it does not run at; 1 when it runs at all."""
+    own = step // 2
+    while own >= 1:
+        size = _on_step(lows[name], tops[name], middle[name], own)
+        if size is not None and runs({**sizes, name: size}) is not None:
+            return 2 * own
+        own //= 2
+    return 1
+
+
+def _step_note(label: str, middle: dict[str, int], error: str, sizes: dict[str, int], bounds: Bounds,
+               steps: dict[str, int], decorator: bool) -> str:
+    """The report's note on the steps found: the sizes TensorFlow could not run and could, and
+    what the artifact takes."""
+    names = list(steps)
+    takes = "; ".join(f"{name}: {SymbolicDim(low, high, step=steps[name]).describe()}"
+                      for name, (low, high) in bounds.items() if name in steps)
+    return (f"{_names(names)}: TensorFlow cannot run the function at {_sizes_text(middle, list(middle))} ({error}) "
+            f"but runs at {_sizes_text(sizes, list(sizes))}, so the artifact takes {takes}, and refuses other "
+            f"sizes. To build for sizes off {'this step' if len(set(steps.values())) == 1 else 'these steps'}, "
+            f"list them: {_shapes_hint(label, decorator)}")
 
 
 def runnable_bounds(bounds: dict[str, tuple[int, int | None]], given: dict[str, Any], runs: Runner, label: str,
@@ -133,13 +229,15 @@ def _unrunnable(label: str, lows: dict[str, int], free: list[str], given: dict[s
 def unverifiable(label: str, sizes: dict[str, int], steps: list[dict[str, int]], error: str,
                  decorator: bool = True) -> str:
     """The message when TensorFlow cannot run the function at one of the sizes verified (within
-    the bounds, so the artifact would take it): a model that takes only some sizes (even ones)."""
+    the bounds and on the step `size_steps` found, so the artifact would take it): a model that
+    takes only sizes no step describes."""
     verified = "; ".join(", ".join(f"{name}={size}" for name, size in step.items()) for step in steps)
     return (f"TensorFlow cannot run {label} at {', '.join(f'{name}={size}' for name, size in sizes.items())} "
             f"({error}), one of the sizes the build verifies the artifact at ({verified}), all of which its bounds "
             "allow: bound the dimensions to sizes the function takes, "
             + dims_example(dict.fromkeys(sizes, ("MIN", "MAX")), label, decorator)
-            + f", or, if it takes only some sizes (even ones, multiples of 16), list them: {_shapes_hint(label, decorator)}")
+            + ", or, if it takes only some sizes that no step from its smallest size describes (the build finds steps "
+            + f"of 2 to {LARGEST_STEP}: even sizes, multiples of 16), list them: {_shapes_hint(label, decorator)}")
 
 
 def _shapes_hint(label: str, decorator: bool) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 import inspect
 import re
@@ -234,20 +235,21 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
     values = input_values(inputs, index_tables(concrete, len(inputs)), given_values)
     smallest = ", ".join(f"{name}={low}" for name, (low, _) in bounds.items())
     events.stage("trace", doing=f"running {request.label} in TensorFlow at its smallest sizes ({smallest})")
-    bounds, raised = symbolic.runnable_bounds(bounds, dims,
-                                              lambda sizes: _error_at(concrete, inputs, sizes, values, request),
-                                              request.label, request.saved_model is None)
-    steps = symbolic.verify_sizes(bounds)
+    runs = functools.partial(_error_at, concrete, inputs, values=values, request=request)
+    bounds, raised = symbolic.runnable_bounds(bounds, dims, runs, request.label, request.saved_model is None)
+    stepped = symbolic.size_steps(bounds, runs, request.label, request.saved_model is None)
+    bounds, raised = stepped.bounds, "; ".join(filter(None, [raised, stepped.note])) or None
+    steps = symbolic.verify_sizes(bounds, stepped.steps)
     output_structure = _output_structure(tf, concrete.structured_outputs)
     structures = {"inputs": arguments, "outputs": output_structure, "dims": bounds,
-                  **({"values": values} if values else {})}
+                  **({"steps": stepped.steps} if stepped.steps else {}), **({"values": values} if values else {})}
     prepared, key, frozen_because = _prepare_and_key(concrete, request, lambda graph: cache_key(
         graph, inputs, request.key.target, request.key.compile_options, request.key.versions_with(tf.__version__),
         structures))
     described = TracedVariant(str(variant_dir), inputs, prepared.graph_sha256, captures_fingerprint(concrete), key,
                               output_structure=output_structure, input_structure=arguments,
                               frozen_because=frozen_because, bounds_raised=raised,
-                              dims=_symbolic_dims(bounds, steps), input_values=values)
+                              dims=_symbolic_dims(bounds, steps, stepped.steps), input_values=values)
     fallback = SymbolicFailure(described.dims or {}, inputs, has_shape_entries)
     try:
         flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs,
@@ -376,9 +378,10 @@ def _at(inputs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
     return [dataclasses.replace(spec, shape=tuple(shape)) for spec, shape in zip(inputs, shapes)]
 
 
-def _symbolic_dims(bounds: dict[str, tuple[int, int | None]], steps: list[dict[str, int]]) -> dict[str, SymbolicDim]:
-    """Each dimension's bounds and the sizes it is verified at, as the manifest records them."""
-    return {name: SymbolicDim(low, high, tuple(sorted({step[name] for step in steps})))
+def _symbolic_dims(bounds: dict[str, tuple[int, int | None]], steps: list[dict[str, int]],
+                   size_steps: dict[str, int] | None = None) -> dict[str, SymbolicDim]:
+    """Each dimension's bounds, the sizes it is verified at and its step, as the manifest records them."""
+    return {name: SymbolicDim(low, high, tuple(sorted({step[name] for step in steps})), (size_steps or {}).get(name, 1))
             for name, (low, high) in bounds.items()}
 
 

@@ -262,7 +262,7 @@ model.export("keras_export", verbose=False)
     code, records = build(run_cli, folder, "keras_export", "--signature", "serve", "--out", str(folder / "out"))
     record = records["keras_export.serve"]
     assert code == 0 and record["verified"], record
-    assert record["dims"] == {"batch": {"min": 1, "max": None, "verified": [1, 17, 32]}}
+    assert record["dims"] == {"batch": {"min": 1, "max": None, "verified": [1, 17, 32], "step": 1}}
     assert record["inputs"][0]["shape"] == ["batch", 4]
     serve = tfcheck.load(folder / "out").serve
     assert [serve(np.ones((batch, 4), np.float32))["output_0"].shape for batch in (1, 5, 40)] == \

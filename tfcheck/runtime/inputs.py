@@ -99,12 +99,20 @@ def shape_problem(function: str, specs: Sequence[TensorSpec], dims: Mapping[str,
                 continue
             if not dims[want].accepts(got):
                 return (f"{_wrong_shape(function, spec, shape)}: dimension {axis} ({want}) is {got}, "
-                        f"the artifact takes {dims[want].describe()}")
+                        f"the artifact takes {dims[want].describe()}{_nearest(dims[want], got)}")
             size, where = bound.setdefault(want, (got, _quoted(spec.name)))
             if size != got:
                 return (f"{_wrong_shape(function, spec, shape)}: dimension {axis} ({want}) is {got}, "
                         f"but {want} of {where} is {size}")
     return None
+
+
+def _nearest(dim: SymbolicDim, size: int) -> str:
+    """`(the nearest: 144, 160)` for a size between two of a stepped dimension's (the build found
+    that TensorFlow runs the function only at those); nothing otherwise."""
+    inside = dim.step > 1 and dim.min < size and (dim.max is None or size < dim.max)
+    nearest = dim.nearest(size) if inside else []
+    return f" (the nearest: {', '.join(map(str, nearest))})" if nearest else ""
 
 
 def _wrong_shape(function: str, spec: TensorSpec, shape: tuple[int, ...]) -> str:

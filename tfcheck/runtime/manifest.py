@@ -67,22 +67,34 @@ class Verification:
 
 @dataclass(frozen=True)
 class SymbolicDim:
-    """A dimension the library takes at any size from `min` to `max` (None: no upper bound), and
-    the sizes the build verified it at against TensorFlow."""
+    """A dimension the library takes at any size from `min` to `max` (None: no upper bound) in
+    steps of `step` (a U-Net of four poolings: 16, found by the build), and the sizes the build
+    verified it at against TensorFlow."""
 
     min: int = 1
     max: int | None = None
     verified: tuple[int, ...] = ()
+    step: int = 1
 
     def accepts(self, size: int) -> bool:
-        return size >= self.min and (self.max is None or size <= self.max)
+        return size >= self.min and (self.max is None or size <= self.max) and (size - self.min) % self.step == 0
 
     def describe(self) -> str:
-        """`1 to 64`, or `at least 1`."""
-        return f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
+        """`1 to 64`, or `at least 1`; with a step `multiples of 16, 32 to 256`, or `36 to 260 in
+        steps of 16` where the minimum is no multiple of it."""
+        span = f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
+        if self.step == 1:
+            return span
+        return f"multiples of {self.step}, {span}" if self.min % self.step == 0 else f"{span} in steps of {self.step}"
+
+    def nearest(self, size: int) -> list[int]:
+        """The sizes it takes next to `size` that lie between its bounds, below and above."""
+        below = self.min + (size - self.min) // self.step * self.step
+        return [near for near in dict.fromkeys((below, below + self.step)) if self.accepts(near)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"min": self.min, "max": self.max, "verified": list(self.verified)}
+        return {"min": self.min, "max": self.max, "verified": list(self.verified),
+                **({"step": self.step} if self.step != 1 else {})}
 
 
 @dataclass(frozen=True)
@@ -308,7 +320,8 @@ def file_inside(folder: Path, name: object, field: str) -> Path:
 
 
 def _dims(path: Path, raw: object) -> dict[str, SymbolicDim] | None:
-    """`dims`: {name: {"min": int >= 0, "max": int >= min or null, "verified": [int, ...]}}."""
+    """`dims`: {name: {"min": int >= 0, "max": int >= min or null, "verified": [int, ...], "step": int >= 1
+    (optional, 1 when absent)}}."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -318,11 +331,14 @@ def _dims(path: Path, raw: object) -> dict[str, SymbolicDim] | None:
         low = entry.get("min") if isinstance(entry, dict) else None
         high = entry.get("max") if isinstance(entry, dict) else None
         verified = entry.get("verified", []) if isinstance(entry, dict) else None
+        step = entry.get("step", 1) if isinstance(entry, dict) else None
         if not (_is_int(low) and low >= 0 and (high is None or (_is_int(high) and high >= low))
-                and isinstance(verified, list) and all(_is_int(size) for size in verified)):
+                and isinstance(verified, list) and all(_is_int(size) for size in verified)
+                and _is_int(step) and step >= 1):
             raise ArtifactError(f"{path}: 'dims'.{name} = {entry!r} needs an integer 'min' >= 0, an integer "
-                                "'max' >= min (or null) and a list of integers 'verified'")
-        dims[name] = SymbolicDim(low, high, tuple(verified))
+                                "'max' >= min (or null), a list of integers 'verified' and, if given, an integer "
+                                "'step' >= 1")
+        dims[name] = SymbolicDim(low, high, tuple(verified), step)
     return dims
 
 
