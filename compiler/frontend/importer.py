@@ -190,6 +190,7 @@ def _converter_class() -> type:
     `type(self)`, so they get the same."""
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
+    from tfcheck.compiler.frontend.suppression_padding import zero_padded_suppression
     from tfcheck.compiler.frontend.symbolic_import import ShapeValues
 
     class Converter(OperatorConverter):
@@ -210,6 +211,8 @@ def _converter_class() -> type:
             self.convert_map["GELU"] = functools.partial(_convert_gelu, self, super().convert_gelu)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
+            for name in ("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"):
+                self.convert_map[name] = functools.partial(zero_padded_suppression, self, self.convert_map[name])
             self.shape_values.wrap(self.convert_map)
             self.convert_map = {name: _tracked(self, convert) for name, convert in self.convert_map.items()}
             self.current_op: Any = None

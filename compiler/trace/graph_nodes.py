@@ -18,6 +18,9 @@ Plan = TypeVar("Plan")
 # DataType enums (tensorflow/core/framework/types.proto) of the constants the rewrites write.
 INT32 = 3
 _DATA_TYPES = {np.dtype("float32"): 1, np.dtype("int32"): INT32}
+# DataType enum -> (NumPy dtype, the TensorProto field of its values when not in tensor_content).
+_VALUE_FIELDS = {1: (np.dtype("float32"), "float_val"), INT32: (np.dtype("int32"), "int_val"),
+                 9: (np.dtype("int64"), "int64_val")}
 
 
 def with_rewrites(graph_def: Any, plans: dict[int, Plan],
@@ -92,3 +95,21 @@ def fill_tensor(tensor: Any, value: np.ndarray) -> None:
     for size in value.shape:
         tensor.tensor_shape.dim.add().size = size
     tensor.tensor_content = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
+
+
+def constant_value(node: Any) -> np.ndarray | None:
+    """The value of a Const node of float32, int32 or int64 (as `tf.make_ndarray` reads it: the
+    bytes of `tensor_content`, or the typed values, the last one repeated to fill the shape); None
+    for anything else."""
+    if node is None or node.op != "Const" or node.attr["dtype"].type not in _VALUE_FIELDS:
+        return None
+    tensor = node.attr["value"].tensor
+    dtype, field = _VALUE_FIELDS[node.attr["dtype"].type]
+    shape = [dim.size for dim in tensor.tensor_shape.dim]
+    count = int(np.prod(shape, dtype=np.int64))
+    if tensor.tensor_content:
+        return np.frombuffer(tensor.tensor_content, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
+    values = list(getattr(tensor, field))
+    if not values:
+        return np.zeros(shape, dtype)
+    return np.array(values + values[-1:] * (count - len(values)), dtype).reshape(shape)
