@@ -250,10 +250,14 @@ def _padded_to_each_batch(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
             return _open_padded_shapes(expr)
         if expr.func.attr in _SAME_BATCHES:
             return _padded_to_each_batch(facts, expr.func.value, depth + 1)
-    function = facts.called_function(expr)
-    return function is not None and any(
-        isinstance(node, ast.Return) and node.value is not None and facts.function_of(node) is function
-        and _padded_to_each_batch(facts, node.value, depth + 1) for node in function.nodes)
+    return any(_padded_to_each_batch(facts, value, depth + 1) for value in _returned(facts, expr))
+
+
+def _returned(facts: FileFacts, call: ast.Call) -> list[ast.expr]:
+    """What the function of this file that `call` calls returns (nothing for any other call)."""
+    function = facts.called_function(call)
+    return [] if function is None else [node.value for node in function.nodes if isinstance(node, ast.Return)
+                                         and node.value is not None and facts.function_of(node) is function]
 
 
 def _open_padded_shapes(call: ast.Call) -> bool:
@@ -276,10 +280,7 @@ def _grows_in_open_loop(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
     if isinstance(expr, ast.Subscript):
         return _grows_in_open_loop(facts, expr.value, depth + 1)
     if isinstance(expr, ast.Call):
-        function = facts.called_function(expr)
-        return function is not None and any(
-            isinstance(node, ast.Return) and node.value is not None and facts.function_of(node) is function
-            and _grows_in_open_loop(facts, node.value, depth + 1) for node in function.nodes)
+        return any(_grows_in_open_loop(facts, value, depth + 1) for value in _returned(facts, expr))
     if not isinstance(expr, ast.Name):
         return False
     for binding in facts.bindings_of(expr):
@@ -288,8 +289,8 @@ def _grows_in_open_loop(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
                 return True
             continue
         value = _assigned_value(facts, binding)
-        if _new_list(facts, value) and _appended_in_open_loop(facts, expr) or isinstance(value, ast.Call) \
-                and facts.called_function(value) is not None and _grows_in_open_loop(facts, value, depth + 1):
+        if _new_list(facts, value) and _appended_in_open_loop(facts, expr) \
+                or isinstance(value, ast.Call) and _grows_in_open_loop(facts, value, depth + 1):
             return True
     return False
 
