@@ -128,20 +128,33 @@ def size_steps(bounds: Bounds, runs: Runner, label: str, decorator: bool = True)
     error = runs(middle) if probed else None
     if error is None:
         return Stepped(bounds, {})
-    step, sizes = 2, None
-    while step <= LARGEST_STEP and sizes is None:
-        candidate = {name: _on_step(lows[name], tops[name], middle[name], step) or lows[name] for name in lows}
-        if candidate == lows:
-            break
-        sizes = candidate if runs(candidate) is None else None
-        step = step if sizes is not None else 2 * step
-    if sizes is None:
+    found = _joint_step(lows, tops, middle, runs)
+    if found is None:
         return Stepped(bounds, {})
-    steps = {name: own for name in probed
-             if (own := step if len(probed) == 1 else _own_step(name, lows, tops, middle, sizes, step, runs)) > 1}
+    step, sizes = found
+    owns = {name: step if len(probed) == 1 else _own_step(name, lows, tops, middle, sizes, step, runs) for name in probed}
+    steps = {name: own for name, own in owns.items() if own > 1}
+    if not steps:  # each runs off the step while the others are on theirs (an even product of sizes)
+        return Stepped(bounds, {})
     stepped = {name: (low, None if high is None else low + (high - low) // steps[name] * steps[name])
                if name in steps else (low, high) for name, (low, high) in bounds.items()}
     return Stepped(stepped, steps, _step_note(label, middle, error, sizes, stepped, steps, decorator))
+
+
+def _joint_step(lows: dict[str, int], tops: dict[str, int], middle: dict[str, int],
+                runs: Runner) -> tuple[int, dict[str, int]] | None:
+    """The smallest power of two from 2 to `LARGEST_STEP` whose odd multiples, added to every
+    dimension's minimum near its middle size, the function runs at, with those sizes; None when
+    none does (or the bounds leave no room for the next)."""
+    step = 2
+    while step <= LARGEST_STEP:
+        sizes = {name: _on_step(lows[name], tops[name], middle[name], step) or lows[name] for name in lows}
+        if sizes == lows:
+            return None
+        if runs(sizes) is None:
+            return step, sizes
+        step *= 2
+    return None
 
 
 def _own_step(name: str, lows: dict[str, int], tops: dict[str, int], middle: dict[str, int],

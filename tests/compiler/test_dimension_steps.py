@@ -79,3 +79,12 @@ def test_a_size_verified_that_tensorflow_cannot_run_is_named_with_what_to_write(
         'function takes, @tfcheck.aot(dims={"x_1": (MIN, MAX)}), or, if it takes only some sizes that no step from '
         "its smallest size describes (the build finds steps of 2 to 128: even sizes, multiples of 16), list them: "
         "@tfcheck.aot(shapes=[...])")
+
+
+def test_sizes_that_run_unless_all_are_odd_get_no_step() -> None:
+    """A reshape of the product of two sizes into pairs: each runs at any size while the other is
+    even, so neither dimension has a step of its own, and none is recorded."""
+    def pairs(sizes: dict[str, int]) -> str | None:
+        return None if sizes["x_1"] * sizes["x_2"] % 2 == 0 else "InvalidArgumentError: Input to reshape"
+    bounds = {"x_1": (2, 40), "x_2": (2, 40)}
+    assert symbolic.size_steps(bounds, pairs, "m.f") == symbolic.Stepped(bounds, {})
