@@ -29,6 +29,7 @@ from tfcheck.compiler.build.targets import TargetChoice, TargetError
 from tfcheck.compiler.cache.artifacts import ArtifactCache, sources_digest
 from tfcheck.compiler.cache.fastkey import recall, remember
 from tfcheck.compiler.frontend.importer import unimportable
+from tfcheck.compiler.frontend.top_k_order import order_hint, top_ks
 from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
 from tfcheck.compiler.process.messages import (Bounds, CompileOptions, CompileRequest, CompileResult, KeyParts,
                                                OperatorCount, ShapeEntry, TracedVariant, TraceRequest, TraceResult,
@@ -461,18 +462,13 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, targe
 
 
 def _top_k_order_hint(variant: TracedVariant) -> str:
-    """Why a function with a top k may not match: `tf.math.top_k(..., sorted=False)` returns the k
-    values in whatever order TensorFlow's kernel leaves them, the artifact (TFLite's TOPK_V2,
-    always sorted) largest first; and values within rounding of each other may trade places.
-    RetinaNet's post-processing (retinanet-tensorflow2.x, 5000 of 76725 anchors per class): 99% of
-    the boxes mismatched with `sorted=False`, 4-6% with `sorted=True` (about 6500 near-equal pairs)."""
-    top_k = next((operator for operator in variant.operators if operator.op == "TOPK_V2"), None)
-    if top_k is None:
+    """Why a function with a top k may not match: its order where TensorFlow leaves it to its kernel
+    (`tf.math.top_k(..., sorted=False)` of fewer than the axis), or near-equal values trading
+    places (`frontend/top_k_order.py`)."""
+    model = Path(variant.dir) / "model.tflite"
+    if not model.is_file() or not any(operator.op == "TOPK_V2" for operator in variant.operators):
         return ""
-    return (f" (the function takes a top k, from TensorFlow node '{top_k.example.split(';')[0]}': the artifact "
-            "returns the k values sorted, largest first, where tf.math.top_k(..., sorted=False) leaves their order to "
-            "TensorFlow's kernel, so pass sorted=True; values within rounding of each other may still trade places, "
-            "and the outputs gathered at them with them)")
+    return order_hint(top_ks(model))
 
 
 def _manifest(function: AnnotatedFunction, options: BuildOptions, target: BuildTarget, traced: TraceResult,
