@@ -242,7 +242,8 @@ def ratio_cell(record: dict[str, Any]) -> str:
 
 def markdown_row(record: dict[str, Any]) -> str:
     """One artifact (or failure) as a row of docs/build.md's table."""
-    dims = ", ".join(f"{name} {d['min']}-{d['max'] or 'any'}" for name, d in (record.get("dims") or {}).items())
+    dims = ", ".join(f"{name} {d['min']}-{d['max'] or 'any'}" + (f" step {d['step']}" if d.get("step", 1) > 1 else "")
+                     for name, d in (record.get("dims") or {}).items())
     shapes = "; ".join(str(spec["shape"]) for spec in record.get("inputs") or [])
     error = record.get("max_rel_error")
     status = record["status"]
