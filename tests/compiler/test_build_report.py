@@ -87,17 +87,24 @@ def test_the_unknown_dimension_hint_takes_the_sizes_the_dims_allow() -> None:
     assert example.startswith("@tfcheck.aot(shapes=[(2, 96, 96, 3), (8, 224, 224, 3)])")
 
 
-def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ() -> None:
-    """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False): the
-    artifact's order (sorted) is not TensorFlow's, which the mismatch message has to explain."""
+def test_a_mismatch_of_a_function_with_a_top_k_says_why_its_order_may_differ(tmp_path: Path) -> None:
+    """retinanet-tensorflow2.x filters its detections with tf.nn.top_k(..., sorted=False) of fewer
+    than the axis: the artifact's order (sorted) is not TensorFlow's, which the mismatch message has
+    to explain, reading k and the axis from the variant's flatbuffer."""
+    tf = pytest.importorskip("tensorflow")
     from tfcheck.compiler.build.driver import _top_k_order_hint
     from tfcheck.compiler.process.messages import OperatorCount, TracedVariant
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
+
+    top_k = tf.function(lambda scores: tf.nn.top_k(scores, 10, sorted=False),
+                        input_signature=[tf.TensorSpec([4, 40], tf.float32)])
+    (tmp_path / "model.tflite").write_bytes(to_tflite(freeze(top_k.get_concrete_function())))
 
     def variant(*ops: str) -> TracedVariant:
-        return TracedVariant("dir", [], "sha", "captures", "key",
+        return TracedVariant(str(tmp_path), [], "sha", "captures", "key",
                              operators=[OperatorCount(op, 1, f"model/filter/{op.lower()};other") for op in ops])
 
     assert _top_k_order_hint(variant("CONV_2D", "ADD")) == ""
     hint = _top_k_order_hint(variant("CONV_2D", "TOPK_V2"))
-    assert "from TensorFlow node 'model/filter/topk_v2'" in hint and "pass sorted=True" in hint
+    assert "the top 10 of 40 (TensorFlow node '" in hint and "pass sorted=True" in hint
     assert "within rounding of each other may still trade places" in hint
