@@ -308,14 +308,18 @@ def entries_example(shapes: list[list[int | str | None]], label: str, decorator:
                     dims: dict[str, SymbolicDim] | None = None) -> str:
     """Both spellings of shape entries for these signature shapes, unknown (None or named)
     dimensions at their `dims` bounds (without a maximum, 8 or twice the minimum: a minimum of 32
-    that `runnable_bounds` found is not offered twice), else as 1 and 8 (an image of 96 to 224
-    pixels a side is not offered 1x1): the decorator's (a bare shape for a one-input function; not for a
-    SavedModel, which has no decorator) and the config's (always nested)."""
+    that `runnable_bounds` found is not offered twice; on the dimension's step), else as 1 and 8
+    (an image of 96 to 224 pixels a side is not offered 1x1): the decorator's (a bare shape for a
+    one-input function; not for a SavedModel, which has no decorator) and the config's (always nested)."""
     def size(dim: int | str | None, largest: bool) -> int:
         if isinstance(dim, int):
             return dim
         bounds = (dims or {}).get(dim or "", SymbolicDim())
-        return (bounds.max if bounds.max else max(8, 2 * bounds.min)) if largest else bounds.min
+        if not largest:
+            return bounds.min
+        if bounds.max:
+            return bounds.max
+        return bounds.min + -(-(max(8, 2 * bounds.min) - bounds.min) // bounds.step) * bounds.step
 
     entries = [[[size(dim, largest) for dim in shape] for shape in shapes] for largest in (False, True)]
     decorated = ", ".join(repr(tuple(entry[0])) if len(entry) == 1 else repr(tuple(map(tuple, entry)))

@@ -88,3 +88,11 @@ def test_sizes_that_run_unless_all_are_odd_get_no_step() -> None:
         return None if sizes["x_1"] * sizes["x_2"] % 2 == 0 else "InvalidArgumentError: Input to reshape"
     bounds = {"x_1": (2, 40), "x_2": (2, 40)}
     assert symbolic.size_steps(bounds, pairs, "m.f") == symbolic.Stepped(bounds, {})
+
+
+def test_the_shape_entries_offered_are_on_the_step() -> None:
+    """A U-Net of valid convolutions first (sizes 4 above a multiple of 16, from 36): the entries
+    a failed symbolic build offers are sizes it takes, not twice the smallest (72)."""
+    dims = {"image_1": symbolic.SymbolicDim(36, None, (36, 52, 68), 16), "image_2": symbolic.SymbolicDim(36, 100, (), 16)}
+    assert symbolic.entries_example([[1, "image_1", "image_2", 1]], "m.segment", dims=dims).startswith(
+        "@tfcheck.aot(shapes=[(1, 36, 36, 1), (1, 84, 100, 1)])")
