@@ -1,36 +1,38 @@
-"""Transposed convolutions as ordinary convolutions over the input, one output phase per channel group.
+"""Transposed convolutions as ordinary convolutions over the input, one per output phase.
 
 TVM 0.27 lowers `conv2d_transpose` and `conv3d_transpose` only in NCHW/NCDHW, through TOPI
 kernels that the default CPU schedules do not recognise as convolutions: the coverage sweep's
 `Conv3DTranspose(8, 3, strides=2)` on a 1x4x8x8x4 input took 957 us on one thread (TFLite 27 us,
 `tf.function` 217 us), a `Conv2DTranspose(8, 4, strides=2)` 570 us. Each output element `o` of a
 transposed convolution of stride `s` (per axis) is `o = q*s + r`: its phase `r` fixes which taps of
-the kernel reach it (those `k` with `k = r + padding (mod s)`), and `q` which window of the input
-they read. So all `s` phases are one ordinary convolution over the input, whose output channels
-are the phases' (`s*s*O` in 2-D), followed by a depth-to-space (reshape, transpose, reshape) that
-interleaves them (the sub-pixel decomposition):
+the kernel reach it (those `k = r + padding (mod s)`), and `q` which window of the input they
+read. So each phase is an ordinary convolution over the input with those taps alone, and a
+depth-to-space (concatenate, reshape, transpose, reshape) interleaves the phases' outputs (the
+sub-pixel decomposition):
 
-    conv_transpose(x, W)[q*s + r] = conv(pad(x), V)[q, r],  V[t, r] = W[r + padding - s*(d_min + t)]
+    conv_transpose(x, W)[q*s + r] = conv(x, V_r, padding_r)[q],   V_r[t] = W[r + padding - s*(low_r + t)]
 
-`V` has `ceil(K/s)` taps per axis, or one more (`_Axis`), so a 5x5 stride-2 kernel costs 9
-multiply-adds per output instead of the 25 of a convolution over the input spread out by the stride
-(zeros between its elements), which this module did before: deezer/spleeter's 2-stem U-Nets (six
-5x5 stride-2 `Conv2DTranspose` each over a 512x1024 spectrogram) spent 80% of their time there,
-3.5x tf.function's time in all (docs/build.md, "Users' models"). The window starts at the crop that
-the padding makes, so a 'same' transposed convolution (output `N*s`) needs no crop at all, and its
-convolution's width is the input's (a power of two in a U-Net) rather than one more.
+A 5x5 stride-2 kernel's four phases have 3x3, 3x2, 2x3 and 2x2 taps: 6.25 multiply-adds per
+output, where a convolution over the input spread out by the stride (zeros between its elements),
+which this module did before, took 25: deezer/spleeter's 2-stem U-Nets (six 5x5 stride-2
+`Conv2DTranspose` each over a 512x1024 spectrogram) spent 80% of their time there, 3.5x
+tf.function's time in all (docs/build.md, "Users' models"). One convolution of all phases' taps
+(3x3 for each, their outputs as its channels) was the other way; its zero taps made it 1.1-1.7x
+slower than the phases apart (the spleeter shapes, one thread). The phases start at the crop that
+the padding makes, so a 'same' transposed convolution (output `N*s`) needs no crop at all, and each
+convolution's width is the input's (a power of two in a U-Net), not one more.
 
 The rewrite takes the frontend's forms (NHWC data, IOHW kernel; NDHWC, DHWOI) with one group,
 static channels and kernel (the batch and the spatial sizes may be symbolic); anything else keeps
 TVM's lowering (`importer._lowerable_transposed_convolutions`). A constant kernel (frozen weights)
-is rearranged here with NumPy, so that the schedules' rewrites see a constant
-(`channel_padding.py` pads only those); weights that are inputs are rearranged by Relax ops, which
+is cut into phases here with NumPy, so that the schedules' rewrites see constants
+(`channel_padding.py` pads only those); weights that are inputs are cut by Relax ops, which
 `importer.bind_weights` lifts out of the inference.
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +50,17 @@ _FORMS = {
     "relax.nn.conv3d_transpose": ("NDHWC", relax.op.nn.conv3d, "DHWIO"),
 }
 
+# Fewer output channels than this (one AVX-512 vector of float32) and the phases are one convolution
+# over the window that covers them all, their outputs its channels: spleeter's last transposed
+# convolution (32 -> 1 channel, 5x5, stride 2) took 187 ms as four convolutions of one channel
+# (2-2.6 GFLOP/s) and 65 ms as one of four, the zero taps included (the profile at load 11).
+NARROW = 16
+
 
 @dataclass(frozen=True)
 class _Axis:
-    """One spatial axis of a transposed convolution: stride, the kernel's extent with its dilation
-    (`extent`), the padding before and after and the output padding. Output element `o = q*s + r`
-    sums input elements `q + d` for the window offsets `d` in [`low`, `high`]."""
+    """One spatial axis of a transposed convolution: stride, kernel taps, dilation, the padding
+    before and after and the output padding."""
 
     stride: int
     taps: int
@@ -67,19 +74,6 @@ class _Axis:
         return self.dilation * (self.taps - 1) + 1
 
     @property
-    def low(self) -> int:
-        return -((self.extent - 1 - self.before) // self.stride)  # ceil((before - extent + 1) / s)
-
-    @property
-    def high(self) -> int:
-        return (self.stride - 1 + self.before) // self.stride
-
-    @property
-    def window(self) -> int:
-        """The phase kernel's taps (with the convolution's dilation on a stride-1 axis)."""
-        return self.taps if self.stride == 1 else self.high - self.low + 1
-
-    @property
     def more(self) -> int:
         """How many more output steps (`q`) than input elements: ceil(output / s) - input."""
         return -((self.stride + self.before + self.after - self.extra - self.extent) // self.stride)
@@ -89,59 +83,36 @@ class _Axis:
         """How many of the depth-to-space's last elements are past the output."""
         return self.stride * (self.more + 1) - self.extent + self.before + self.after - self.extra
 
+    @property
+    def convolution_dilation(self) -> int:
+        """A stride-1 axis keeps its dilation; a strided one's phases take the taps that reach them."""
+        return self.dilation if self.stride == 1 else 1
 
-def _kernel_steps(given: str, kernel: tuple[int, ...], layout: str, axes: list[_Axis]) -> list[tuple[str, Any]]:
-    """How the transposed convolution's kernel (laid out as `given`) becomes the convolution's
-    (`layout`, its O the phases' channels, phase-major): permute to `layout`, then per axis spread
-    the taps by a dilation (when strided), pad before by the window's offset and after to whole
-    windows, split into (window, stride) and flip the window; last, move the strides beside O."""
-    spatial = len(axes)
-    order = [given.index(axis) for axis in layout]
-    shape = [kernel[i] for i in order]
-    steps: list[tuple[str, Any]] = [("permute", order)]
-    for i, axis in enumerate(axes):
-        if axis.stride == 1:
-            continue
-        if axis.dilation > 1:
-            steps += [("reshape", [*shape[:i], axis.taps, 1, *shape[i + 1:]]),
-                      ("pad", [(0, 0)] * (i + 1) + [(0, axis.dilation - 1)] + [(0, 0)] * (len(shape) - i - 1)),
-                      ("reshape", [*shape[:i], axis.taps * axis.dilation, *shape[i + 1:]])]
-        start = axis.before - axis.stride * axis.high  # in (-s, 0]: the window's first tap
-        size = axis.taps * axis.dilation if axis.dilation > 1 else axis.taps
-        widths = [(0, 0)] * len(shape)
-        widths[i] = (-start, axis.window * axis.stride - size + start)
-        steps.append(("pad", widths))
-        shape[i] = axis.window * axis.stride
-    # Split each spatial axis into (window, stride), flip the windows, and gather the strides before O.
-    split = [n for axis, size in zip(axes, shape) for n in (size // axis.stride, axis.stride)] + shape[spatial:]
-    strides = [axis.stride for axis in axes]
-    steps += [("reshape", split), ("flip", [2 * i for i in range(spatial)]),
-              ("permute", [2 * i for i in range(spatial)] + [2 * spatial] + [2 * i + 1 for i in range(spatial)]
-               + [2 * spatial + 1]),
-              ("reshape", [*(size // s for size, s in zip(shape, strides)), shape[spatial],
-                           math.prod(strides) * shape[spatial + 1]])]
-    return steps
+    def window(self, r: int) -> tuple[int, int]:
+        """Phase `r`'s window of the input: output `q*s + r` reads input `q + low` onwards, `span`
+        taps (at least one: a zero where no tap reaches the phase)."""
+        if self.stride == 1:
+            return self.before - self.extent + 1, self.taps
+        low = -((self.extent - 1 - r - self.before) // self.stride)  # ceil((r + before - extent + 1) / s)
+        return low, max((r + self.before) // self.stride - low + 1, 1)
 
+    def taps_of(self, r: int, low: int, span: int) -> list[int]:
+        """Phase `r`'s kernel over the window (`low`, `span`): indices into the taps, `taps` for a zero."""
+        if self.stride == 1:
+            return list(range(self.taps - 1, -1, -1))
+        spread = [r + self.before - self.stride * (low + t) for t in range(span)]
+        return [k // self.dilation if 0 <= k < self.extent and k % self.dilation == 0 else self.taps for k in spread]
 
-def _numpy_kernel(kernel: np.ndarray, steps: list[tuple[str, Any]]) -> np.ndarray:
-    """`_kernel_steps` applied to a constant kernel."""
-    for step, value in steps:
-        if step == "permute":
-            kernel = np.transpose(kernel, value)
-        elif step == "reshape":
-            kernel = np.reshape(kernel, value)
-        elif step == "flip":
-            kernel = np.flip(kernel, value)
-        else:
-            kernel = np.pad(kernel, [(max(b, 0), max(a, 0)) for b, a in value])
-            kernel = kernel[tuple(slice(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(value, kernel.shape))]
-    return np.ascontiguousarray(kernel)
+    def padding(self, low: int, span: int) -> tuple[int, int]:
+        """The convolution's padding of the input for the window (`low`, `span`), before and after
+        (negative: a crop), so that it gives `input + more` outputs."""
+        return -low, self.more + low + (span - 1) * self.convolution_dilation
 
 
 @relax.expr_functor.mutator
 class _AsConvolution(relax.PyExprMutator):
-    """Rewrites each transposed convolution it can (see the module) into one convolution of all
-    its output phases and a depth-to-space."""
+    """Rewrites each transposed convolution it can (see the module) into one convolution per
+    output phase and a depth-to-space."""
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's visitor name
         call = super().visit_call_(call)
@@ -158,56 +129,72 @@ class _AsConvolution(relax.PyExprMutator):
             return call
         given = str(attrs.kernel_layout)
         axes = _axes(attrs, [kernel[given.index(axis)] for axis in kernel_layout[:len(shape) - 2]])
-        steps = _kernel_steps(given, kernel, kernel_layout, axes)
-        phases = self._convolve(convolve, self._window(data, shape, axes), self._kernel(weight, steps), axes,
-                                layout, kernel_layout, attrs.out_dtype)
-        return self._interleave(phases, shape, axes, kernel[given.index("O")])
+        base = self._base_kernel(weight, [given.index(axis) for axis in kernel_layout])
+        channels = kernel[given.index("O")]
+        offsets = list(itertools.product(*(range(axis.stride) for axis in axes)))
+        groups = [offsets] if channels < NARROW else [[phase] for phase in offsets]
+        outputs = []
+        for group in groups:
+            windows = [_union([axis.window(phase[i]) for phase in group]) for i, axis in enumerate(axes)]
+            pads = [axis.padding(*window) for axis, window in zip(axes, windows)]
+            kernels = [self._phase_kernel(base, [axis.taps_of(phase[i], *windows[i]) for i, axis in enumerate(axes)])
+                       for phase in group]
+            outputs.append(self.builder_.emit(convolve(
+                self._cropped(data, shape, pads), self._joined(kernels), strides=[1] * len(axes),
+                padding=[max(b, 0) for b, _ in pads] + [max(a, 0) for _, a in pads],
+                dilation=[axis.convolution_dilation for axis in axes], groups=1, data_layout=layout,
+                kernel_layout=kernel_layout, out_layout=layout, out_dtype=attrs.out_dtype)))
+        return self._interleave(outputs, shape, axes, channels)
 
-    def _kernel(self, weight: relax.Expr, steps: list[tuple[str, Any]]) -> relax.Expr:
-        """The convolution's kernel: computed now from a constant, else by Relax ops."""
+    def _base_kernel(self, weight: relax.Expr, order: list[int]) -> np.ndarray | relax.Expr:
+        """The kernel in the convolution's layout with a zero after the last tap of each spatial
+        axis (what a phase's missing taps take): a NumPy array for a constant kernel."""
+        spatial = len(order) - 2
+        widths = [(0, 1)] * spatial + [(0, 0), (0, 0)]
         if isinstance(weight, tvm.ir.expr.Constant):
-            return relax.const(_numpy_kernel(weight.value.numpy(), steps))
-        for step, value in steps:
-            if step == "permute":
-                weight = self.builder_.emit(relax.op.permute_dims(weight, value))
-            elif step == "reshape":
-                weight = self.builder_.emit(relax.op.reshape(weight, value))
-            elif step == "flip":
-                for axis in value:
-                    weight = self.builder_.emit(relax.op.flip(weight, axis))
-            else:
-                weight = self._pad_or_crop(weight, static_shape(weight), value)
-        return weight
+            return np.pad(np.transpose(weight.value.numpy(), order), widths)
+        permuted = self.builder_.emit(relax.op.permute_dims(weight, order))
+        return self.builder_.emit(relax.op.nn.pad(permuted, [w for pair in widths for w in pair]))
 
-    def _window(self, data: relax.Expr, shape: tuple[Any, ...], axes: list[_Axis]) -> relax.Expr:
-        """The input padded (or cropped) so that each convolution output `q` reads the window
-        [q + low, q + high] of it."""
-        widths = [(0, 0), *((-axis.low, axis.more + axis.high) for axis in axes), (0, 0)]
-        return self._pad_or_crop(data, shape, widths)
+    def _phase_kernel(self, base: np.ndarray | relax.Expr, taps: list[list[int]]) -> np.ndarray | relax.Expr:
+        """One phase's kernel: the taps of each spatial axis taken from `base`, computed now from
+        a constant, else by Relax ops."""
+        if isinstance(base, np.ndarray):
+            for axis, indices in enumerate(taps):
+                base = np.take(base, indices, axis)
+            return base
+        for axis, indices in enumerate(taps):
+            base = self.builder_.emit(relax.op.take(base, relax.const(np.array(indices, "int64")), axis))
+        return base
 
-    def _convolve(self, convolve: Any, data: relax.Expr, kernel: relax.Expr, axes: list[_Axis], layout: str,
-                  kernel_layout: str, out_dtype: str) -> relax.Expr:
-        spatial = len(axes)
-        return self.builder_.emit(convolve(
-            data, kernel, strides=[1] * spatial, padding=[0] * (2 * spatial),
-            dilation=[axis.dilation if axis.stride == 1 else 1 for axis in axes], groups=1, data_layout=layout,
-            kernel_layout=kernel_layout, out_layout=layout, out_dtype=out_dtype))
+    def _joined(self, kernels: list[np.ndarray | relax.Expr]) -> relax.Expr:
+        """Phase kernels over one window as one kernel, their output channels phase by phase."""
+        if isinstance(kernels[0], np.ndarray):
+            return relax.const(np.ascontiguousarray(np.concatenate(kernels, axis=-1)))
+        return kernels[0] if len(kernels) == 1 else self.builder_.emit(relax.op.concat(kernels, axis=-1))
 
-    def _interleave(self, phases: relax.Expr, shape: tuple[Any, ...], axes: list[_Axis], channels: int) -> relax.Expr:
-        """The phases' channels [N, Q..., s1*s2*...*O] interleaved into [N, Q1*s1, Q2*s2, ..., O]
+    def _cropped(self, data: relax.Expr, shape: tuple[Any, ...], pads: list[tuple[int, int]]) -> relax.Expr:
+        """The input less what a convolution's padding crops (a negative padding: more padding than
+        the kernel reaches); the convolution pads the rest itself."""
+        return self._pad_or_crop(data, shape, [(0, 0), *((min(b, 0), min(a, 0)) for b, a in pads), (0, 0)])
+
+    def _interleave(self, phases: list[relax.Expr], shape: tuple[Any, ...], axes: list[_Axis],
+                    channels: int) -> relax.Expr:
+        """The convolutions' outputs, each [N, Q..., k*O] for k of the phases in order, interleaved into [N, Q1*s1, Q2*s2, ..., O]
         (depth-to-space), less the surplus past the output."""
         spatial = len(axes)
         steps = [n + axis.more for n, axis in zip(shape[1:-1], axes)]
         strides = [axis.stride for axis in axes]
+        out = phases[0]
         if any(s > 1 for s in strides):
-            split = self.builder_.emit(relax.op.reshape(phases, [shape[0], *steps, *strides, channels]))
+            joined = self.builder_.emit(relax.op.concat(phases, axis=1 + spatial)) if len(phases) > 1 else out
+            split = self.builder_.emit(relax.op.reshape(joined, [shape[0], *steps, *strides, channels]))
             order = [0, *(n for i in range(spatial) for n in (1 + i, 1 + spatial + i)), 1 + 2 * spatial]
             moved = self.builder_.emit(relax.op.permute_dims(split, order))
-            phases = self.builder_.emit(relax.op.reshape(moved, [shape[0], *(q * s for q, s in zip(steps, strides)),
-                                                                 channels]))
-        widths = [(0, 0), *((0, -axis.surplus) for axis in axes), (0, 0)]
+            out = self.builder_.emit(relax.op.reshape(moved, [shape[0], *(q * s for q, s in zip(steps, strides)),
+                                                              channels]))
         full = (shape[0], *(q * s for q, s in zip(steps, strides)), channels)
-        return self._pad_or_crop(phases, full, widths)
+        return self._pad_or_crop(out, full, [(0, 0), *((0, -axis.surplus) for axis in axes), (0, 0)])
 
     def _pad_or_crop(self, expr: relax.Expr, shape: tuple[Any, ...], widths: list[tuple[int, int]]) -> relax.Expr:
         """`expr` padded with zeros by the positive (before, after) widths per axis and cropped
@@ -221,6 +208,12 @@ class _AsConvolution(relax.PyExprMutator):
         return self.builder_.emit(relax.op.strided_slice(
             expr, axes=cropped, begin=[max(-widths[i][0], 0) for i in cropped],
             end=[sizes[i] - max(-widths[i][1], 0) for i in cropped]))
+
+
+def _union(windows: list[tuple[int, int]]) -> tuple[int, int]:
+    """The window (low, span) that covers all of `windows`."""
+    low = min(w[0] for w in windows)
+    return low, max(w[0] + w[1] for w in windows) - low
 
 
 def _axes(attrs: Any, taps: list[int]) -> list[_Axis]:
