@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 
-from tfcheck.engine import guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
+from tfcheck.engine import carried, guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph, LoopedCall
 from tfcheck.engine.flow import CrossFileFlows, reaches_graph
 from tfcheck.engine.graphcode import KERAS_TRACING_METHODS, ExternalCall, GraphCode, find_graph_code
@@ -45,6 +45,7 @@ class FileFacts(FileIndex):
         # arguments of calls into other modules that reach the graph there (the project pass's answers),
         # and the questions this file's flows asked
         self.flows = CrossFileFlows(frozenset(reaching_arguments))
+        self._references: dict[FunctionInfo, dict[str, list[carried.Reference]]] = {}
 
     # -- values -----------------------------------------------------------------------------------
     def kinds(self, expr: ast.AST) -> set[str]:
@@ -250,6 +251,31 @@ class FileFacts(FileIndex):
     def surely_graph_loop(self, loop: ast.AST) -> bool:
         """Whether AutoGraph converts this `for`/`while`, judged only from direct evidence."""
         return loops.surely_graph_loop(self, loop)
+
+    # -- names AutoGraph carries through tensor control flow (tfcheck.engine.carried) -------------------
+    def references(self, function: FunctionInfo, name: str) -> list[carried.Reference]:
+        """The reads and writes of `name` in `function`'s own code, in the order they happen (built once
+        per function)."""
+        found = self._references.get(function)
+        if found is None:
+            found = self._references[function] = carried.references(function, self._parents)
+        return found.get(name, [])
+
+    def read_after(self, function: FunctionInfo, name: str, position: tuple[int, int]) -> ast.Name | None:
+        """The read of `name` that comes first after `position` in `function`, when no write of it comes
+        before: the value `name` holds at `position` is used."""
+        first = carried.first_after(self.references(function, name), position)
+        return first.node if first is not None and first.is_load else None
+
+    def value_structure(self, expr: ast.expr | None) -> str | None:
+        """What an assigned value surely is (a tuple or list of n, None, a Python literal's type, a
+        tensor, a float tensor), or None when the source does not say."""
+        described = carried.literal_structure(expr)
+        if described is None and expr is not None and self.is_single_tensor(expr):
+            return carried.FLOAT_TENSOR if carried.float_valued(expr) else carried.TENSOR
+        return described
+
+    structures_disagree = staticmethod(carried.disagree)
 
     # -- the file and its functions ---------------------------------------------------------------------
     @cached_property
