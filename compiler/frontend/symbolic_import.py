@@ -386,6 +386,7 @@ class ShapeValues:
         convert_map["TILE"] = functools.partial(self._tile, convert_map["TILE"])
         convert_map["RANGE"] = functools.partial(self._range, convert_map["RANGE"])
         convert_map["STRIDED_SLICE"] = functools.partial(self._sliced, convert_map["STRIDED_SLICE"])
+        convert_map["SLICE"] = functools.partial(self._sized_slice, convert_map["SLICE"])
         for name in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR"):
             convert_map[name] = functools.partial(self._resize, convert_map[name])
         convert_map["TRANSPOSE_CONV"] = functools.partial(self._transposed_convolution, convert_map["TRANSPOSE_CONV"])
@@ -600,6 +601,29 @@ class ShapeValues:
         if shrunk:
             expr = relax.op.squeeze(expr, shrunk)
         return relax.op.expand_dims(expr, inserted) if inserted else expr
+
+    def _sized_slice(self, upstream: Callable[..., Any], op: Any) -> Any:
+        """SLICE of a tensor with a symbolic dimension, by a constant begin and size (a size of -1:
+        to the axis' end): Relax's `strided_slice` on the axes it changes. TensorFlow's converter
+        writes `x[:, 2:]` over an unknown batch so (faustomorales/keras-ocr's recognizer drops its
+        first two steps after its LSTMs), and TVM's converter calls `int()` on the input's shape."""
+        from tvm import relax
+
+        converter = self._converter
+        data, *bounds = converter.get_input_tensors(op)
+        begin, size = (self.value(tensor) for tensor in bounds)
+        shape = self.tensor_shape(data)
+        if shape is None or begin is None or size is None or not all(
+                isinstance(value, int) for value in [*begin.tolist(), *size.tolist()]):
+            return upstream(op=op)
+        changed = [(axis, start, shape[axis] if count == -1 else start + count)
+                   for axis, (start, count) in enumerate(zip(begin.tolist(), size.tolist()))
+                   if start != 0 or (count != -1 and count != shape[axis])]
+        expr = converter.get_tensor_expr(data)
+        if not changed:
+            return expr
+        axes, starts, stops = (list(column) for column in zip(*changed))
+        return relax.op.strided_slice(expr, axes, starts, stops, assume_inbound=True)
 
     def _strided_same(self, window_of: Callable[[Any, Any], _Window], upstream: Callable[..., Any], op: Any) -> Any:
         """A convolution or max pooling with 'SAME' padding at a stride over 1 on an image of

@@ -27,6 +27,7 @@ import numpy as np
 from tfcheck.compiler.process.child import StepError
 from tfcheck.compiler.process.messages import TraceRequest
 from tfcheck.compiler.process.weights_file import WEIGHT_INPUT
+from tfcheck.compiler.trace.unrolled_rnn import MAX_UNROLLED_STEPS
 from tfcheck.runtime.manifest import TensorSpec
 
 # Seeds Python, NumPy, TensorFlow and Keras before the user's module is imported, and the inputs.
@@ -585,7 +586,9 @@ _UNSIZED_TENSOR_LIST_MESSAGE = (
     "tf.while_loop) whose elements have a dimension of unknown size: an unknown batch of the "
     "input_signature, or elements whose size changes from one write to the next. TensorFlow's converter "
     "turns TensorList ops into TFLite builtins only for elements of one known shape; give the "
-    "input_signature's dimensions sizes, or compute that loop outside the compiled function")
+    "input_signature's dimensions sizes (a Keras RNN layer over a known number of time steps (up to "
+    f"{MAX_UNROLLED_STEPS}) is traced unrolled and takes any batch, but for the backward half of a "
+    "Bidirectional with return_sequences over masked steps), or compute that loop outside the compiled function")
 
 
 def to_tflite(frozen: Any) -> bytes:

@@ -43,6 +43,7 @@ from tfcheck.compiler.trace.bridge import (INT_VALUES, LIFT_WEIGHTS_ABOVE, Dtype
                                       load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
+from tfcheck.compiler.trace.unrolled_rnn import concrete_unrolled
 from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 from tfcheck.runtime.structure import leaf_paths
 from tfcheck.runtime.weights import read_weights
@@ -282,9 +283,11 @@ def _traced_symbolic(tf_function: Any, request: TraceRequest, inputs: list[Tenso
                      bounds: dict[str, tuple[int, int | None]], has_shape_entries: bool) -> Any:
     """The concrete function over the signature's unknown dimensions; a function that cannot be
     traced without their sizes (`x.shape[1] // 2` on None) fails naming them, with what falls back
-    to the shape entries or says how to write some (`StepError.symbolic`)."""
+    to the shape entries or says how to write some (`StepError.symbolic`). Keras RNN layers over a
+    time dimension of known size are traced unrolled, or their loop over an unknown batch would not
+    convert (`unrolled_rnn.py`)."""
     try:
-        return tf_function.get_concrete_function()
+        return concrete_unrolled(tf_function)
     except Exception as error:  # noqa: BLE001 - the user's code raises anything on an unknown size
         raise StepError(f"tracing {request.label} for inputs {describe_inputs(inputs)} failed: {error_summary(error)}",
                         symbolic=SymbolicFailure(_symbolic_dims(bounds, symbolic.verify_sizes(bounds)), inputs,

@@ -35,14 +35,14 @@ def clipped(x):
     return x[:, :tf.shape(x)[0]]  # min(batch, 4) columns: the clipping decides the result's size
 
 
-@tfcheck.aot(dims={"batch": (1, 8)}, shapes=[(2, 5, 3)])
-@tf.function(input_signature=[tf.TensorSpec([None, 5, 3], tf.float32, name="x")])
+@tfcheck.aot(dims={"batch": (1, 8), "x_1": (1, 8)}, shapes=[(2, 5, 3)])
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="x")])
 def recurrent(x):
-    return gru(x)  # TensorFlow's converter refuses a TensorList of [batch, 8] items
+    return gru(x)  # steps of unknown number: a loop, whose TensorList of [batch, 8] items TensorFlow's converter refuses
 
 
-@tfcheck.aot(dims={"batch": (1, 8)})
-@tf.function(input_signature=[tf.TensorSpec([None, 5, 3], tf.float32, name="x")])
+@tfcheck.aot(dims={"batch": (1, 8), "x_1": (1, 8)})
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="x")])
 def recurrent_without_entries(x):
     return gru(x)
 
@@ -236,8 +236,9 @@ def test_one_artifact_takes_any_batch_and_length(tmp_path: Path, run_cli: Callab
 def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
         project: Callable[..., Path], run_cli: Callable[..., Result]) -> None:
     """Whether the importer (a slice whose bound it cannot prove inside the axis) or TensorFlow's
-    converter (a GRU's TensorList) refuses the unknown batch, the shape entries are built instead,
-    and the message says why."""
+    converter (a GRU's TensorList, over steps of unknown number: over a known number the GRU is
+    unrolled, tests/compiler/test_unrolled_rnn.py) refuses the unknown sizes, the shape entries are
+    built instead, and the message says why."""
     folder = project({"fallbacks.py": FALLBACKS})
     code, report = build(run_cli, folder)
     assert code == 1, report  # recurrent_without_entries: nothing to fall back to
@@ -252,7 +253,8 @@ def test_an_operator_without_symbolic_sizes_falls_back_to_the_shape_entries(
     assert "Keras RNN layer" in recurrent["message"] and "built one artifact per shape entry instead" in recurrent["message"]
     [alone] = [record for record in report["functions"] if record["function"] == "fallbacks.recurrent_without_entries"]
     assert alone["status"] == "failed" and "loops over a tf.TensorArray" in alone["message"]
-    assert "list the concrete shapes: @tfcheck.aot(shapes=[(1, 5, 3), (8, 5, 3)])" in alone["message"]
+    assert "list the concrete shapes: @tfcheck.aot(shapes=[(1, 1, 3), (8, 8, 3)])" in alone["message"]
+    assert "a Keras RNN layer over a known number of time steps (up to 256) is traced unrolled" in alone["message"]
 
 
 @pytest.mark.slow
