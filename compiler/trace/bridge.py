@@ -286,17 +286,24 @@ def freeze(concrete: Any) -> Any:
     Freezing leaves reference cycles that hold copies of every weight (1.4 GB for VGG16's 528 MB),
     which only a collection frees: nothing in them triggers one (docs/build.md, "Memory").
     Writes that store a variable's own value (tf.keras 2's batch norm updates in inference mode)
-    are dropped first, and any other write is refused by name (`variable_writes.py`): this is
-    TensorFlow's `convert_variables_to_constants_v2`, step by step, with that in between.
+    are dropped first; where writes are left, the branches a constant predicate never takes go
+    (`constant_branches.py`: a `tf.cond` on a constant expression), then any write still left is
+    refused by name (`variable_writes.py`): this is TensorFlow's `convert_variables_to_constants_v2`,
+    step by step, with that in between.
     """
     from tensorflow.python.framework import convert_to_constants
 
+    from tfcheck.compiler.trace.constant_branches import without_constant_branches
     from tfcheck.compiler.trace.variable_writes import drop_unchanged_writes, variable_writes
 
     data = convert_to_constants._FunctionConverterDataInEager(  # noqa: SLF001 - no public step-by-step API
         func=concrete, lower_control_flow=True, aggressive_inlining=False)
+    variables = set(_variable_placeholders(concrete))
     drop_unchanged_writes(data.graph_def)
-    written = variable_writes(data.graph_def, set(_variable_placeholders(concrete)))
+    written = variable_writes(data.graph_def, variables)
+    if written and without_constant_branches(data.graph_def):
+        drop_unchanged_writes(data.graph_def)
+        written = variable_writes(data.graph_def, variables)
     if written:
         raise StepError(_writes_message(concrete, written), op=written[0][1])
     graph_def, converted = convert_to_constants._replace_variables_by_constants(converter_data=data)  # noqa: SLF001

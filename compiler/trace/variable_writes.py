@@ -66,9 +66,10 @@ def variable_writes(graph_def: Any, variables: set[str]) -> list[tuple[str, str,
 
 
 def _resource(nodes: dict[str, Any], tensor: str) -> str:
-    """The node a resource tensor comes from, through Identity nodes."""
+    """The node a resource tensor comes from, through Identity nodes and the Switches of a lowered
+    cond (which pass their first input on)."""
     name = tensor.split(":")[0]
-    while name in nodes and nodes[name].op == "Identity" and nodes[name].input:
+    while name in nodes and nodes[name].op in ("Identity", "Switch") and nodes[name].input:
         name = nodes[name].input[0].split(":")[0]
     return name
 

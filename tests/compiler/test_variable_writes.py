@@ -84,3 +84,40 @@ def test_a_write_that_changes_a_variable_is_refused_naming_it() -> None:
     assert raised.value.op == "AssignAddVariableOp"
     assert "writes its variables: calls:0 (AssignAddVariableOp at node" in raised.value.message
     assert "keeps no state from one call to the next" in raised.value.message
+
+
+class ExplicitCond(tf.Module):
+    """The same flag with `tf.cond`, which (unlike `smart_cond`) keeps an `If` on the constant
+    predicate: the training branch, never taken, updates the moving mean."""
+
+    def __init__(self, training: bool) -> None:
+        super().__init__()
+        self.training = training
+        self.moving_mean = tf.Variable(np.linspace(-1, 1, 4).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([3, 4], tf.float32)])
+    def normalize(self, inputs: tf.Tensor) -> tf.Tensor:
+        training = tf.logical_and(tf.constant(self.training), True)
+
+        def update() -> tf.Tensor:
+            mean = tf.reduce_mean(inputs, axis=0)
+            self.moving_mean.assign(0.99 * self.moving_mean + 0.01 * mean)
+            return inputs - mean
+
+        return tf.cond(training, update, lambda: inputs - self.moving_mean)
+
+
+def test_a_write_in_a_branch_a_constant_predicate_never_takes_is_dropped() -> None:
+    layer = ExplicitCond(training=False)
+    concrete = layer.normalize.get_concrete_function()
+    assert "If" in {node.op for node in concrete.graph.as_graph_def().node}
+    values = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    flatbuffer = to_tflite(freeze(concrete))
+    np.testing.assert_allclose(run_tflite(flatbuffer, values), layer.normalize(values).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_write_in_the_branch_a_constant_predicate_takes_is_refused() -> None:
+    layer = ExplicitCond(training=True)
+    with pytest.raises(StepError) as raised:
+        freeze(layer.normalize.get_concrete_function())
+    assert "(AssignVariableOp at node" in raised.value.message
