@@ -93,3 +93,31 @@ def test_keras_layer_normalization_through_tflite_matches_tensorflow() -> None:
     actual, rules = run(mod, x, target=TARGET)
     check(actual, concrete(tf.constant(x)).numpy())
     assert "schedule_rows" in rules
+
+
+def test_tf_nn_batch_normalization_over_the_last_axis_through_tflite_is_one_kernel() -> None:
+    """`x * inv + (beta - mean * inv)`, inv = gamma * rsqrt(var + eps): `tf.nn.batch_normalization`
+    over `tf.nn.moments` of the last axis, as params_flow's `LayerNormalization` writes it
+    (kpe/bert-for-tf2's BERT: 25 in BERT base, four kernels each before)."""
+    tf = pytest.importorskip("tensorflow")
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
+
+    rng = np.random.default_rng(4)
+    gamma, beta = (tf.constant(rng.standard_normal(48).astype(np.float32)) for _ in range(2))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8, 48], tf.float32)])
+    def normalise(x):
+        mean, variance = tf.nn.moments(x, axes=-1, keepdims=True)
+        return tf.nn.batch_normalization(x, mean, variance, offset=beta, scale=gamma, variance_epsilon=1e-12)
+
+    concrete = normalise.get_concrete_function()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.tflite"
+        path.write_bytes(to_tflite(freeze(concrete)))
+        mod = import_tflite(path)
+    assert fuse_layer_norms(mod)["main"].script().count("R.nn.layer_norm") == 1
+    x = (rng.standard_normal((1, 8, 48)) * 3 + 5).astype(np.float32)
+    actual, rules = run(mod, x, target=TARGET)
+    check(actual, concrete(tf.constant(x)).numpy())
+    assert rules == ["schedule_rows"]

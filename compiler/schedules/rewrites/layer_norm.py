@@ -14,7 +14,9 @@ becomes one `layer_norm`, one kernel for the rows rule: a [1, 64, 128] layer nor
 call against 12.4 us (docs/schedules.md, "Layer norms as one kernel"). TVM's `layer_norm` computes
 the variance from the centred values as the pattern does (the same error against NumPy for inputs
 offset by 0, 100 and 1000). A beta, which the converter folds into `(-mean) * scale + beta`, becomes
-the `layer_norm`'s own. Anything else (another axis, a gamma or beta that is not a constant over
+the `layer_norm`'s own; so does one that `tf.nn.batch_normalization` subtracts, `beta - mean *
+scale` (kpe/bert-for-tf2's own `LayerNormalization`, 25 of them in BERT base, four kernels each:
+docs/build.md, "Users' models"). Anything else (another axis, a gamma or beta that is not a constant over
 the last axis alone, an exponent other than 2, statistics of another tensor) is left as it is.
 """
 
@@ -36,8 +38,9 @@ def _pattern() -> tuple[relax.dpl.DFPattern, dict[str, relax.dpl.DFPattern]]:
                                                              parts["two"]))
     scale = is_op("relax.multiply")(is_op("relax.rsqrt")(is_op("relax.add")(parts["var"], parts["eps"])), parts["gamma"])
     shift = is_op("relax.multiply")(is_op("relax.negative")(parts["mean"]), scale)
+    offset = is_op("relax.subtract")(parts["beta"], is_op("relax.multiply")(parts["mean"], scale))
     out = is_op("relax.add")(is_op("relax.multiply")(parts["x"], scale),
-                             shift | is_op("relax.add")(shift, parts["beta"]))
+                             shift | is_op("relax.add")(shift, parts["beta"]) | offset)
     return out, parts
 
 
