@@ -58,15 +58,15 @@ def _evaluate(nodes: dict[str, Any], node: Any, known: dict[str, bool | None]) -
         if node.attr["dtype"].type != _BOOL:
             return None
         return _scalar_bool(node.attr["value"].tensor)
+    if node.op not in _LOGICAL and node.op not in ("Identity", "LogicalNot"):
+        return None  # before reading any input: a predicate computed from data is never walked
     data = [name for name in node.input if not name.startswith("^")]
     values = [_constant(nodes, name, known) for name in data]
     if not data or any(value is None for value in values):
         return None
     if node.op == "Identity":
         return values[0]
-    if node.op == "LogicalNot":
-        return not values[0]
-    return _LOGICAL[node.op](values) if node.op in _LOGICAL else None
+    return not values[0] if node.op == "LogicalNot" else _LOGICAL[node.op](values)
 
 
 def _scalar_bool(tensor: Any) -> bool | None:
