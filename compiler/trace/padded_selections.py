@@ -51,6 +51,8 @@ class _Plan:
 def padded_suppressions(graph_def: Any) -> Any:
     """A copy of `graph_def` with each suppression padded by hand turned into its padded form (see
     the module); `graph_def` itself when there is none."""
+    if not any(node.op in _PADDED_FORMS for node in graph_def.node):
+        return graph_def
     nodes = {node.name: node for node in graph_def.node}
     consumers = _consumers(graph_def)
     index = {node.name: position for position, node in enumerate(graph_def.node)}
