@@ -1,7 +1,7 @@
 """mcps5601/TimeGAN-tensorflow2 (6f68f9a): the embedder as the repository trains it (Masking, three
-stacked GRUs or LSTMs with return_sequences, a sigmoid Dense), for batches of 1 to 128. An RNN
-over an unknown batch has no symbolic artifact (TensorFlow's converter lowers TensorList ops only
-for elements of known shape): the GRU falls back to its shape entries, the LSTM says how."""
+stacked GRUs or LSTMs with return_sequences, a sigmoid Dense), for batches of 1 to 128. Over the
+unknown batch the build traces the layers unrolled (24 steps), so both have a symbolic artifact;
+the GRU's shape entries are the fallback should that fail."""
 
 import os
 import sys
