@@ -32,7 +32,9 @@ is cut into phases here with NumPy, so that the schedules' rewrites see constant
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,18 +135,23 @@ class _AsConvolution(relax.PyExprMutator):
         channels = kernel[given.index("O")]
         offsets = list(itertools.product(*(range(axis.stride) for axis in axes)))
         groups = [offsets] if channels < NARROW else [[phase] for phase in offsets]
-        outputs = []
-        for group in groups:
-            windows = [_union([axis.window(phase[i]) for phase in group]) for i, axis in enumerate(axes)]
-            pads = [axis.padding(*window) for axis, window in zip(axes, windows)]
-            kernels = [self._phase_kernel(base, [axis.taps_of(phase[i], *windows[i]) for i, axis in enumerate(axes)])
-                       for phase in group]
-            outputs.append(self.builder_.emit(convolve(
-                self._cropped(data, shape, pads), self._joined(kernels), strides=[1] * len(axes),
-                padding=[max(b, 0) for b, _ in pads] + [max(a, 0) for _, a in pads],
-                dilation=[axis.convolution_dilation for axis in axes], groups=1, data_layout=layout,
-                kernel_layout=kernel_layout, out_layout=layout, out_dtype=attrs.out_dtype)))
+        convolution = functools.partial(convolve, groups=1, data_layout=layout, kernel_layout=kernel_layout,
+                                        out_layout=layout, out_dtype=attrs.out_dtype)
+        outputs = [self._phases(convolution, data, shape, base, axes, group) for group in groups]
         return self._interleave(outputs, shape, axes, channels)
+
+    def _phases(self, convolution: Callable[..., relax.Expr], data: relax.Expr, shape: tuple[Any, ...],
+                base: np.ndarray | relax.Expr, axes: list[_Axis], group: list[tuple[int, ...]]) -> relax.Expr:
+        """One convolution of the phases in `group` (offsets per axis), over the window that
+        covers them all, their outputs its channels in order."""
+        windows = [_union([axis.window(phase[i]) for phase in group]) for i, axis in enumerate(axes)]
+        pads = [axis.padding(*window) for axis, window in zip(axes, windows)]
+        kernels = [self._phase_kernel(base, [axis.taps_of(phase[i], *windows[i]) for i, axis in enumerate(axes)])
+                   for phase in group]
+        return self.builder_.emit(convolution(
+            self._cropped(data, shape, pads), self._joined(kernels), strides=[1] * len(axes),
+            padding=[max(b, 0) for b, _ in pads] + [max(a, 0) for _, a in pads],
+            dilation=[axis.convolution_dilation for axis in axes]))
 
     def _base_kernel(self, weight: relax.Expr, order: list[int]) -> np.ndarray | relax.Expr:
         """The kernel in the convolution's layout with a zero after the last tap of each spatial
@@ -180,8 +187,8 @@ class _AsConvolution(relax.PyExprMutator):
 
     def _interleave(self, phases: list[relax.Expr], shape: tuple[Any, ...], axes: list[_Axis],
                     channels: int) -> relax.Expr:
-        """The convolutions' outputs, each [N, Q..., k*O] for k of the phases in order, interleaved into [N, Q1*s1, Q2*s2, ..., O]
-        (depth-to-space), less the surplus past the output."""
+        """The convolutions' outputs, each [N, Q..., k*O] for k of the phases in order,
+        interleaved into [N, Q1*s1, Q2*s2, ..., O] (depth-to-space), less the surplus past the output."""
         spatial = len(axes)
         steps = [n + axis.more for n, axis in zip(shape[1:-1], axes)]
         strides = [axis.stride for axis in axes]
@@ -238,12 +245,15 @@ def _shape_with_channels(expr: relax.Expr) -> tuple[Any, ...] | None:
 
 
 def as_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
-    """`mod` with its transposed convolutions rewritten as convolutions where the module says."""
+    """`mod` with its transposed convolutions rewritten as convolutions where the module says.
+    The rewrite binds each transposed convolution's variable to the last one it emits (`y = lv`):
+    `CanonicalizeBindings` removes those aliases, which otherwise kept `FuseOps` from fusing the
+    convolution with the bias and activation after it (keras.io's U-Net, stride 1)."""
     rewriter = _AsConvolution(mod)
     for gvar, func in mod.functions_items():
         if isinstance(func, relax.Function):
             rewriter.builder_.update_func(gvar, rewriter.visit_expr(func))
-    return rewriter.builder_.get()
+    return relax.transform.CanonicalizeBindings()(rewriter.builder_.get())
 
 
 def has_transposed_convolutions(mod: tvm.IRModule) -> bool:
