@@ -52,7 +52,8 @@ class VariableInGraph(Rule):
     of the file whose code makes weights) constructed in graph code is the same mistake: a helper of
     `call` that builds `Conv2D(...)(x)` makes new weights on every trace. (Calls that pass a tf.function a
     second optimizer or an unbuilt model were part of this rule; they are TFC018
-    second-stateful-argument now.)
+    second-stateful-argument now.) So is `self.add_weight(...)` in graph code of a Keras layer or model
+    (`call` or a helper it reaches) in Keras 3 code: Keras has built the layer before `call` runs.
 
     ## Why is this bad
     A tf.function may create variables only on its first trace; it traces again to check that no new
@@ -142,6 +143,10 @@ class VariableInGraph(Rule):
         # keeps its seed in a variable, made anew on every trace.
         _T + "class TransformerEncoder(tf.keras.layers.Layer):\n    def call(self, inputs):\n"
         "        x = self.attention(inputs, inputs)\n        x = tf.keras.layers.Dropout(0.1)(x)\n        return x\n",
+        # docs/coverage.md B5 (checked in TensorFlow 2.21: "You cannot add new elements of state ... already built"
+        # when called eagerly, and when the functional model is built).
+        _T + "import keras\nclass Scale(keras.layers.Layer):\n    def call(self, x):\n"
+        "        w = self.add_weight(shape=(3,), initializer='ones')\n        return x * w\n",
     )
     must_not_flag = (
         # A demonstration: the function is only called where the error is expected (tensorflow/docs 7c36502
@@ -196,6 +201,10 @@ class VariableInGraph(Rule):
         _T + "opt = tf.keras.optimizers.legacy.Adam()\nclass Block(tf.keras.layers.Layer):\n    def call(self, x):\n"
         "        return tf.keras.layers.Dropout(0.2)(x)\n",
         # A layer of the file with no weights (an activation) made per call.
+        # The weight added in `build` (checked: the functional model builds and runs).
+        _T + "import keras\nclass Scale(keras.layers.Layer):\n    def build(self, input_shape):\n"
+        "        self.w = self.add_weight(shape=(input_shape[-1],), initializer='ones')\n"
+        "    def call(self, x):\n        return x * self.w\n",
         _T + "class Mish(tf.keras.layers.Layer):\n    def call(self, x):\n        return x * tf.tanh(tf.nn.softplus(x))\n"
         "class Block(tf.keras.layers.Layer):\n    def call(self, x):\n        return Mish()(x)\n",
     )
@@ -213,6 +222,11 @@ class VariableInGraph(Rule):
                     facts, call, "optimizer created in graph code makes its variables (iterations, slots) on "
                     "first use in every trace, which raises; create it once outside the function",
                     function=function)
+            elif _adds_keras_weight(facts, call) and not _guarded_path(facts, call, function, 0):
+                yield self.finding(
+                    facts, call, "`self.add_weight(...)` in graph code adds a weight after the layer is built: Keras "
+                    "raises `You cannot add new elements of state ... to a layer that is already built`; create "
+                    "the weight in `build` (or `__init__`)", function=function)
             elif _creates_weighted_layer(facts, call) and not _guarded_path(facts, call, function, 0):
                 yield self.finding(
                     facts, call, f"Keras layer `{facts.text(call.func)}` created in graph code makes new weights "
@@ -232,6 +246,19 @@ def _creates_weighted_layer(facts: FileFacts, call: ast.Call) -> bool:
     chain = list(facts.class_chain(cls))
     return any(_weighted_library_layer(facts, facts.resolve(base)) for c in chain for base in c.node.bases) or any(
         isinstance(node, ast.Call) and _makes_weights(facts, node) for c in chain for node in ast.walk(c.node))
+
+
+def _adds_keras_weight(facts: FileFacts, call: ast.Call) -> bool:
+    """`self.add_weight(...)` in a method of a Keras layer or model of the file, in Keras 3 code (where a
+    built layer refuses new state; Keras 2 code was not checked)."""
+    func = call.func
+    if facts.keras_2 or not (isinstance(func, ast.Attribute) and func.attr == "add_weight" and isinstance(func.value, ast.Name)):
+        return False
+    function = facts.function_of(call)
+    if function is None or function.cls is None or not function.params or func.value.id != function.params[0] \
+            or not facts.is_parameter(func.value, function):
+        return False
+    return facts.class_kind(function.cls) in (kinds.LAYER, kinds.MODEL)
 
 
 def _weighted_library_layer(facts: FileFacts, name: str | None) -> bool:
