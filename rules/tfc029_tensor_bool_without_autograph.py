@@ -21,7 +21,8 @@ class TensorBoolWithoutAutograph(Rule):
     `test_step`, a metric's `update_state`, a loss, and the helpers they call, when no tf.function
     or tf.data reaches them), a surely-tensor value used as a Python truth value: the test of an
     `if`, `while` or conditional expression, or an operand of `and`, `or`, `not`. Code behind a
-    `tf.executing_eagerly()` test is not reported.
+    `tf.executing_eagerly()` test is not reported, nor a function AutoGraph tries to convert and gives
+    up on (`self.__x`, a `for … else`, ...): TFC034 reports that, at its cause.
 
     ## Why is this bad
     Since TensorFlow 2.16, `tf.keras` is Keras 3, which traces these methods as written: there is no
@@ -80,31 +81,12 @@ class TensorBoolWithoutAutograph(Rule):
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         for node, function in facts.graph_nodes(ast.If, ast.While, ast.IfExp, ast.BoolOp, ast.UnaryOp):
             if _inside_a_tested_expression(facts, node) or facts.autograph_converted(function) \
-                    or facts.eager_guarded(function) or facts.in_eager_only_branch(node, function):
+                    or facts.autograph_refusal(function) is not None or facts.eager_guarded(function) \
+                    or facts.in_eager_only_branch(node, function):
                 continue
-            test = next((part for part in _truth_tested(node) if facts.surely_tensor(part)), None)
+            test = next((part for part in facts.truth_tested(node) if facts.surely_tensor(part)), None)
             if test is not None:
                 yield self.finding(facts, test, _message(facts, test, function), function=function)
-
-
-def _truth_tested(node: ast.AST) -> list[ast.expr]:
-    """The expressions whose truth value `node` asks for, the whole test first, then its parts
-    (`a and not b` tests `a` and `b`)."""
-    if isinstance(node, (ast.If, ast.While, ast.IfExp)):
-        return [node.test, *_parts(node.test)]
-    if isinstance(node, ast.BoolOp):  # outside a test, the last operand is the value, never tested
-        return [found for value in node.values[:-1] for found in [value, *_parts(value)]]
-    return _parts(node) if isinstance(node, ast.UnaryOp) else []
-
-
-def _parts(expr: ast.expr) -> list[ast.expr]:
-    """The operands of `and`/`or`/`not` whose truth is asked for (the last of an `and`/`or` too:
-    under a test, its value is tested)."""
-    if isinstance(expr, ast.BoolOp):
-        return [found for value in expr.values for found in [value, *_parts(value)]]
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        return [expr.operand, *_parts(expr.operand)]
-    return []
 
 
 def _inside_a_tested_expression(facts: FileFacts, node: ast.AST) -> bool:

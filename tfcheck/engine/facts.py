@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 
-from tfcheck.engine import carried, guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
+from tfcheck.engine import autograph, carried, guards, loops, pydata, state, tensors, tfcalls, tfobjects, values
 from tfcheck.engine.callgraph import CallGraph, LoopedCall
 from tfcheck.engine.flow import CrossFileFlows, reaches_graph
 from tfcheck.engine.graphcode import KERAS_TRACING_METHODS, ExternalCall, GraphCode, find_graph_code
@@ -130,6 +130,14 @@ class FileFacts(FileIndex):
         """Whether AutoGraph rewrites `info` before it runs (a tf.function or tf.data reaches it; not
         Keras 3, not `autograph=False`): its `if`/`for`/`while` bodies become functions of their own."""
         return self.graph.autograph_converted(info)
+
+    def autograph_refusal(self, info: FunctionInfo) -> autograph.Refusal | None:
+        """The construct for which AutoGraph, trying to convert `info`, gives up and runs it as written
+        (TensorFlow 2.21: a `for`/`while` with `else`, `self.__x`, a nested generator, a misplaced
+        `set_loop_options`, ...; tfcheck.engine.autograph); None when AutoGraph converts it or never tries."""
+        return self.graph.autograph_refusal(info) if self.graph.autograph_tries(info) else None
+
+    truth_tested = staticmethod(autograph.truth_tested)
 
     def graph_nodes(self, *types: type) -> list[tuple[ast.AST, FunctionInfo]]:
         """Nodes of the given types in graph code, each with the graph function it belongs to."""

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tfcheck.engine import kinds, values
+from tfcheck.engine import autograph, kinds, values
 from tfcheck.engine.callgraph import CallGraph
 from tfcheck.engine.index import FileIndex
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
@@ -86,6 +86,7 @@ class GraphCode:
     origins: dict[FunctionInfo, set[str]] = field(default_factory=dict)
     external_calls: list[ExternalCall] = field(default_factory=list)
     _excluded_cache: dict[FunctionInfo, frozenset[ast.AST]] = field(default_factory=dict, repr=False)
+    _refusals: dict[FunctionInfo, autograph.Refusal | None] = field(default_factory=dict, repr=False)
 
     def is_graph_function(self, info: FunctionInfo | None) -> bool:
         return info is not None and info in self.reasons
@@ -101,17 +102,36 @@ class GraphCode:
         return self.origins.get(info) == {FROM_KERAS}
 
     def autograph_converted(self, info: FunctionInfo) -> bool:
-        """Whether AutoGraph rewrites `info` before it runs: a tf.function (not `autograph=False`) or
-        tf.data reaches it, or Keras 2 does (a file written for Keras 2, `FileIndex.keras_2`), it is not decorated with `tf.autograph.experimental.do_not_convert`, and it
-        has no `for`/`while` with an `else` (AutoGraph 2.21 cannot convert those and runs the function
-        as written, with a warning)."""
+        """Whether AutoGraph rewrites `info` before it runs: it tries (`autograph_tries`) and nothing in
+        the function makes it give up (`autograph_refusal`)."""
+        return self.autograph_tries(info) and self.autograph_refusal(info) is None
+
+    def autograph_tries(self, info: FunctionInfo) -> bool:
+        """Whether AutoGraph tries to convert `info`: a tf.function (not `autograph=False`) or tf.data
+        reaches it, or Keras 2 does (a file written for Keras 2, `FileIndex.keras_2`), and it is not
+        decorated with `tf.autograph.experimental.do_not_convert`."""
         origins = self.origins.get(info, set())
-        if not origins & (AUTOGRAPH_ORIGINS | ({FROM_KERAS} if self.index.keras_2 else set())) \
-                or _has_loop_else(info):
+        if not origins & (AUTOGRAPH_ORIGINS | ({FROM_KERAS} if self.index.keras_2 else set())):
             return False
         decorators = [] if isinstance(info.node, ast.Lambda) else info.node.decorator_list
         return not any(self.index.resolve(d.func if isinstance(d, ast.Call) else d) == _DO_NOT_CONVERT
                        for d in decorators)
+
+    def autograph_refusal(self, info: FunctionInfo) -> autograph.Refusal | None:
+        """The construct for which AutoGraph 2.21 gives up on `info` and runs it as written, with a
+        warning (a `for`/`while` with `else`, `self.__x`, ... : tfcheck.engine.autograph); computed once."""
+        if info not in self._refusals:
+            self._refusals[info] = autograph.refusal(info, self.index.resolve, self.index.parent,
+                                                     self.index.source.lines, self._lambdas_on_line)
+        return self._refusals[info]
+
+    @cached_property
+    def _lambdas_on_line(self) -> dict[int, list[ast.Lambda]]:
+        found: dict[int, list[ast.Lambda]] = {}
+        for function in self.index.functions:
+            if isinstance(function.node, ast.Lambda):
+                found.setdefault(function.node.lineno, []).append(function.node)
+        return found
 
     def excluded_for(self, info: FunctionInfo) -> frozenset[ast.AST]:
         """Nodes of a function that are not traced even in graph code: the bodies of `with
@@ -387,10 +407,6 @@ class _Discovery:
                 if not origins[info] <= known:
                     known |= origins[info]
                     queue.append(callee)
-
-
-def _has_loop_else(info: FunctionInfo) -> bool:
-    return any(isinstance(node, (ast.For, ast.While)) and node.orelse for node in info.nodes)
 
 
 def _tf_function_origin(keywords: list[ast.keyword]) -> str:
