@@ -99,8 +99,18 @@ class PythonIterationOverTensor(Rule):
         "import tensorflow as tf\nclass M(tf.keras.Model):\n    def call(self, x):\n        expanded = []\n"
         "        for j in range(tf.shape(x)[1]):\n            expanded.append(x[:, j:j + 1] * 2.0)\n"
         "        return tf.concat(expanded, axis=1)\n",
+        # A `for` statement over, and `len()` of, a tensor in a Keras 3 `call` (coverage C5, C8: each raises when
+        # the functional model is built, TensorFlow 2.21).
+        "import tensorflow as tf\nimport keras\nclass Rows(keras.layers.Layer):\n    def call(self, x):\n"
+        "        out = []\n        for row in tf.identity(x):\n            out.append(row * 2)\n"
+        "        return tf.stack(out)\n",
+        "import tensorflow as tf\nimport keras\nclass Count(keras.layers.Layer):\n    def call(self, x):\n"
+        "        return x / len(tf.identity(x))\n",
     )
     must_not_flag = (
+        # The same in a tf.function: AutoGraph converts the `for` and `len` (tf.while_loop, tf.shape).
+        "import tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.zeros_like(x[0])\n"
+        "    for row in tf.identity(x):\n        s += row\n    return s / len(tf.identity(x))\n",
         # TensorFlow calls that return Python tuples and lists (deepmind/acme a6d7199
         # acme/agents/tf/mpo/learning.py:245; google/edward2 ee02560 layers/posterior_network.py:81).
         "import tensorflow as tf\n@tf.function\ndef step(grads, alphas):\n"
@@ -147,8 +157,12 @@ class PythonIterationOverTensor(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        for node, function in facts.graph_nodes(*_COMPREHENSIONS, ast.Call, ast.Assign):
+        for node, function in facts.graph_nodes(*_COMPREHENSIONS, ast.Call, ast.Assign, ast.For):
             if facts.eager_guarded(function):
+                continue
+            unconverted = _unconverted_tensor_use(facts, node, function)
+            if unconverted is not None:
+                yield self.finding(facts, node, unconverted, function=function)
                 continue
             bound = _tensor_range_bound(facts, node, function)
             if bound is not None:
@@ -171,6 +185,24 @@ def _tensor_range_bound(facts: FileFacts, node: ast.AST, function: FunctionInfo)
             or facts.autograph_converted(function):
         return None
     return next((arg for arg in node.args if facts.is_single_tensor(arg)), None)
+
+
+def _unconverted_tensor_use(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> str | None:
+    """What goes wrong with a `for` statement over, or `len()` of, a surely-single tensor in graph code
+    AutoGraph does not convert, where both are Python's; None elsewhere. A function AutoGraph tries to
+    convert and gives up on is TFC034's, at its cause, for the `for`."""
+    if facts.autograph_converted(function):
+        return None
+    if isinstance(node, ast.For) and facts.is_single_tensor(node.iter) and facts.autograph_refusal(function) is None:
+        return (f"a `for` statement iterates in Python over `{facts.text(node.iter)}`, a symbolic tensor: AutoGraph "
+                "does not convert this function (Keras 3 runs `call` as written), so tracing raises "
+                "OperatorNotAllowedInGraphError; use tf.map_fn, tf.while_loop, or tf.unstack when the size is static")
+    if isinstance(node, ast.Call) and facts.resolve(node.func) == "builtins.len" and len(node.args) == 1 \
+            and facts.is_single_tensor(node.args[0]):
+        return (f"`len()` of `{facts.text(node.args[0])}`, a symbolic tensor, raises TypeError while tracing: "
+                "AutoGraph does not convert this function (Keras 3 runs `call` as written), so `len` is Python's; "
+                "use tf.shape(x)[0], or x.shape[0] when the size is static")
+    return None
 
 
 def _iterated(facts: FileFacts, node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
