@@ -36,7 +36,10 @@ class PythonIterationOverTensor(Rule):
     of tensors (`tf.unstack(x)`, `tf.split`, the result of `tf.cond`) are iterated fine and not
     reported, and neither is code behind a `tf.executing_eagerly()` check. In graph code AutoGraph does
     not convert (a Keras 3 `call`, `autograph=False`), `range()` of a tensor is Python's `range` and
-    raises TypeError (TensorFlow 2.21); where AutoGraph converts, it is `tf.range` and fine.
+    raises TypeError (TensorFlow 2.21); where AutoGraph converts, it is `tf.range` and fine. There,
+    too, a `for` statement over a surely-single tensor raises OperatorNotAllowedInGraphError and
+    `len()` of one raises TypeError (`len is not well defined for a symbolic Tensor`); AutoGraph
+    converts both elsewhere. A function AutoGraph tries to convert and gives up on is TFC034's.
 
     ## Why is this bad
     AutoGraph turns `for x in tensor:` statements into graph loops, but not comprehensions, builtins
