@@ -114,6 +114,14 @@ class PythonIterationOverTensor(Rule):
         # The same in a tf.function: AutoGraph converts the `for` and `len` (tf.while_loop, tf.shape).
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    s = tf.zeros_like(x[0])\n"
         "    for row in tf.identity(x):\n        s += row\n    return s / len(tf.identity(x))\n",
+        # Functional control flow called eagerly runs its function eagerly (google/uncertainty-baselines
+        # drug_cardiotoxicity/augmentation_utils.py:656); a feature-column spec is a dict (tensorflow/ranking
+        # keras/feature.py:272).
+        "import tensorflow as tf\ndef per_row(idx):\n    if len(tf.shape(idx)) == 1:\n        idx = idx * 2\n"
+        "    return idx\nout = tf.map_fn(per_row, tf.ones((2, 3)))\n",
+        "import tensorflow as tf\nimport keras\nclass Enc(keras.layers.Layer):\n    def call(self, features):\n"
+        "        specs = tf.feature_column.make_parse_example_spec(self.columns)\n        for name in specs:\n"
+        "            features[name] = features[name] * 2\n        return features\n",
         # TensorFlow calls that return Python tuples and lists (deepmind/acme a6d7199
         # acme/agents/tf/mpo/learning.py:245; google/edward2 ee02560 layers/posterior_network.py:81).
         "import tensorflow as tf\n@tf.function\ndef step(grads, alphas):\n"
@@ -192,11 +200,11 @@ def _tensor_range_bound(facts: FileFacts, node: ast.AST, function: FunctionInfo)
 
 def _unconverted_tensor_use(facts: FileFacts, node: ast.AST, function: FunctionInfo) -> str | None:
     """What goes wrong with a `for` statement over, or `len()` of, a surely-single tensor in graph code
-    AutoGraph does not convert, where both are Python's; None elsewhere. A function AutoGraph tries to
-    convert and gives up on is TFC034's, at its cause, for the `for`."""
-    if facts.autograph_converted(function):
+    that only roots without AutoGraph reach (Keras 3, `autograph=False`), where both are Python's; None
+    elsewhere (a function AutoGraph tries to convert and gives up on is TFC034's)."""
+    if not facts.surely_runs_as_written(function):
         return None
-    if isinstance(node, ast.For) and facts.is_single_tensor(node.iter) and facts.autograph_refusal(function) is None:
+    if isinstance(node, ast.For) and facts.is_single_tensor(node.iter):
         return (f"a `for` statement iterates in Python over `{facts.text(node.iter)}`, a symbolic tensor: AutoGraph "
                 "does not convert this function (Keras 3 runs `call` as written), so tracing raises "
                 "OperatorNotAllowedInGraphError; use tf.map_fn, tf.while_loop, or tf.unstack when the size is static")

@@ -137,6 +137,10 @@ class FileFacts(FileIndex):
         `set_loop_options`, ...; tfcheck.engine.autograph); None when AutoGraph converts it or never tries."""
         return self.graph.autograph_refusal(info) if self.graph.autograph_tries(info) else None
 
+    def surely_runs_as_written(self, info: FunctionInfo) -> bool:
+        """Whether only roots that never convert reach `info` (Keras 3, `tf.function(autograph=False)`)."""
+        return self.graph.surely_runs_as_written(info)
+
     truth_tested = staticmethod(autograph.truth_tested)
 
     def graph_nodes(self, *types: type) -> list[tuple[ast.AST, FunctionInfo]]:

@@ -117,6 +117,14 @@ class GraphCode:
         return not any(self.index.resolve(d.func if isinstance(d, ast.Call) else d) == _DO_NOT_CONVERT
                        for d in decorators)
 
+    def surely_runs_as_written(self, info: FunctionInfo) -> bool:
+        """Whether every root that reaches `info` runs it without AutoGraph: Keras 3 (not a file written
+        for Keras 2) or `tf.function(autograph=False)`. Functional control flow called eagerly runs its
+        function eagerly, and under a tf.function converts it, so it does not count; nor another file."""
+        origins = self.origins.get(info, set())
+        as_written = {FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH} | (set() if self.index.keras_2 else {FROM_KERAS})
+        return bool(origins) and origins <= as_written
+
     def autograph_refusal(self, info: FunctionInfo) -> autograph.Refusal | None:
         """The construct for which AutoGraph 2.21 gives up on `info` and runs it as written, with a
         warning (a `for`/`while` with `else`, `self.__x`, ... : tfcheck.engine.autograph); computed once."""

@@ -46,7 +46,7 @@ _TF_NOT_TENSOR_PREFIXES = (
     "tensorflow.numpy_function", "tensorflow.experimental.", "tensorflow.random.Generator",
     "tensorflow.get_logger", "tensorflow.autograph.", "tensorflow.nest.", "tensorflow.dtypes.",
     "tensorflow.as_dtype", "tensorflow.is_tensor", "tensorflow.executing_eagerly", "tensorflow.lite.",
-    "tensorflow.TensorShape",
+    "tensorflow.TensorShape", "tensorflow.feature_column.",
 )
 # tensorflow.* calls that return a Python tuple or list of tensors, not a tensor: iterating or unpacking
 # them is plain Python (`probs, _ = tf.linalg.normalize(x)`, `tf.clip_by_global_norm(g, 1.0)[0]`).
