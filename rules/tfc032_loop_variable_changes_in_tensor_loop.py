@@ -92,6 +92,9 @@ class LoopVariableChangesInTensorLoop(Rule):
         "        total += 0.5 * x\n        i += 1\n    return total\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.zeros([0])\n    for i in tf.range(n):\n"
         "        acc = tf.concat([acc, [x]], axis=0)\n    return acc\nf(tf.constant(1.0), tf.constant(2))\n",
+        # tensorflow/tensorflow#56296's loop (its reporter's `f`) without the set_loop_options call it needed.
+        "import tensorflow as tf\n@tf.function(autograph=True)\ndef f():\n    v = tf.constant((0,))\n"
+        "    for i in tf.range(3):\n        v = tf.concat((v, [i]), 0)\n    return v\nf()\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.constant([], dtype=tf.float32)\n"
         "    for i in tf.range(n):\n        acc = tf.concat([acc, x[:n]], 0)\n    return acc\n"
         "f(tf.constant([1.0, 2.0]), tf.constant(2))\n",
@@ -103,6 +106,8 @@ class LoopVariableChangesInTensorLoop(Rule):
         "        last = None\n    return last\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    last = tf.identity(x)\n    for i in tf.range(n):\n"
         "        y = last * 2\n        last = None\n    return x\nf(tf.constant(1.0), tf.constant(2))\n",
+        "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    last = x\n    for i in tf.range(n):\n"
+        "        last = None\n    return last\nf(tf.constant(1.0), tf.constant(2))\n",
     )
     must_not_flag = (
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    total = 0.0\n    for i in tf.range(n):\n"
@@ -112,6 +117,10 @@ class LoopVariableChangesInTensorLoop(Rule):
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.zeros([0])\n    for i in tf.range(n):\n"
         "        tf.autograph.experimental.set_loop_options(shape_invariants=[(acc, tf.TensorShape([None]))])\n"
         "        acc = tf.concat([acc, [x]], axis=0)\n    return acc\nf(tf.constant(1.0), tf.constant(2))\n",
+        # tensorflow/tensorflow#56296 as written: the shape invariant declared.
+        "import tensorflow as tf\n@tf.function(autograph=True)\ndef f():\n    v = tf.constant((0,))\n    for i in tf.range(3):\n"
+        "        tf.autograph.experimental.set_loop_options(\n            shape_invariants=[(v, tf.TensorShape([None]))]\n"
+        "        )\n        v = tf.concat((v, [i]), 0)\n    return v\nf()\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.zeros([0])\n    for i in range(3):\n"
         "        acc = tf.concat([acc, [x]], axis=0)\n    return acc\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    last = None\n    for i in tf.range(n):\n        last = x * 2\n"
@@ -193,11 +202,11 @@ def _problem(facts: FileFacts, function: FunctionInfo, loop: ast.For | ast.While
                 f"('{name}' has shape … before the loop, but shape … after one iteration); use a tf.TensorArray, or "
                 "declare the growing dimension with tf.autograph.experimental.set_loop_options(shape_invariants=…)")
     before, after = facts.value_structure(initial), facts.value_structure(statement.value)
-    if before is None or after is None or before == "None" or not _read(facts, function, loop, name):
+    if after is None or not _read(facts, function, loop, name):
         return None
-    if after == "None":
+    if after == "None":  # None before the loop raises too ('… is not allowed to be None before the loop')
         return _last_write(facts, function, loop, statement, name)
-    if facts.structures_disagree(before, after):
+    if before not in (None, "None") and facts.structures_disagree(before, after):
         return (f"it is {before} before the loop and {after} after the body: tracing raises TypeError ('{name}' does "
                 "not have the same nested structure after one iteration); keep one structure")
     return None
