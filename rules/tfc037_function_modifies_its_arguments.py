@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
+from tfcheck.engine.tfcalls import tf_function_definitions
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -96,22 +97,13 @@ class FunctionModifiesItsArguments(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        for function in _tf_functions(facts):
+        for function in tf_function_definitions(facts):
             for node, parameter in _parameter_mutations(facts, function):
                 if _holds_container(facts, function, parameter):
                     yield self.finding(
                         facts, node, f"tf.function `{function.name}` changes its argument `{parameter}` in place: "
                         "the trace raises `should not modify its Python input arguments` on the first call; "
                         "return the new values, or change a copy (`out = list(out)`)")
-
-
-def _tf_functions(facts: FileFacts) -> list[FunctionInfo]:
-    """Functions that are a tf.function themselves: decorated, or passed to `tf.function(...)`."""
-    found = [info for info in facts.functions if facts.decorated_tf_function(info) is not None]
-    for call, _ in facts.calls:
-        if call.args and facts.resolve(call.func) in facts.tf_function_names:
-            found.extend(info for info in facts.function_target(call.args[0]) if info not in found)
-    return found
 
 
 def _parameter_mutations(facts: FileFacts, function: FunctionInfo) -> Iterator[tuple[ast.AST, str]]:

@@ -72,6 +72,17 @@ def varying_arguments(calls: Iterable[TfFunctionCall], value_of: ValueOf) -> Ite
                 yield tf_call, parameter, argument
 
 
+def tf_function_definitions(index: FileIndex) -> list[FunctionInfo]:
+    """Functions that are a tf.function themselves, not only reached from one: decorated, or passed to
+    `tf.function(...)`. What TensorFlow checks at the function's boundary (its arguments, what it
+    returns) applies to these alone."""
+    found = [info for info in index.functions if index.decorated_tf_function(info) is not None]
+    for call, _ in index.calls:
+        if call.args and index.resolve(call.func) in index.tf_function_names:
+            found.extend(info for info in index.function_target(call.args[0]) if info not in found)
+    return found
+
+
 def find_tf_function_calls(index: FileIndex) -> list[TfFunctionCall]:
     """Every call of a tf.function of this file, in source order, including through forwarding helpers."""
     found: list[TfFunctionCall] = []
