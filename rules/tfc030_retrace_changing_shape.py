@@ -131,6 +131,8 @@ class RetraceChangingShape(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
+        if not facts.tf_function_calls and all(facts.decorated_tf_function(info) is None for info in facts.functions):
+            return  # no tf.function in the file (most files): no call of one to follow
         for call, _ in facts.calls:
             if facts.enclosing_loop(call) is None or facts.in_graph_code(call):
                 continue
