@@ -112,6 +112,10 @@ class AutographCannotConvert(Rule):
         _T + "@tf.function\ndef f(x):\n    for i in tf.range(3):\n"
         "        tf.autograph.experimental.set_loop_options(maximum_iterations=3)\n        x = x + 1\n    return x\n",
         _T + "ds = tf.data.Dataset.range(3).map(lambda x: x * 2 if tf.reduce_max(x) > 1 else x).map(lambda y: y + 1)\n",
+        # Lambdas inside a converted function are converted with it (from NVIDIA/DeepLearningExamples
+        # UNet_Medical data_loader.py:118, with a tensor conditional added; runs in TensorFlow 2.21).
+        _T + "@tf.function\ndef f(x):\n"
+        "    return tf.cond(tf.reduce_sum(x) > 1, lambda: x * 2 if tf.reduce_sum(x) > 5 else x, lambda: x)\n",
         _T + "class T(tf.Module):\n\t@tf.function\n\tdef f(self, x):\n\t\tif tf.reduce_sum(x) > 0:\n"
         "\t\t\treturn x * 2\n\t\treturn x\n",
         # `set_loop_options` first in its own loop, after statements of the outer loop; a dunder attribute.

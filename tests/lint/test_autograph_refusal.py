@@ -50,6 +50,9 @@ _SOURCE = textwrap.dedent("""
                 tf.autograph.experimental.set_loop_options(maximum_iterations=2)
                 x += 1
         return x
+    @tf.function
+    def cond_lambdas(x):
+        return tf.cond(tf.reduce_sum(x) > 1, lambda: x * 2 if tf.reduce_sum(x) > 5 else x, lambda: x)
     same = tf.data.Dataset.range(3).map(lambda x: x).map(lambda x: x + 1)
     different = tf.data.Dataset.range(3).map(lambda x: x).map(lambda y: y + 1)
     def not_converted(x):
@@ -63,7 +66,7 @@ _SOURCE = textwrap.dedent("""
 def test_refusal_causes() -> None:
     facts = analyze_source("m.py", _SOURCE, "m")
     # the nested `inner` and `pairs` are never called, so AutoGraph never tries them; both lambdas of
-    # line 42 share one key
+    # line 45 share one key; the two of `cond_lambdas` are converted with it
     causes = {f"{info.qualname}:{info.lineno}": refusal.cause for info in facts.functions
               if (refusal := facts.autograph_refusal(info)) is not None}
     assert causes == {
@@ -72,11 +75,11 @@ def test_refusal_causes() -> None:
         "while_else:18": "while/else statement not yet supported",
         "directive_after_statement:25": '"set_loop_options" must be the first statement in the loop block',
         "directive_outside_loop:31": '"set_loop_options" must be used inside a statement',
-        "<lambda>:42": "could not parse the source code of <lambda>: found multiple definitions with identical "
+        "<lambda>:45": "could not parse the source code of <lambda>: found multiple definitions with identical "
                        "signatures at the location",
     }, causes
     converted = {info.qualname for info in facts.graph_functions if facts.autograph_converted(info)}
-    assert "Scaler.dunder" in converted and "directive_first_of_inner_loop" in converted
+    assert {"Scaler.dunder", "directive_first_of_inner_loop", "cond_lambdas.<lambda>"} <= converted
 
 
 def test_mixed_indentation_only_in_an_indented_function() -> None:

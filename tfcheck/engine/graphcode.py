@@ -127,9 +127,12 @@ class GraphCode:
 
     def autograph_refusal(self, info: FunctionInfo) -> autograph.Refusal | None:
         """The construct for which AutoGraph 2.21 gives up on `info` and runs it as written, with a
-        warning (a `for`/`while` with `else`, `self.__x`, ... : tfcheck.engine.autograph); computed once."""
+        warning (a `for`/`while` with `else`, `self.__x`, ... : tfcheck.engine.autograph); computed once.
+        A function nested in one AutoGraph converts is converted with it, from the enclosing source (two
+        lambdas of one `tf.cond` line then convert: TensorFlow 2.21), so it has no refusal of its own."""
         if info not in self._refusals:
-            self._refusals[info] = autograph.refusal(info, self.index.resolve, self.index.parent,
+            inline = info.parent is not None and self.autograph_converted(info.parent)
+            self._refusals[info] = None if inline else autograph.refusal(info, self.index.resolve, self.index.parent,
                                                      self.index.source.lines, self._lambdas_on_line)
         return self._refusals[info]
 
