@@ -91,6 +91,9 @@ class AutographCannotConvert(Rule):
         # A generator function defined inside: AutoGraph's checker walks the nested def.
         _T + "@tf.function\ndef f(x):\n    def pairs(items):\n        for i in items:\n            yield i\n"
         "    if tf.reduce_sum(x) > 0:\n        x = x * 2\n    return x\n",
+        # A generator function called from converted code runs as written (conversion.py skips it).
+        _T + "def gen(x):\n    if tf.reduce_sum(x) > 0:\n        yield x * 2\n"
+        "@tf.function\ndef f(x):\n    return list(gen(x))[0]\n",
         _T + "@tf.function\ndef f(x):\n    for i in tf.range(3):\n        x = x + 1\n"
         "        tf.autograph.experimental.set_loop_options(maximum_iterations=3)\n    return x\n",
         _T + "@tf.function\ndef f(x):\n    tf.autograph.experimental.set_loop_options(maximum_iterations=3)\n"
@@ -137,6 +140,8 @@ class AutographCannotConvert(Rule):
             flow = _first_tensor_control_flow(facts, function)
             if flow is not None:
                 remedy = next(text for word, text in _REMEDIES.items() if refusal.cause.startswith(word))
+                if refusal.node in function.nodes and isinstance(refusal.node, (ast.Yield, ast.YieldFrom)):
+                    remedy = "a generator is never converted: return tensors built with tf.cond/tf.where instead"
                 yield self.finding(
                     facts, refusal.node,
                     f"AutoGraph cannot convert `{function.name}` ({refusal.cause}) and runs it as written, so the "
