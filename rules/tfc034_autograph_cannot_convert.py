@@ -23,6 +23,7 @@ _REMEDIES = {
     '"set_loop_options"': "make `set_loop_options` the first statement of the loop it configures",
     "could": "put each lambda on its own line, or give their parameters different names",
     "code": "indent the function with tabs only or spaces only",
+    "decorated": "apply the wrapt decorator above `@tf.function`, or write it with functools.wraps",
 }
 
 
@@ -38,6 +39,9 @@ class AutographCannotConvert(Rule):
     `tf.autograph.experimental.set_loop_options(...)` outside a loop or after another statement of
     its loop, indentation that mixes tabs and spaces (in a method or nested function), or, for a
     lambda, another lambda with the same parameters on its line. The finding is at that construct.
+
+    A function wrapped by a `@wrapt.decorator` decorator of the file, below `@tf.function` or called
+    from converted code, is run as-is too.
 
     ## Why is this bad
     AutoGraph only warns (`AutoGraph could not transform <f> and will run it as-is. Cause: mangled
@@ -94,6 +98,13 @@ class AutographCannotConvert(Rule):
         # A generator function called from converted code runs as written (conversion.py skips it).
         _T + "def gen(x):\n    if tf.reduce_sum(x) > 0:\n        yield x * 2\n"
         "@tf.function\ndef f(x):\n    return list(gen(x))[0]\n",
+        # A wrapt decorator: AutoGraph runs the wrapper as-is (a helper, and below tf.function).
+        _T + "import wrapt\n@wrapt.decorator\ndef logged(wrapped, instance, args, kwargs):\n"
+        "    return wrapped(*args, **kwargs)\n@logged\ndef helper(x):\n    if tf.reduce_sum(x) > 0:\n"
+        "        return x * 2\n    return x\n@tf.function\ndef f(x):\n    return helper(x)\n",
+        _T + "import wrapt\n@wrapt.decorator\ndef logged(wrapped, instance, args, kwargs):\n"
+        "    return wrapped(*args, **kwargs)\n@tf.function\n@logged\ndef g(x):\n    if tf.reduce_sum(x) > 0:\n"
+        "        return x * 2\n    return x\n",
         _T + "@tf.function\ndef f(x):\n    for i in tf.range(3):\n        x = x + 1\n"
         "        tf.autograph.experimental.set_loop_options(maximum_iterations=3)\n    return x\n",
         _T + "@tf.function\ndef f(x):\n    tf.autograph.experimental.set_loop_options(maximum_iterations=3)\n"
@@ -127,6 +138,10 @@ class AutographCannotConvert(Rule):
         "    return x\n",
         _T + "class S(tf.Module):\n    @tf.function\n    def __call__(self, x):\n        tf.print(self.__class__.__name__)\n"
         "        if tf.reduce_sum(x) > 0:\n            return x * 2\n        return x\n",
+        # A wrapt decorator applied after tf.function wraps the converted function.
+        _T + "import wrapt\n@wrapt.decorator\ndef logged(wrapped, instance, args, kwargs):\n"
+        "    return wrapped(*args, **kwargs)\n@logged\n@tf.function\ndef h(x):\n    if tf.reduce_sum(x) > 0:\n"
+        "        return x * 2\n    return x\n",
         # AutoGraph never tries: do_not_convert (the `if` then raises anyway, but not for this cause).
         _T + "@tf.function\n@tf.autograph.experimental.do_not_convert\ndef f(x):\n    for row in x:\n        pass\n"
         "    else:\n        x = x + 1\n    return x\n",

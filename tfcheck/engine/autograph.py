@@ -6,7 +6,7 @@ Cause: ...`); an `if`, `while` or `for` on a tensor in it is then a Python state
 tensor and raises OperatorNotAllowedInGraphError. The checks mirror TensorFlow's own:
 `autograph/core/unsupported_features_checker.py` (which walks the whole function, nested `def`s and
 lambdas included), `autograph/pyct/parser.py` (indentation, lambdas) and
-`autograph/converters/directives.py` (`set_loop_options`).
+`autograph/converters/directives.py` (`set_loop_options`), `autograph/impl/conversion.py` (wrapt).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import NamedTuple
 from tfcheck.engine.scopes import FunctionInfo
 
 SET_LOOP_OPTIONS = "tensorflow.autograph.experimental.set_loop_options"
+_WRAPT_DECORATOR = "wrapt.decorator"
 _LOOPS = (ast.For, ast.While)
 # The statements directives.py counts before a directive in its loop (`statements_visited`).
 _COUNTED_STATEMENTS = (ast.Assign, ast.AugAssign, ast.Expr)
@@ -33,13 +34,15 @@ class Refusal(NamedTuple):
 
 
 def refusal(info: FunctionInfo, resolve: Callable[[ast.AST], str | None], parent_of: Callable[[ast.AST], ast.AST | None],
-            lines: list[str], lambdas_on_line: Mapping[int, list[ast.Lambda]]) -> Refusal | None:
-    """The first construct (in source order) for which AutoGraph refuses `info`; None when it converts it."""
+            lines: list[str], lambdas_on_line: Mapping[int, list[ast.Lambda]],
+            targets: Callable[[ast.AST], list[FunctionInfo]]) -> Refusal | None:
+    """The first construct (in source order) for which AutoGraph refuses `info`; None when it converts it.
+    `targets`: the functions of the file an expression used as a callable can be."""
     found = [*_unsupported_features(info.node), *_misplaced_directives(info.node, resolve, parent_of)]
     if isinstance(info.node, ast.Lambda):
         found += _ambiguous_lambda(info.node, parent_of, lambdas_on_line)
     else:
-        found += _mixed_indentation(info.node, lines)
+        found += [*_mixed_indentation(info.node, lines), *_wrapt_decorators(info.node, resolve, targets)]
     return min(found, key=lambda r: (r.node.lineno, r.node.col_offset), default=None)  # type: ignore[attr-defined]
 
 
@@ -132,3 +135,21 @@ def _mixed_indentation(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: 
         tabs = "\t" in tokens[0].string
         if any((" " in t.string) if tabs else ("\t" in t.string) for t in tokens):
             yield Refusal(function, "code mixing tabs and spaces for indentation is not allowed")
+
+
+def _wrapt_decorators(function: ast.FunctionDef | ast.AsyncFunctionDef, resolve: Callable[[ast.AST], str | None],
+                      targets: Callable[[ast.AST], list[FunctionInfo]]) -> Iterator[Refusal]:
+    """conversion.py's `is_unsupported`: a decorator of the file made with `@wrapt.decorator`, applied
+    before tf.function (below it) or to a function converted code calls: AutoGraph sees the wrapt
+    wrapper and runs it as-is. One applied after tf.function wraps the converted function: harmless."""
+    decorators = function.decorator_list
+    tf_function = [i for i, d in enumerate(decorators) if resolve(_callee(d)) == "tensorflow.function"]
+    for decorator in decorators[tf_function[-1] + 1:] if tf_function else decorators:
+        made = [d for target in targets(_callee(decorator)) if not isinstance(target.node, ast.Lambda)
+                for d in target.node.decorator_list]
+        if any(resolve(_callee(d)) == _WRAPT_DECORATOR for d in made):
+            yield Refusal(decorator, "decorated by wrapt, which is not yet supported by AutoGraph")
+
+
+def _callee(decorator: ast.expr) -> ast.expr:
+    return decorator.func if isinstance(decorator, ast.Call) else decorator

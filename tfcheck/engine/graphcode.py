@@ -133,7 +133,8 @@ class GraphCode:
         if info not in self._refusals:
             inline = info.parent is not None and self.autograph_converted(info.parent)
             self._refusals[info] = None if inline else autograph.refusal(info, self.index.resolve, self.index.parent,
-                                                     self.index.source.lines, self._lambdas_on_line)
+                                                     self.index.source.lines, self._lambdas_on_line,
+                                                     self.index.function_target)
         return self._refusals[info]
 
     @cached_property
