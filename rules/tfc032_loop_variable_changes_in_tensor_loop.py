@@ -41,7 +41,7 @@ class LoopVariableChangesInTensorLoop(Rule):
 
     Checked against TensorFlow 2.21 (every example below run from a file): the must-flag examples
     raise `TypeError: Input 'y' of 'AddV2' Op has type float32 that does not match type int32 of
-    argument 'x'.` (in a `for` over `tf.range` and in a tensor `while`), `ValueError: 'acc' has shape
+    argument 'x'.` (in a `for` over `tf.range` or a dataset and in a tensor `while`), `ValueError: 'acc' has shape
     (0,) before the loop, but shape (1,) after one iteration. Use
     tf.autograph.experimental.set_loop_options to set shape invariants.` (also (2, 0) and (2, 1), and
     (0,) and (None,)), `TypeError: 'state' does not have the same nested structure after one
@@ -88,6 +88,8 @@ class LoopVariableChangesInTensorLoop(Rule):
         "        total += 0.5 * x\n    return total\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    total = 0\n    for i in tf.range(n):\n"
         "        total = total + x / 2\n    return total\nf(tf.constant(1.0), tf.constant(2))\n",
+        "import tensorflow as tf\n@tf.function\ndef f():\n    total = 0\n    for x in tf.data.Dataset.range(3):\n"
+        "        total += 0.5 * tf.cast(x, tf.float32)\n    return total\nf()\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    total = 0\n    i = tf.constant(0)\n    while i < n:\n"
         "        total += 0.5 * x\n        i += 1\n    return total\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.zeros([0])\n    for i in tf.range(n):\n"
