@@ -235,8 +235,8 @@ def _float(facts: FileFacts, expr: ast.expr) -> bool:
     """Float arithmetic (`0.5 * x`, `x / n`) or a cast to a float dtype."""
     if facts.value_structure(expr) in ("a Python float", "a float tensor"):
         return True
-    if isinstance(expr, ast.BinOp) and (isinstance(expr.op, ast.Div) or _float(facts, expr.left) or _float(facts, expr.right)):
-        return True
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, ast.Div) or _float(facts, expr.left) or _float(facts, expr.right)
     if isinstance(expr, ast.Call) and facts.resolve(expr.func) == "tensorflow.cast":
         dtype = expr.args[1] if len(expr.args) > 1 else next((k.value for k in expr.keywords if k.arg == "dtype"), None)
         return dtype is not None and facts.resolve(dtype) in _FLOAT_DTYPES
@@ -268,7 +268,8 @@ def _literal_arguments(call: ast.Call) -> bool:
 
 def _read(facts: FileFacts, function: FunctionInfo, loop: ast.AST, name: str) -> bool:
     """Whether the loop carries `name`: read after the loop, or in the body before its first write there."""
-    if facts.read_after(function, name, (loop.end_lineno or loop.lineno, loop.end_col_offset or 0)) is not None:  # type: ignore[attr-defined]
+    loop_end = (loop.end_lineno or loop.lineno, loop.end_col_offset or 0)  # type: ignore[attr-defined]
+    if facts.read_after(function, name, loop_end) is not None:
         return True
     body_start = (loop.body[0].lineno, loop.body[0].col_offset)  # type: ignore[attr-defined]
     return facts.read_after(function, name, (body_start[0], body_start[1] - 1)) is not None
