@@ -11,8 +11,10 @@ from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
-# Keywords that give a Keras model a fixed batch size: then `input_shape[0]` is a number.
-_FIXED_BATCH_KEYWORDS = frozenset({"batch_shape", "batch_input_shape", "batch_size"})
+# Keywords that give a Keras model a fixed batch size: then `input_shape[0]` is a number. `batch_size`
+# fixes it only for an input (`keras.Input(shape, batch_size=8)`); `fit(batch_size=...)` does not.
+_FIXED_BATCH_SHAPE = frozenset({"batch_shape", "batch_input_shape"})
+_INPUTS = ("Input", "InputLayer")
 _K = "import keras\n"
 
 
@@ -24,7 +26,7 @@ class BatchDimensionInWeightShape(Rule):
     file whose shape (a tuple or list written in the call, or a name bound once to one) holds
     `input_shape[0]`, or a name bound once to it. The parameter must not be bound again in `build`,
     nor be indexed twice (`input_shape[0][-1]`: a layer of several inputs, whose `input_shape[0]` is a
-    shape), and the file must not fix a batch size (`batch_shape=`, `batch_input_shape=`,
+    shape), and the file must not fix a batch size (`batch_shape=`, `batch_input_shape=`, an input's
     `batch_size=`).
 
     ## Why is this bad
@@ -73,6 +75,10 @@ class BatchDimensionInWeightShape(Rule):
         "        self.w = self.add_weight(name='w', shape=[batch, 3])\n",
         _K + "class PerSample(keras.layers.Layer):\n    def build(self, input_shape):\n"
         "        size = (input_shape[0], 4)\n        self.w = self.add_weight(shape=size)\n",
+        # `fit(batch_size=...)` leaves the functional model's batch dimension None.
+        _K + "class PerSample(keras.layers.Layer):\n    def build(self, input_shape):\n"
+        "        self.w = self.add_weight(shape=(input_shape[0], 3))\n    def call(self, x):\n        return x\n"
+        "inp = keras.Input((3,))\nmodel = keras.Model(inp, PerSample()(inp))\nmodel.fit(x, y, batch_size=8)\n",
     )
     must_not_flag = (
         # Checked: the feature dimension builds in a functional model.
@@ -88,6 +94,9 @@ class BatchDimensionInWeightShape(Rule):
         _K + "class PerSample(keras.layers.Layer):\n    def build(self, input_shape):\n"
         "        self.w = self.add_weight(shape=(input_shape[0], 3))\n"
         "inp = keras.Input(batch_shape=(8, 3))\ny = PerSample()(inp)\n",
+        _K + "class PerSample(keras.layers.Layer):\n    def build(self, input_shape):\n"
+        "        self.w = self.add_weight(shape=(input_shape[0], 3))\n"
+        "inp = keras.Input((3,), batch_size=8)\ny = PerSample()(inp)\n",
         # Not a Keras layer.
         "import tensorflow as tf\nclass Thing(tf.Module):\n    def build(self, input_shape):\n"
         "        self.w = self.add_weight(shape=(input_shape[0], 3))\n",
@@ -110,7 +119,12 @@ class BatchDimensionInWeightShape(Rule):
 
 def _fixes_batch_size(facts: FileFacts) -> bool:
     """A call of the file fixes a batch size (`keras.Input(batch_shape=...)`, `batch_size=` of an input)."""
-    return any(k.arg in _FIXED_BATCH_KEYWORDS for call, _ in facts.calls for k in call.keywords)
+    return any(k.arg in _FIXED_BATCH_SHAPE or (k.arg == "batch_size" and _is_input(facts, call))
+               for call, _ in facts.calls for k in call.keywords)
+
+
+def _is_input(facts: FileFacts, call: ast.Call) -> bool:
+    return (facts.resolve(call.func) or "").rsplit(".", 1)[-1] in _INPUTS
 
 
 def _batch_dimensions_in_weights(facts: FileFacts, build: FunctionInfo) -> Iterator[ast.AST]:
