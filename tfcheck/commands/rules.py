@@ -17,9 +17,6 @@ from tfcheck.rule import Rule, all_rules, explanation, rule_by_code, tier
 UNUSED_CODES = {
     "TFC019": "no rule ever had this code (git history has none): TFC020-TFC024 were numbered on a branch "
               "made while TFC018 was being added on another, and TFC019 was skipped",
-    "TFC035": "no rule: reserved with TFC034 for code AutoGraph does not convert (issue 37), whose `for` "
-              "statement over a tensor and `len()` of one went into TFC021 instead",
-    "TFC036": "no rule: reserved with TFC034 and TFC035 (issue 37), not needed",
 }
 
 

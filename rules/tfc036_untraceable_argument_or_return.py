@@ -1,4 +1,4 @@
-"""TFC038: a value TensorFlow cannot carry across a tf.function's (or a `Dataset.map` function's) boundary."""
+"""TFC036: a value TensorFlow cannot carry across a tf.function's (or a `Dataset.map` function's) boundary."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class UntraceableArgumentOrReturn(Rule):
     immutable and hashable (`frozen=True`); name parameters without a leading underscore.
     """
 
-    code = "TFC038"
+    code = "TFC036"
     name = "untraceable-argument-or-return"
     severity = Severity.ERROR
     opt_in = True

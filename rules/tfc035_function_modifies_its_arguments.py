@@ -1,4 +1,4 @@
-"""TFC037: a tf.function that appends to, sets items of or deletes from its own list or dict parameter."""
+"""TFC035: a tf.function that appends to, sets items of or deletes from its own list or dict parameter."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class FunctionModifiesItsArguments(Rule):
     in a loop.
     """
 
-    code = "TFC037"
+    code = "TFC035"
     name = "function-modifies-its-arguments"
     severity = Severity.ERROR
     opt_in = True

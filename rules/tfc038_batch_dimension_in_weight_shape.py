@@ -1,4 +1,4 @@
-"""TFC040: the batch dimension, `input_shape[0]`, in the shape of a weight made in a Keras layer's `build`."""
+"""TFC038: the batch dimension, `input_shape[0]`, in the shape of a weight made in a Keras layer's `build`."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class BatchDimensionInWeightShape(Rule):
     ```
     """
 
-    code = "TFC040"
+    code = "TFC038"
     name = "batch-dimension-in-weight-shape"
     severity = Severity.WARNING
     opt_in = True

@@ -1,4 +1,4 @@
-"""TFC039: calls that work eagerly (or in TF1 sessions) but raise when a tf.function traces them."""
+"""TFC037: calls that work eagerly (or in TF1 sessions) but raise when a tf.function traces them."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class ApiFailsWhenTraced(Rule):
     ```
     """
 
-    code = "TFC039"
+    code = "TFC037"
     name = "api-fails-when-traced"
     severity = Severity.ERROR
     opt_in = True
