@@ -21,6 +21,8 @@ _PYTHON_CONVERSIONS = frozenset({"builtins.int", "builtins.float", "builtins.boo
 # `keras.ops` functions whose result is not a KerasTensor, or that raise on one (the window functions).
 _OPS_NOT_SYMBOLIC = frozenset({"shape", "convert_to_numpy", "hamming", "hanning", "blackman", "bartlett", "kaiser"})
 _OPS_WINDOWS = frozenset({"hamming", "hanning", "blackman", "bartlett", "kaiser"})
+# Orderings of a KerasTensor are KerasTensors (checked); `==` is Python's identity test, a bool.
+_ORDERINGS = (ast.Lt, ast.Gt, ast.LtE, ast.GtE)
 _DEPTH = 12
 _K = "import keras\nimport tensorflow as tf\nimport numpy as np\n"
 
@@ -35,7 +37,7 @@ class KerasTensorMisused(Rule):
     `while`, `not`, `and`/`or`, `assert`), or given to a `keras.ops` window function (`hamming`, ...).
     A KerasTensor here is the result of `keras.Input(...)` / `keras.layers.Input(...)` (also through
     `tf.keras`), of a Keras layer called on one (`keras.layers.Dense(3)(x)`, or a name bound to a
-    layer), of a `keras.ops` function, an arithmetic operator or an index on one, or a name bound
+    layer), of a `keras.ops` function, an arithmetic operator, an ordering (`<`, `>`) or an index on one, or a name bound
     to any of these by the assignment that reaches it (every binding of it a plain assignment at the
     top level of its function or module). Files written for Keras 2 (`FileIndex.keras_2`: `tf_keras`,
     `optimizers.legacy`, `layers.experimental`, `TF_USE_LEGACY_KERAS`) are skipped: Keras 2 wrapped
@@ -85,6 +87,8 @@ class KerasTensorMisused(Rule):
         _K + "inp = keras.Input((4,))\nparts = [v * 2 for v in inp]\n",
         # Checked: TypeError "A symbolic KerasTensor cannot be used as a boolean".
         _K + "def build():\n    inp = keras.Input((4,))\n    if inp:\n        return inp\n",
+        _K + "def build():\n    inp = keras.Input((4,))\n    h = keras.layers.Dense(3)(inp)\n"
+        "    if keras.ops.sum(h) > 0:\n        return h\n",
         # Checked: TypeError "Hamming operation does not support symbolic tensors".
         _K + "inp = keras.Input((4,))\nw = keras.ops.hamming(inp)\n",
     )
@@ -94,6 +98,8 @@ class KerasTensorMisused(Rule):
         _K + "inp = keras.Input((4,))\nd = int(inp.shape[-1])\nx = inp + 1\n",
         _K + "inp = keras.Input((4,))\nx = keras.layers.Lambda(lambda t: tf.reshape(t, (-1, 2, 2)))(inp)\n",
         _K + "inp = keras.Input((4,))\nok = tf.is_tensor(inp)\nflat = tf.nest.flatten(inp)\n",
+        # Checked: `==` of a KerasTensor is a bool.
+        _K + "inp = keras.Input((4,))\nsame = 1 if inp == 1 else 0\n",
         # Keras 2: TensorFlow ops on a KerasTensor become TFOpLambda layers.
         "import tf_keras as keras\nimport tensorflow as tf\ninp = keras.Input((4,))\ny = tf.reshape(inp, (-1, 2, 2))\n",
         "import tensorflow as tf\nopt = tf.keras.optimizers.legacy.Adam()\ninp = tf.keras.Input((4,))\n"
@@ -119,8 +125,8 @@ class KerasTensorMisused(Rule):
             for value, use in _value_uses(facts, node):
                 if _keras_tensor(facts, value, _DEPTH):
                     yield self.finding(
-                        facts, value, f"`{facts.text(value)}` is a symbolic KerasTensor (from `keras.Input`) in Keras 3: "
-                        f"{use} raises; use `keras.ops` or a Keras layer, or read its `.shape`")
+                        facts, value, f"`{facts.text(value)}` is a symbolic KerasTensor (from `keras.Input`) in "
+                        f"Keras 3: {use} raises; use `keras.ops` or a Keras layer, or read its `.shape`")
 
 
 def _value_uses(facts: FileFacts, node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
@@ -166,6 +172,8 @@ def _keras_tensor(facts: FileFacts, expr: ast.expr, depth: int) -> bool:
         return value is not None and _keras_tensor(facts, value, depth - 1)
     if isinstance(expr, ast.BinOp):
         return _keras_tensor(facts, expr.left, depth - 1) or _keras_tensor(facts, expr.right, depth - 1)
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], _ORDERINGS):
+        return _keras_tensor(facts, expr.left, depth - 1) or _keras_tensor(facts, expr.comparators[0], depth - 1)
     if isinstance(expr, ast.Subscript):
         return _keras_tensor(facts, expr.value, depth - 1)
     if not isinstance(expr, ast.Call):
