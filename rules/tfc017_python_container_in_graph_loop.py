@@ -101,10 +101,11 @@ class PythonContainerInGraphLoop(Rule):
         "dynamic_size=True)\n    for b in tf.range(tf.shape(x)[0]):\n        c_shape = [1]\n"
         "        for d in range(1, n):\n            c_shape.insert(0, m)\n"
         "        out = out.write(b, tf.reshape(x[b], c_shape))\n    return out.stack()\n",
-        # A Keras 3 `call` is not converted: its `for` over a tensor is no graph loop (it raises, TFC021).
+        # A `call` of a file written for Keras 3 is not converted: its `for` over a tensor is no graph loop
+        # (it raises, TFC021).
         "import tensorflow as tf\nimport keras\nclass Rows(keras.layers.Layer):\n    def call(self, x):\n"
         "        out = []\n        for row in tf.identity(x):\n            out.append(row * 2)\n"
-        "        return tf.stack(out)\n",
+        "        return keras.ops.stack(out)\n",
         # A list built in a nested function defined in the loop is that function's business.
         "import tensorflow as tf\n@tf.function\ndef f(x):\n    for i in tf.range(3):\n"
         "        fns = lambda: [].append(i)\n    return x\n",
@@ -113,7 +114,7 @@ class PythonContainerInGraphLoop(Rule):
     def check(self, facts: FileFacts) -> Iterator[Finding]:
         reported: set[ast.AST] = set()  # nested graph loops: report at the outer one only (visited first)
         for loop, function in facts.graph_nodes(ast.For, ast.AsyncFor, ast.While):
-            if not facts.autograph_converted(function) or not facts.surely_graph_loop(loop):
+            if facts.surely_runs_as_written(function) or not facts.surely_graph_loop(loop):
                 continue  # without AutoGraph (a Keras 3 `call`) no loop is a graph loop
             for node, container, kind in _container_growth(facts, loop, function):
                 if node in reported:

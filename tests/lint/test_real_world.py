@@ -43,8 +43,7 @@ CASES = sorted(REAL_WORLD.glob("*.py"))
 # `self.batch_size`, set and read within each trace, and tensorflow#48851's print that announces
 # tracing on purpose are no findings (44 of 46). With xuannianz/EfficientDet#263, a case issue 36's corpus
 # run found: 45 of 47. With calmiLovesAI/Basic_CNNs_TensorFlow2#13 (issue 37: a Keras layer built in a helper
-# of `call`, and its fix): 46 of 48. keras#15360 judged again for TensorFlow 2.21 (issue 37, C5): Keras 3
-# runs its `call` as written, so its `for` over `tf.range` raises (TFC021) where TFC017 was expected: 46 of 48.
+# of `call`, and its fix): 46 of 48.
 MEASURED_PRECISION_FLOOR = 1.0
 MEASURED_RECALL_FLOOR = 46 / 48
 

@@ -118,11 +118,12 @@ class GraphCode:
                        for d in decorators)
 
     def surely_runs_as_written(self, info: FunctionInfo) -> bool:
-        """Whether every root that reaches `info` runs it without AutoGraph: Keras 3 (not a file written
-        for Keras 2) or `tf.function(autograph=False)`. Functional control flow called eagerly runs its
-        function eagerly, and under a tf.function converts it, so it does not count; nor another file."""
+        """Whether every root that reaches `info` runs it without AutoGraph: Keras 3 (in a file that shows
+        it is written for Keras 3, `FileIndex.keras_3`) or `tf.function(autograph=False)`. Functional
+        control flow called eagerly runs its function eagerly, and under a tf.function converts it, so it
+        does not count; nor another file."""
         origins = self.origins.get(info, set())
-        as_written = {FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH} | (set() if self.index.keras_2 else {FROM_KERAS})
+        as_written = {FROM_TF_FUNCTION_WITHOUT_AUTOGRAPH} | ({FROM_KERAS} if self.index.keras_3 else set())
         return bool(origins) and origins <= as_written
 
     def autograph_refusal(self, info: FunctionInfo) -> autograph.Refusal | None:

@@ -27,6 +27,8 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SHAPE_ATTRIBUTES = frozenset({"shape", "get_shape", "set_shape"})
 # Names only Keras 2 code uses (tfcheck.engine.index.FileIndex.keras_2).
 _KERAS_2_MARKERS = re.compile(r"\btf_keras\b|\boptimizers\.legacy\b|\blayers\.experimental\b|TF_USE_LEGACY_KERAS")
+# APIs only Keras 3 has (tfcheck.engine.index.FileIndex.keras_3).
+_KERAS_3_MARKERS = re.compile(r"\bkeras\.(?:ops|config|random|src|Variable)\b|\bfrom keras import\b[^\n]*\bops\b|\bkeras_core\b")
 _KERAS_LAYERS, _KERAS_METRICS = "keras.layers.", "keras.metrics."
 # Libraries whose classes the engine knows, or that are not the project's: no other file of a run defines them.
 _KNOWN_LIBRARIES = ("builtins.", "tensorflow.", "keras.", "numpy.", "abc.", "typing.", "collections.", "enum.",
@@ -434,6 +436,15 @@ class FileIndex:
         Keras 2 runs `call` and `train_step` through AutoGraph and its `Dropout` keeps no variable;
         Keras 3, today's `tf.keras`, does neither."""
         return _KERAS_2_MARKERS.search(self.source.text) is not None
+
+    @cached_property
+    def keras_3(self) -> bool:
+        """Whether the file shows that it is written for Keras 3: it names an API only Keras 3 has
+        (`keras.ops`, `keras.config`, `keras.random`, `keras.Variable`, `keras_core`) and no Keras 2 one.
+        `tf.keras` alone says nothing: the same `call` ran through AutoGraph under TensorFlow 2.15 and
+        runs as written under 2.16, and code written for the first is not wrong (judged on the corpus:
+        deeplab2's, tensorflow/graphics' and keras-unet-collection's `len(tf.shape(x))` in `call`)."""
+        return not self.keras_2 and _KERAS_3_MARKERS.search(self.source.text) is not None
 
     def class_kind(self, cls: ClassInfo) -> str:
         """`model`, `layer` or `object`: what instances of a class of this file are."""

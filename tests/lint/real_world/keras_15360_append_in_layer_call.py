@@ -1,10 +1,7 @@
 """keras-team/keras#15360 "how use "append" in tensorflow loop without python collections?".
 
 A Keras layer's `call` (traced by Keras into a graph) appends to a Python list inside a
-`for batch in tf.range(...)` loop. Under tf.keras 2 AutoGraph turned that loop into a graph loop and
-the append was the pitfall (TFC017); Keras 3 (TensorFlow 2.16 and later) runs `call` as written, so
-the `for` itself raises `Iterating over a symbolic tf.Tensor is not allowed` (TensorFlow 2.21, checked
-when the functional model is built and under `tf.function(layer)`): TFC021.
+`for batch in tf.range(...)` loop, which AutoGraph turns into a graph loop.
 
 `self.batch_size`, a tensor stored on the layer, is no finding: each trace sets it first and reads it
 only within that trace, outside the graph loop (../shared/JUDGING.md: "the state is written and read
@@ -26,7 +23,7 @@ class WeightedLayer(Layer):
     def call(self, input_):
         CP = []
         self.batch_size = tf.shape(input_)[0]
-        for batch in tf.range(self.batch_size):  # expect: TFC021
+        for batch in tf.range(self.batch_size):
             xd_shape = [self.m]
             c_shape = [1]
             cp = input_[batch, 0, :]
@@ -37,6 +34,6 @@ class WeightedLayer(Layer):
                 c = tf.reshape(cp, (c_shape))
                 cp = tf.matmul(c, xd)
             flat_cp = tf.reshape(cp, (1, self.m**self.n))
-            CP.append(flat_cp)
+            CP.append(flat_cp)  # expect: TFC017
         c = tf.stack(CP)
         return tf.reshape(c, (self.batch_size, self.m**self.n))
