@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from tfcheck.engine import carried
+from tfcheck.engine.autograph import SET_LOOP_OPTIONS
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
@@ -102,6 +104,10 @@ class LoopVariableChangesInTensorLoop(Rule):
         "f(tf.constant([1.0, 2.0]), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    acc = tf.zeros([2, 0])\n    for i in tf.range(n):\n"
         "        acc = tf.concat([acc, tf.ones([2, 1])], axis=1)\n    return acc\nf(tf.constant(1.0), tf.constant(2))\n",
+        # F11, checked in TF 2.21: ValueError "The two structures don't have the same nested structure".
+        "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    state = (x, x)\n    for i in tf.range(n):\n"
+        "        tf.autograph.experimental.set_loop_options(shape_invariants=[(state, tf.TensorShape([None]))])\n"
+        "        state = (state[0] + 1.0, state[1])\n    return state\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    state = (x,)\n    for i in tf.range(n):\n"
         "        state = (x, x)\n    return state\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    last = tf.identity(x)\n    for i in tf.range(n):\n"
@@ -112,6 +118,11 @@ class LoopVariableChangesInTensorLoop(Rule):
         "        last = None\n    return last\nf(tf.constant(1.0), tf.constant(2))\n",
     )
     must_not_flag = (
+        # F11's invariant nested like its variable: runs (TF 2.21).
+        "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    state = (x, x)\n    for i in tf.range(n):\n"
+        "        tf.autograph.experimental.set_loop_options(\n"
+        "            shape_invariants=[(state, (tf.TensorShape([None]), tf.TensorShape([None])))])\n"
+        "        state = (state[0] + 1.0, state[1])\n    return state\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    total = 0.0\n    for i in tf.range(n):\n"
         "        total += 0.5 * x\n    return total\nf(tf.constant(1.0), tf.constant(2))\n",
         "import tensorflow as tf\n@tf.function\ndef f(x, n):\n    total = 0\n    for i in range(3):\n"
@@ -152,6 +163,23 @@ class LoopVariableChangesInTensorLoop(Rule):
                         facts, statement, f"`{target.id}` is a variable of the tensor loop at "  # type: ignore[attr-defined]
                         f"{facts.line_name(loop.lineno)} (a tf.while_loop once AutoGraph converts it), and {problem}",
                         function=function)
+            yield from self._invariant_findings(facts, loop, function)
+
+    def _invariant_findings(self, facts: FileFacts, loop: ast.For | ast.While,
+                            function: FunctionInfo) -> Iterator[Finding]:
+        """A `set_loop_options(shape_invariants=[(v, invariant)])` entry whose invariant is shaped unlike
+        `v` before the loop: a `TensorShape` for a tuple, a tuple of another length (coverage F11)."""
+        for name, invariant in _shape_invariants(facts, loop):
+            initial = _initial_value(facts, function, name.id, loop)
+            variable = facts.value_structure(initial) if initial is not None else None
+            shape = _invariant_structure(facts, invariant)
+            if variable is None or shape is None or not _nested_unlike(variable, shape):
+                continue
+            yield self.finding(
+                facts, invariant, f"the shape invariant of `{name.id}` is {shape} where `{name.id}` is {variable} "
+                "before the loop: tracing raises ValueError (The two structures don't have the same nested structure); "
+                "give one TensorShape per tensor, nested like the variable",
+                function=function)
 
 
 def _rebindings(facts: FileFacts, loop: ast.For | ast.While, function: FunctionInfo) -> list[ast.Assign | ast.AugAssign]:
@@ -176,6 +204,41 @@ def _under_tensor_if(facts: FileFacts, node: ast.AST, loop: ast.AST) -> bool:
         if isinstance(ancestor, (ast.If, ast.While)) and facts.is_single_tensor(ancestor.test):
             return True
     return False
+
+
+_SEQUENCES = ("a tuple", "a list")
+
+
+def _shape_invariants(facts: FileFacts, loop: ast.For | ast.While) -> Iterator[tuple[ast.Name, ast.expr]]:
+    """(variable, invariant) of each `(name, invariant)` pair of a `set_loop_options(shape_invariants=[...])`
+    call first in `loop`'s body."""
+    first = loop.body[0] if loop.body else None
+    call = first.value if isinstance(first, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and facts.resolve(call.func) == SET_LOOP_OPTIONS):
+        return
+    for keyword in call.keywords:
+        if keyword.arg == "shape_invariants" and isinstance(keyword.value, (ast.List, ast.Tuple)):
+            for pair in keyword.value.elts:
+                if isinstance(pair, ast.Tuple) and len(pair.elts) == 2 and isinstance(pair.elts[0], ast.Name):
+                    yield pair.elts[0], pair.elts[1]
+
+
+def _invariant_structure(facts: FileFacts, invariant: ast.expr) -> str | None:
+    """`a TensorShape`, or a tuple or list display of n, for a shape invariant; None when unknown."""
+    if isinstance(invariant, ast.Call) and facts.resolve(invariant.func) == "tensorflow.TensorShape":
+        return "a TensorShape"
+    if isinstance(invariant, (ast.Tuple, ast.List)):
+        return f"a {'tuple' if isinstance(invariant, ast.Tuple) else 'list'} of {len(invariant.elts)}"
+    return None
+
+
+def _nested_unlike(variable: str, shape: str) -> bool:
+    """Whether a loop variable (`value_structure`) and its invariant nest differently: a sequence against a
+    TensorShape, a tensor against a sequence, or sequences of other lengths (a tuple and a list of one
+    length nest alike)."""
+    if variable.startswith(_SEQUENCES):
+        return shape == "a TensorShape" or variable.rsplit(" ", 1)[-1] != shape.rsplit(" ", 1)[-1]
+    return variable in (carried.TENSOR, carried.FLOAT_TENSOR) and shape.startswith(_SEQUENCES)
 
 
 def _initial_value(facts: FileFacts, function: FunctionInfo, name: str, loop: ast.AST) -> ast.expr | None:

@@ -92,6 +92,8 @@ class UntraceableArgumentOrReturn(Rule):
         "ds = tf.data.Dataset.range(3).map(parse)\n",
         # A8, checked: "got an unexpected keyword argument 'arg__scale'".
         _T + "@tf.function\ndef f(x, _scale=2.0):\n    return x * _scale\nf(tf.constant(1.0), _scale=3.0)\n",
+        # A10, checked: "Name collision after sanitization ... Original: ['_a', 'arg__a']".
+        _T + "@tf.function\ndef f(x, **kw):\n    return x\nf(tf.constant(1.0), _a=1, arg__a=2)\n",
     )
     must_not_flag = (
         # Checked: a frozen, an unsafe_hash and an eq=False dataclass, and a class with __hash__, are hashable.
@@ -109,7 +111,7 @@ class UntraceableArgumentOrReturn(Rule):
         _T + "class Out:\n    def __init__(self, a):\n        self.a = a\ndef f(x):\n    return Out(x)\n",
         # Checked: the underscore parameter passed by position, or an underscore keyword caught by **kwargs.
         _T + "@tf.function\ndef f(x, _scale=2.0):\n    return x * _scale\nf(tf.constant(1.0), 3.0)\n"
-        "@tf.function\ndef g(x, **kw):\n    return x\ng(tf.constant(1.0), _a=1)\n",
+        "@tf.function\ndef g(x, **kw):\n    return x\ng(tf.constant(1.0), _a=1, b=2)\n",
         # Checked: a class that implements tf.nest's protocol is returned.
         _T + "class Out:\n    def __init__(self, a):\n        self.a = a\n    def __tf_flatten__(self):\n"
         "        return (), (self.a,)\n    @classmethod\n    def __tf_unflatten__(cls, metadata, leaves):\n"
@@ -144,6 +146,13 @@ class UntraceableArgumentOrReturn(Rule):
                     facts, keyword.value, f"keyword `{keyword.arg}` of tf.function `{function.name}`: TensorFlow "
                     f"renames the parameter `arg_{keyword.arg}` and the call raises `unexpected keyword argument`; "
                     "pass it by position, or rename the parameter")
+        passed = {keyword.arg for keyword in call.keywords if keyword.arg}
+        for keyword in call.keywords:  # `_a` and `arg__a` through **kwargs: one name once sanitized
+            if (keyword.arg or "").startswith("_") and f"arg_{keyword.arg}" in passed:
+                yield self.finding(
+                    facts, keyword.value, f"keywords `{keyword.arg}` and `arg_{keyword.arg}` of tf.function "
+                    f"`{function.name}` are one name once TensorFlow sanitizes `{keyword.arg}`: the call raises "
+                    "`Name collision after sanitization`; rename one of them")
 
 
 def _boundary_functions(facts: FileFacts) -> Iterator[tuple[FunctionInfo, str]]:
