@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from tfcheck.engine import carried
-from tfcheck.engine.autograph import SET_LOOP_OPTIONS
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
 from tfcheck.findings import Finding, Severity
@@ -214,7 +212,7 @@ def _shape_invariants(facts: FileFacts, loop: ast.For | ast.While) -> Iterator[t
     call first in `loop`'s body."""
     first = loop.body[0] if loop.body else None
     call = first.value if isinstance(first, ast.Expr) else None
-    if not (isinstance(call, ast.Call) and facts.resolve(call.func) == SET_LOOP_OPTIONS):
+    if not (isinstance(call, ast.Call) and (facts.resolve(call.func) or "").endswith("set_loop_options")):
         return
     for keyword in call.keywords:
         if keyword.arg == "shape_invariants" and isinstance(keyword.value, (ast.List, ast.Tuple)):
@@ -238,7 +236,7 @@ def _nested_unlike(variable: str, shape: str) -> bool:
     length nest alike)."""
     if variable.startswith(_SEQUENCES):
         return shape == "a TensorShape" or variable.rsplit(" ", 1)[-1] != shape.rsplit(" ", 1)[-1]
-    return variable in (carried.TENSOR, carried.FLOAT_TENSOR) and shape.startswith(_SEQUENCES)
+    return variable.endswith("tensor") and shape.startswith(_SEQUENCES)  # "a tensor", "a float tensor"
 
 
 def _initial_value(facts: FileFacts, function: FunctionInfo, name: str, loop: ast.AST) -> ast.expr | None:

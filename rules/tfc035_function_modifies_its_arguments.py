@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from tfcheck.engine import kinds
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import FunctionInfo
-from tfcheck.engine.tfcalls import tf_function_definitions
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -97,7 +96,7 @@ class FunctionModifiesItsArguments(Rule):
     )
 
     def check(self, facts: FileFacts) -> Iterator[Finding]:
-        for function in tf_function_definitions(facts):
+        for function in facts.tf_function_definitions:
             for node, parameter in _parameter_mutations(facts, function):
                 if _holds_container(facts, function, parameter):
                     yield self.finding(

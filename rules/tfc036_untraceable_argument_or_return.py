@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 from tfcheck.engine.facts import FileFacts
 from tfcheck.engine.scopes import ClassInfo, FunctionInfo
-from tfcheck.engine.tfcalls import tf_function_definitions
 from tfcheck.findings import Finding, Severity
 from tfcheck.rule import Rule
 
@@ -157,7 +156,7 @@ class UntraceableArgumentOrReturn(Rule):
 
 def _boundary_functions(facts: FileFacts) -> Iterator[tuple[FunctionInfo, str]]:
     """tf.functions, and functions whose first reason to be graph code is `Dataset.map`."""
-    defined = tf_function_definitions(facts)
+    defined = facts.tf_function_definitions
     yield from ((info, "tf.function") for info in defined)
     for info, reason in facts.graph_functions.items():
         if reason.startswith("traced by Dataset.map ") and info not in defined:

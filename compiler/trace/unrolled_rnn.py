@@ -100,23 +100,26 @@ def _zeroes_reversed_outputs(layer: Any, inputs: Any, kwargs: dict[str, Any]) ->
 
 
 def _first_tensor(inputs: Any) -> Any:
-    """The first tensor of a (nested) input, as an RNN layer reads its shape; None for none."""
-    import tensorflow as tf
-
-    return tf.nest.flatten(inputs)[0] if inputs is not None else None
+    """The first tensor of a (nested) input, as an RNN layer reads its shape (`tf.nest`'s order: items
+    of a list or tuple in turn, a dict's by sorted key); None for none. Written out, since TensorFlow
+    is imported by `bridge.py` only."""
+    while isinstance(inputs, (list, tuple, dict)) and inputs:
+        inputs = inputs[sorted(inputs)[0]] if isinstance(inputs, dict) else inputs[0]
+    return None if isinstance(inputs, (list, tuple, dict)) else inputs
 
 
 def time_steps(layer: Any, inputs: Any) -> int | None:
     """The known size of the time dimension of the layer's (first) input, else None: axis 1, or
     axis 0 for a tf_keras layer with `time_major=True`."""
-    import tensorflow as tf
-
     first = _first_tensor(inputs)
     if getattr(first, "shape", None) is None:
         return None
-    shape = tf.TensorShape(first.shape)  # a tuple for a Keras 3 KerasTensor (a model built symbolically)
+    try:  # a TensorShape (its sizes, None where unknown) or a tuple for a Keras 3 KerasTensor
+        sizes = list(first.shape)
+    except ValueError:  # a TensorShape of unknown rank
+        return None
     axis = 0 if getattr(layer, "time_major", False) else 1
-    return shape[axis] if shape.rank is not None and shape.rank > axis else None
+    return sizes[axis] if len(sizes) > axis else None
 
 
 @contextmanager

@@ -169,6 +169,11 @@ class FileFacts(FileIndex):
 
     # -- calls of tf.functions --------------------------------------------------------------------
     @cached_property
+    def tf_function_definitions(self) -> list[FunctionInfo]:
+        """This file's functions that are a tf.function themselves (tfcheck.engine.tfcalls)."""
+        return tfcalls.tf_function_definitions(self)
+
+    @cached_property
     def tf_function_calls(self) -> list[tfcalls.TfFunctionCall]:
         """Calls of this file's tf.functions with arguments bound to parameters (tfcheck.engine.tfcalls)."""
         return tfcalls.find_tf_function_calls(self)
