@@ -11,9 +11,7 @@ indices with -1, so the padded boxes were gathered from the last box instead of 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,9 +20,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 tvm = pytest.importorskip("tvm")
 
-from tvm import relax  # noqa: E402
-
-from tfcheck.compiler.frontend.importer import import_tflite  # noqa: E402
+from tests.compiler.tflite_run import run_tvm  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 from tfcheck.compiler.trace.tracing import tflite_operators  # noqa: E402
 
@@ -49,15 +45,6 @@ def yolo_nms(soft_nms_sigma: float) -> Callable[..., Any]:
 
     return select
 
-
-def run_tvm(flatbuffer: bytes, *inputs: np.ndarray) -> list[np.ndarray]:
-    """The flatbuffer imported by tfcheck's importer, compiled for the CPU and run on `inputs`."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.tflite"
-        path.write_bytes(flatbuffer)
-        executable = tvm.compile(import_tflite(path), target="llvm")
-    outputs = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(value) for value in inputs])
-    return [output.numpy() for output in outputs]
 
 
 def boxes_and_scores(score_scale: float) -> tuple[np.ndarray, np.ndarray]:

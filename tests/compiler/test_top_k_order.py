@@ -9,7 +9,6 @@ its order is TensorFlow's heap's; with fewer anchors than `top_k` (a small image
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,7 @@ from click.testing import Result
 tf = pytest.importorskip("tensorflow")
 tvm = pytest.importorskip("tvm")
 
-from tvm import relax  # noqa: E402
-
-from tfcheck.compiler.frontend.importer import import_tflite  # noqa: E402
+from tests.compiler.tflite_run import run_tvm  # noqa: E402
 from tfcheck.compiler.frontend.top_k_order import TopK, order_hint, top_ks  # noqa: E402
 from tfcheck.compiler.trace.bridge import freeze, to_tflite  # noqa: E402
 
@@ -35,14 +32,6 @@ def top_k_function(k: int, sorted_: bool) -> Callable[..., Any]:
     return tf.function(lambda scores: tf.nn.top_k(scores, k, sorted=sorted_),
                        input_signature=[tf.TensorSpec([ROWS, ANCHORS], tf.float32)])
 
-
-def run_tvm(flatbuffer: bytes, *inputs: np.ndarray) -> list[np.ndarray]:
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.tflite"
-        path.write_bytes(flatbuffer)
-        executable = tvm.compile(import_tflite(path), target="llvm")
-    outputs = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(value) for value in inputs])
-    return [output.numpy() for output in outputs]
 
 
 @pytest.mark.parametrize("k, sorted_", [(10, True), (ANCHORS, False), (ANCHORS, True), (1, False)],

@@ -1,7 +1,11 @@
-"""Run a converted TFLite flatbuffer on NumPy inputs: what the rewrites before conversion are checked
-against (the converter's own output, before TVM sees it)."""
+"""Run a converted TFLite flatbuffer on NumPy inputs: in TFLite's interpreter, what the rewrites before
+conversion are checked against (the converter's own output, before TVM sees it), and through tfcheck's
+importer and TVM, what the importer fixes are checked with."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -18,3 +22,18 @@ def run_tflite(flatbuffer: bytes, *inputs: np.ndarray) -> np.ndarray:
         interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+def run_tvm(flatbuffer: bytes, *inputs: np.ndarray) -> list[np.ndarray]:
+    """Every output of the flatbuffer imported by tfcheck's importer, compiled for the CPU and run on `inputs`."""
+    import tvm
+    from tvm import relax
+
+    from tfcheck.compiler.frontend.importer import import_tflite
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.tflite"
+        path.write_bytes(flatbuffer)
+        executable = tvm.compile(import_tflite(path), target="llvm")
+    outputs = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(value) for value in inputs])
+    return [output.numpy() for output in outputs]
