@@ -71,12 +71,21 @@ def test_statistics_of_another_tensor_are_not_a_layer_norm() -> None:
     assert "layer_norm" not in fuse_layer_norms(mod)["main"].script()
 
 
+def through_tflite(concrete: object) -> object:
+    """`concrete` frozen, converted by TFLite and imported by tfcheck's importer: the Relax module a build sees."""
+    from tfcheck.compiler.frontend.importer import import_tflite
+    from tfcheck.compiler.trace.bridge import freeze, to_tflite
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.tflite"
+        path.write_bytes(to_tflite(freeze(concrete)))
+        return import_tflite(path)
+
+
 def test_keras_layer_normalization_through_tflite_matches_tensorflow() -> None:
     """With a beta, as Keras' layer has one: TFLite's converter folds it into the shift."""
     tf = pytest.importorskip("tensorflow")
     keras = pytest.importorskip("keras")
-    from tfcheck.compiler.frontend.importer import import_tflite
-    from tfcheck.compiler.trace.bridge import freeze, to_tflite
 
     layer = keras.layers.LayerNormalization(epsilon=1e-3)
     layer.build((1, 8, 48))
@@ -84,10 +93,7 @@ def test_keras_layer_normalization_through_tflite_matches_tensorflow() -> None:
     layer.set_weights([rng.standard_normal(48).astype(np.float32), rng.standard_normal(48).astype(np.float32)])
     function = tf.function(lambda x: layer(x), input_signature=[tf.TensorSpec([1, 8, 48], tf.float32)])
     concrete = function.get_concrete_function()
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.tflite"
-        path.write_bytes(to_tflite(freeze(concrete)))
-        mod = import_tflite(path)
+    mod = through_tflite(concrete)
     assert fuse_layer_norms(mod)["main"].script().count("R.nn.layer_norm") == 1
     x = (rng.standard_normal((1, 8, 48)) * 3 + 5).astype(np.float32)
     actual, rules = run(mod, x, target=TARGET)
@@ -100,8 +106,6 @@ def test_tf_nn_batch_normalization_over_the_last_axis_through_tflite_is_one_kern
     over `tf.nn.moments` of the last axis, as params_flow's `LayerNormalization` writes it
     (kpe/bert-for-tf2's BERT: 25 in BERT base, four kernels each before)."""
     tf = pytest.importorskip("tensorflow")
-    from tfcheck.compiler.frontend.importer import import_tflite
-    from tfcheck.compiler.trace.bridge import freeze, to_tflite
 
     rng = np.random.default_rng(4)
     gamma, beta = (tf.constant(rng.standard_normal(48).astype(np.float32)) for _ in range(2))
@@ -112,10 +116,7 @@ def test_tf_nn_batch_normalization_over_the_last_axis_through_tflite_is_one_kern
         return tf.nn.batch_normalization(x, mean, variance, offset=beta, scale=gamma, variance_epsilon=1e-12)
 
     concrete = normalise.get_concrete_function()
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.tflite"
-        path.write_bytes(to_tflite(freeze(concrete)))
-        mod = import_tflite(path)
+    mod = through_tflite(concrete)
     assert fuse_layer_norms(mod)["main"].script().count("R.nn.layer_norm") == 1
     x = (rng.standard_normal((1, 8, 48)) * 3 + 5).astype(np.float32)
     actual, rules = run(mod, x, target=TARGET)
