@@ -76,6 +76,9 @@ class FileIndex:
         # keyed by the analysis; `memo_stack` holds the keys being computed now (cycles, depth).
         self.memo: dict[Hashable, frozenset[str]] = {}
         self.memo_stack: list[Hashable] = []
+        # Yes/no answers about a binding's value at a recursion depth (tfcheck.engine.tensors): many
+        # names share one value (`x = x and x and ...`), and re-deriving it for each is exponential.
+        self.verdicts: dict[Hashable, bool] = {}
 
     # -- tree navigation -------------------------------------------------------------------------
     def parent(self, node: ast.AST) -> ast.AST | None:

@@ -19,6 +19,7 @@ runs only in eager mode even inside graph code; `eager_guarded` finds functions 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Hashable
 
 from tfcheck.engine import kinds, values
 from tfcheck.engine.index import FileIndex
@@ -115,8 +116,20 @@ def _is_tensor_name(index: FileIndex, name: ast.Name, depth: int) -> bool:
         return False
     if all(b.kind == "param" for b in bindings):
         return index.is_tensor_param(name)
-    return all(b.value is not None and b.value is not name and surely_tensor(index, b.value, depth + 1)
+    return all(b.value is not None and b.value is not name
+               and _once(index, ("surely_tensor", b.value, depth + 1),
+                         lambda value=b.value: surely_tensor(index, value, depth + 1))
                for b in bindings)
+
+
+def _once(index: FileIndex, key: Hashable, compute: Callable[[], bool]) -> bool:
+    """`compute()` once per file for `key` (a binding's value and the depth it is asked at): the names
+    that share a value share its answer, so a value that names itself many times (a fuzzer's
+    `c = c and c and ...`, 4,000 operands) costs its size times the depth, not its size to the depth."""
+    found = index.verdicts.get(key)
+    if found is None:
+        found = index.verdicts[key] = compute()
+    return found
 
 
 def may_hold_tensor(index: FileIndex, expr: ast.expr | None, info: FunctionInfo, depth: int = 0) -> bool:
@@ -168,7 +181,9 @@ def _local_tensor(index: FileIndex, name: ast.Name, info: FunctionInfo, depth: i
         return False
     bindings = index.bindings_of(name)
     return bool(bindings) and all(b.kind == "assign" and b.value is not None and b.value is not name
-                                  and may_hold_tensor(index, b.value, info, depth + 1) for b in bindings)
+                                  and _once(index, ("may_hold_tensor", b.value, info.node, depth + 1),
+                                            lambda value=b.value: may_hold_tensor(index, value, info, depth + 1))
+                                  for b in bindings)
 
 
 def eager_guarded(index: FileIndex, info: FunctionInfo) -> bool:
