@@ -176,7 +176,8 @@ POSTPROCESS = (
     Case("top_k", "postprocess", (f32(2, 100),), "tf.math.top_k(x0, k=5)"),
     Case("argmax", "postprocess", (f32(2, 50, 10),), "tf.argmax(x0, axis=-1, output_type=tf.int32)"),
     Case("where_select", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0, x0, tf.zeros_like(x0))"),
-    Case("where_indices", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0)", unsupported="WHERE"),
+    Case("where_indices", "postprocess", (f32(4, 10),), "tf.where(x0 > 0.0)"),
+    Case("boolean_mask", "postprocess", (f32(2, 50, 4), f32(2, 50)), "tf.boolean_mask(x0, x1 > 0.5)"),
     Case("tensor_scatter_update", "postprocess", (f32(8, 4), i32(3, 1), f32(3, 4)),
          "tf.tensor_scatter_nd_update(x0, x1, x2)"),
     Case("scatter_nd", "postprocess", (i32(3, 1), f32(3, 4)), "tf.scatter_nd(x0, x1, [8, 4])"),
@@ -276,15 +277,15 @@ EXAMPLES = (
 ALL: tuple[Case, ...] = (RECURRENT + CONVOLUTIONS + ATTENTION + POSTPROCESS + EXAMPLES
                          + tuple(application_case(model) for model in APPLICATIONS))
 FAMILIES = tuple(dict.fromkeys(case.family for case in ALL))
-# What tests/compiler/test_coverage_sweep.py builds in CI (17 builds of 5 to 15 s): GRU, stacked
+# What tests/compiler/test_coverage_sweep.py builds in CI (18 builds of 5 to 15 s): GRU, stacked
 # LSTMs with return_sequences and a bidirectional GRU cover the recurrent forms; 3-D pooling (the
 # GraphDef rewrite of compiler/trace/pooling3d.py, end to end); the post-processing operators that build
-# (non-max suppression: TOPI's hand-written kernels among the scheduled ones), and two documented
-# as unsupported, whose messages say what to write instead; one small keras.applications model at
-# a reduced input size.
+# (non-max suppression: TOPI's hand-written kernels among the scheduled ones; the indices and masks
+# whose sizes the data decide), and one documented as unsupported, whose message says what to write
+# instead; one small keras.applications model at a reduced input size.
 SAMPLE_NAMES = ("gru", "stacked_lstm", "bidirectional_gru_sequences", "max_pool3d", "gather_batch_dims",
-                "gather_nd", "top_k", "argmax", "where_select", "where_indices", "tensor_scatter_update",
-                "resize_bilinear", "non_max_suppression", "non_max_suppression_with_scores",
+                "gather_nd", "top_k", "argmax", "where_select", "where_indices", "boolean_mask",
+                "tensor_scatter_update", "resize_bilinear", "non_max_suppression", "non_max_suppression_with_scores",
                 "non_max_suppression_padded", "non_max_suppression_v4_padded")
 SAMPLE: tuple[Case, ...] = (tuple(case for case in ALL if case.name in SAMPLE_NAMES)
                             + (application_case("MobileNetV3Small", 96),))

@@ -77,12 +77,13 @@ def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
 
     from tfcheck.compiler.frontend.stepped_dims import cast_to_steps, stepped_shapes
     from tfcheck.compiler.frontend.symbolic_import import input_shapes, symbolic_int_lists, with_bounds
+    from tfcheck.compiler.frontend.true_indices import has_true_indices
 
     try:
         model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
         shapes = input_shapes(model, inputs or [])
         stepped = stepped_shapes(shapes, dims or {})  # a dimension with a step as a multiple of it
-        with symbolic_int_lists(shapes is not None):
+        with symbolic_int_lists(shapes is not None or has_true_indices(model)):
             module = from_tflite(model, shape_dict=stepped, op_converter=_converter_class())
         if shapes is not None:
             module = with_bounds(cast_to_steps(module, shapes, stepped), dims or {})
@@ -192,6 +193,7 @@ def _converter_class() -> type:
 
     from tfcheck.compiler.frontend.suppression_padding import zero_padded_suppression
     from tfcheck.compiler.frontend.symbolic_import import ShapeValues
+    from tfcheck.compiler.frontend.true_indices import convert_where
 
     class Converter(OperatorConverter):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -209,6 +211,8 @@ def _converter_class() -> type:
             self.convert_map["FULLY_CONNECTED"] = functools.partial(
                 _convert_fully_connected, self, super().convert_fully_connected)
             self.convert_map["GELU"] = functools.partial(_convert_gelu, self, super().convert_gelu)
+            self.convert_map["WHERE"] = functools.partial(convert_where, self, self.convert_map["WHERE"])
+            self.convert_map["UNIQUE"] = _refuse_unique
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             for name in ("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"):
@@ -288,25 +292,22 @@ def _named_error(converter: Any, op: Any, error: Exception) -> ImporterError:
     )
 
 
-# TFLite operators whose output size the input values decide, not their shapes: what TensorFlow
-# code makes them. TVM 0.27's frontend has no conversion for them (`relax.op.nonzero` exists but
-# is not lowered for the CPU either).
+# TFLite operators whose output size the input values decide and that the build refuses: what
+# TensorFlow code makes them. (WHERE of one input, their other one, imports: `true_indices.py`.)
 _DATA_SIZED = {
-    "WHERE": "tf.where(condition) without x and y (the indices of the true elements)",
     "UNIQUE": "tf.unique",
 }
 
 
 def _data_sized_hint(code: str) -> str:
-    """For an operator whose output size only the data decides, why it cannot compile and what
-    to write instead."""
+    """For a refused operator whose output size only the data decides, what makes it and what to
+    write instead."""
     made_by = _DATA_SIZED.get(code)
     if made_by is None:
         return ""
-    return (f" {code} comes from {made_by}: the size of its output depends on the input values, "
-            "and a compiled function's output sizes must follow from its input shapes. Use a mask "
-            "of fixed size instead (tf.where(condition, x, y), tf.boolean_mask outside the function), "
-            "or compute it after the compiled function.")
+    return (f" {code} comes from {made_by}, whose output's size the input values decide; of such "
+            "operations the build compiles tf.where(condition) and tf.boolean_mask, not this one. Return "
+            "its input from the compiled function and compute it after the call.")
 
 
 def _runtime_input_hint(converter: Any, op: Any, error: Exception) -> str:
@@ -417,6 +418,14 @@ def _convert_concatenation(converter: Any, upstream: Any, op: Any) -> Any:
                                                     axes=[0], begin=[0], end=[1]), [1] * len(shape))
     chosen = relax.op.equal(relax.const(positions, "int32"), index)
     return relax.op.where(chosen, converter.get_tensor_expr(item), converter.get_tensor_expr(source))
+
+
+def _refuse_unique(op: Any) -> Any:
+    """TVM converts UNIQUE to `relax.unique`, which it runs through a NumPy function registered by
+    TVM's Python package (`relax.run.unique`): the build verified it, and production's runtime,
+    which has no TVM, failed on its first call. Refused here, named, with `_data_sized_hint`."""
+    raise NotImplementedError("TVM runs UNIQUE through a NumPy callback of its Python package, which "
+                              "the artifact's runtime does not have")
 
 
 def _convert_gelu(converter: Any, upstream: Any, op: Any) -> Any:

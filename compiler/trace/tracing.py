@@ -208,9 +208,18 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     save_io(variant_dir / "io.npz", arrays, outputs, second)
     return dataclasses.replace(
         described,
-        outputs=[TensorSpec(f"output_{i}", tuple(a.shape), str(a.dtype)) for i, a in enumerate(outputs)],
+        outputs=[TensorSpec(f"output_{i}", _data_sized(tuple(a.shape), tensor.shape.as_list()), str(a.dtype))
+                 for i, (a, tensor) in enumerate(zip(outputs, tf.nest.flatten(concrete.structured_outputs)))],
         operators=tflite_operators(flatbuffer),
     )
+
+
+def _data_sized(observed: tuple[int, ...], static: list[int | None] | None) -> tuple[int | None, ...]:
+    """An output's shape over inputs of known shapes: what the reference run gave, but None where
+    TensorFlow itself knows no size (`tf.boolean_mask`'s rows: the data decide them)."""
+    if static is None or len(static) != len(observed):
+        return observed
+    return tuple(None if dim is None else size for size, dim in zip(observed, static))
 
 
 def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: list[dict[str, Any]],

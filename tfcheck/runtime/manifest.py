@@ -35,7 +35,8 @@ _REQUIRED = ("format_version", "function", "inputs", "outputs", "output_structur
 
 
 # A dimension of a spec: a size, or the name of a symbolic dimension listed in the manifest's
-# `dims`; for outputs also None, a size the library computes from several (shown as `?`).
+# `dims`; for outputs also None, a size the library computes from several or one the data decide
+# (`tf.boolean_mask`'s rows), shown as `?`.
 Dim = int | str | None
 
 
@@ -366,7 +367,7 @@ def _specs(path: Path, raw: dict[str, Any], field: str, dims: dict[str, Symbolic
     specs = []
     for index, entry in enumerate(entries):
         try:
-            shape = tuple(dim if (isinstance(dim, str) and dim in dims) or (dim is None and field == "outputs" and dims)
+            shape = tuple(dim if (isinstance(dim, str) and dim in dims) or (dim is None and field == "outputs")
                           else int(dim) for dim in entry["shape"])
             specs.append(TensorSpec(str(entry.get("name", f"{field}_{index}")), shape,
                                     str(entry["dtype"])))
