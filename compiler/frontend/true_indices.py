@@ -53,9 +53,9 @@ def convert_where(converter: Any, select: Callable[[Any], Any], op: Any) -> Any:
     if dtype != "bool":
         condition = relax.op.not_equal(condition, relax.const(0, dtype))
     flat = bb.normalize(relax.op.reshape(condition, [_product(shape)]))
-    found = relax.op.sum(relax.op.astype(flat, "int64"))
+    found = bb.normalize(relax.op.sum(relax.op.astype(flat, "int64")))
     count = converter._scalar_tensor_to_dim(found, f"true_count_{next(_COUNTS)}")  # noqa: SLF001 - the frontend's bridge
-    positions = _true_positions(bb, flat, count)
+    positions = _true_positions(bb, flat, found, count)
     output = converter.get_output_tensors(op)[0]
     indices = relax.op.concat([relax.op.expand_dims(index, 1) for index in _unravelled(positions, shape)], axis=1)
     return relax.op.astype(indices, converter.get_tensor_type_str(output.tensor.Type()))
@@ -82,17 +82,18 @@ def _unravelled(positions: Any, shape: list[Any]) -> list[Any]:
     return indices
 
 
-def _true_positions(bb: Any, flat: Any, count: Any) -> Any:
+def _true_positions(bb: Any, flat: Any, found: Any, count: Any) -> Any:
     """The flat positions of the true elements of `flat`, in order, from operators every backend
     lowers: each true element's rank among them (a cumulative sum) is where its position goes; the
-    false ones all go to one spare slot past the end, cut off after the scatter."""
+    false ones all go to one spare slot past the end (`found`, the count as a tensor: made from the
+    symbolic `count` instead, FuseTIR met its variable twice where the mask's length is symbolic),
+    cut off after the scatter."""
     from tvm import relax
 
     length = flat.ty.shape[0]
     ones = relax.op.astype(flat, "int64")
     rank = relax.op.subtract(relax.op.cumsum(ones, axis=0), relax.const(1, "int64"))
-    spare = relax.op.astype(relax.op.shape_to_tensor(relax.ShapeExpr([count])), "int64")
-    slots = relax.op.where(flat, rank, relax.op.broadcast_to(spare, [length]))
+    slots = relax.op.where(flat, rank, relax.op.broadcast_to(found, [length]))
     every = relax.op.arange(0, length, 1, "int64")
     scattered = relax.op.scatter_elements(relax.op.zeros(relax.ShapeExpr([count + 1]), "int64"), slots, every, axis=0)
     return bb.normalize(relax.op.take(scattered, relax.op.arange(0, count, 1, "int64"), axis=0))

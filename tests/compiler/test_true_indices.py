@@ -47,6 +47,12 @@ def filter_boxes(box_xywh, scores):
 @tf.function(input_signature=[tf.TensorSpec([3, 4, 5], tf.int32)])
 def nonzero_positions(x):
     return tf.where(x)
+
+
+@tfcheck.aot(dims={"x_1": (1, 8)})
+@tf.function(input_signature=[tf.TensorSpec([3, None], tf.float32)])
+def positives_any_width(x):
+    return tf.where(x > 0.0)
 '''
 
 # Run by the artifact's runtime alone: neither TVM's Python package nor TensorFlow is imported.
@@ -64,6 +70,8 @@ for key in sorted(inputs.files):
         output = library.filter_boxes(inputs[key], inputs["scores__" + case])
     elif name == "nonzero_positions":
         output = library.nonzero_positions(inputs[key])
+    elif name == "positives_any_width":
+        output = library.positives_any_width(inputs[key])
     else:
         continue
     results[key] = np.asarray(output)
@@ -73,7 +81,8 @@ np.savez(sys.argv[3], **results)
 
 
 def _cases() -> dict[str, np.ndarray]:
-    """Scores none, some and all of which reach the threshold; integers with no, some, all non-zero."""
+    """Scores none, some and all of which reach the threshold; integers with no, some, all non-zero;
+    two widths of an input whose width is unknown."""
     rng = np.random.default_rng(7)
     boxes = rng.random((1, 60, 4), dtype=np.float32)
     scores = rng.random((1, 60, 3), dtype=np.float32)
@@ -84,6 +93,8 @@ def _cases() -> dict[str, np.ndarray]:
     for case, values in (("none", np.zeros((3, 4, 5))), ("some", rng.integers(-1, 2, (3, 4, 5))),
                          ("all", np.ones((3, 4, 5)))):
         cases[f"nonzero_positions__{case}"] = values.astype(np.int32)
+    for width in (2, 7):  # a size of its own beside the count (the strides of the indices are symbolic)
+        cases[f"positives_any_width__{width}"] = rng.standard_normal((3, width)).astype(np.float32)
     return cases
 
 
