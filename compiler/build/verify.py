@@ -2,7 +2,8 @@
 
 The exported library file itself is loaded and run (not the in-memory executable), by the
 runtime's own loader (`tfcheck.runtime.tvm_backend`, with the runtime libraries the manifest will
-record), so what is verified is exactly what the cache stores, loaded as production loads it. An element passes when
+record), in a process without TVM's Python package (`run_saved.py`), so what is verified is exactly
+what the cache stores, loaded as production loads it. An element passes when
 `|tvm - tf| <= atol * scale + rtol * |tf| + allowance`, with a tolerance for its dtype and `scale` the output's
 largest magnitude (at least 1): summation order differs between TVM and TensorFlow, and the
 rounding error that leaves grows with the size of the values summed, not with each element's own
@@ -32,7 +33,7 @@ import numpy as np
 
 from tfcheck.compiler.process.child import StepError
 from tfcheck.compiler.process.error_metric import scaled_error
-from tfcheck.compiler.process.io_file import INPUT, OUTPUT, SIZES, TFLITE_OUTPUT
+from tfcheck.compiler.process.io_file import OUTPUT, SIZES, TFLITE_OUTPUT
 from tfcheck.compiler.process.messages import Comparison
 
 # dtype name -> (atol, rtol). float32 is loose enough for reassociated sums over ~10^5 terms
@@ -101,22 +102,6 @@ def _beyond_tolerance(got: np.ndarray, want: np.ndarray, second: np.ndarray | No
             f"(error {scaled_error(got, want):.1e} of the output's scale)")
 
 
-def run_library(library: Path, io_path: Path, device: str, weights: int = 0) -> list[np.ndarray]:
-    """Load the exported library as the runtime does, with the `weights` values of the weights
-    file beside it (`tfcheck/runtime/weights.py`), and run its entry on the saved inputs."""
-    from tfcheck.runtime.bundled import wheel_libraries
-    from tfcheck.runtime.inputs import aligned
-    from tfcheck.runtime.manifest import ENTRY
-    from tfcheck.runtime.tvm_backend import Executable
-    from tfcheck.runtime.weights import WEIGHTS, read_weights
-
-    data = np.load(io_path)
-    count = sum(1 for key in data.files if key.startswith(INPUT))
-    values = read_weights(library.parent / WEIGHTS, weights) if weights else ()
-    executable = Executable(library, ENTRY, device, wheel_libraries(device), values)
-    return executable.run([aligned(data[f"{INPUT}{i}"]) for i in range(count)])
-
-
 def expected_outputs(io_path: Path) -> list[np.ndarray]:
     """TensorFlow's outputs saved by the tracing step, in order."""
     return _saved(io_path, OUTPUT)
@@ -134,15 +119,16 @@ def _saved(io_path: Path, prefix: str) -> list[np.ndarray]:
 
 
 def compare_all(library: Path, io_paths: list[Path], device: str, weights: int = 0) -> Comparison:
-    """`compare` at each saved set of inputs (`run_library`): the largest errors over all, passed when all pass;
-    a symbolic build's message says at which sizes it failed (`at batch=33: output 0: ...`)."""
+    """`compare` at each saved set of inputs, run as production runs the library (`run_saved.run_apart`):
+    the largest errors over all, passed when all pass; a symbolic build's message says at which sizes
+    it failed (`at batch=33: output 0: ...`)."""
+    from tfcheck.compiler.build.run_saved import run_apart
+
     results = []
-    for io_path in io_paths:
+    for io_path, actual in zip(io_paths, run_apart(library, io_paths, device, weights)):
         where = _sizes(io_path)
-        try:
-            actual = run_library(library, io_path, device, weights)
-        except Exception as error:  # noqa: BLE001 - a TVM runtime error is the function's failure
-            raise StepError(f"running the compiled library{where} failed: {type(error).__name__}: {error}") from error
+        if isinstance(actual, str):
+            raise StepError(f"running the compiled library{where} failed: {actual}{_compiler_only_hint(actual)}")
         results.append((where, compare(actual, expected_outputs(io_path), tflite_outputs(io_path))))
     abs_errors = [r.max_abs_error for _, r in results if r.max_abs_error is not None]
     rel_errors = [r.max_rel_error for _, r in results if r.max_rel_error is not None]
@@ -150,6 +136,17 @@ def compare_all(library: Path, io_paths: list[Path], device: str, weights: int =
                       max(rel_errors) if rel_errors else None,
                       "; ".join(f"{where.strip()}: {r.message}" if where else r.message
                                 for where, r in results if not r.passed))
+
+
+def _compiler_only_hint(error: str) -> str:
+    """For a library that calls a function only TVM's compiler (or its Python package) registers:
+    what that means for the user. The importer's converter for some operator emitted the call."""
+    if "Cannot find ffi::Function" not in error:
+        return ""
+    return (". The library calls a function that TVM registers in its compiler, not in the runtime that "
+            "loads artifacts in production: an operator of this function is converted to it (a gap in the "
+            "importer; docs/importer-fixes.md). Please report it, and leave this function to TensorFlow "
+            "(remove @tfcheck.aot) until it is fixed")
 
 
 def _sizes(io_path: Path) -> str:

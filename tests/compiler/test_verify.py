@@ -151,3 +151,30 @@ def test_a_model_that_amplifies_rounding_builds_and_verifies(project: Callable[.
     result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json")
     [record] = json.loads(result.stdout)["functions"]
     assert record["status"] == "built" and record["verified"] is True, record["message"]
+
+
+SPACE_TO_BATCH = '''
+import tensorflow as tf
+import tfcheck
+
+
+@tfcheck.aot
+@tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 2], tf.float32)])
+def blocks(x):
+    return tf.space_to_batch_nd(x, [2, 2], [[0, 0], [0, 0]]) * 2.0
+'''
+
+
+@pytest.mark.slow
+def test_a_library_production_cannot_run_fails_its_verification(project: Callable[..., Path],
+                                                                 run_cli: Callable[..., Result]) -> None:
+    """TVM converts SPACE_TO_BATCH_ND to a call of `topi.nn.space_to_batch_nd`, which its compiler
+    library registers and the runtime does not: verified in the compile child (TVM imported), the
+    artifact failed on its first call in production. Run apart (`run_saved.py`), the build fails,
+    naming the function and what it means."""
+    folder = project({"blocks.py": SPACE_TO_BATCH})
+    result = run_cli(folder, "build", "--cache-dir", str(folder / "cache"), "--format", "json")
+    [record] = json.loads(result.stdout)["functions"]
+    assert record["status"] == "failed", record
+    assert "Cannot find ffi::Function topi.nn.space_to_batch_nd" in record["message"]
+    assert "not in the runtime that loads artifacts in production" in record["message"]
