@@ -193,7 +193,7 @@ def _converter_class() -> type:
 
     from tfcheck.compiler.frontend.suppression_padding import zero_padded_suppression
     from tfcheck.compiler.frontend.symbolic_import import ShapeValues
-    from tfcheck.compiler.frontend.true_indices import convert_where
+    from tfcheck.compiler.frontend.true_indices import convert_sparse_to_dense, convert_where
 
     class Converter(OperatorConverter):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -213,6 +213,7 @@ def _converter_class() -> type:
             self.convert_map["GELU"] = functools.partial(_convert_gelu, self, super().convert_gelu)
             self.convert_map["WHERE"] = functools.partial(convert_where, self, self.convert_map["WHERE"])
             self.convert_map["UNIQUE"] = _refuse_unique
+            self.convert_map["SPARSE_TO_DENSE"] = functools.partial(convert_sparse_to_dense, self)
             for name in ("ARG_MAX", "ARG_MIN"):
                 self.convert_map[name] = functools.partial(_convert_arg_min_max, self, self.convert_map[name])
             for name in ("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"):

@@ -97,3 +97,27 @@ def _true_positions(bb: Any, flat: Any, found: Any, count: Any) -> Any:
     every = relax.op.arange(0, length, 1, "int64")
     scattered = relax.op.scatter_elements(relax.op.zeros(relax.ShapeExpr([count + 1]), "int64"), slots, every, axis=0)
     return bb.normalize(relax.op.take(scattered, relax.op.arange(0, count, 1, "int64"), axis=0))
+
+
+def convert_sparse_to_dense(converter: Any, op: Any) -> Any:
+    """SPARSE_TO_DENSE (`tf.sparse.to_dense`, which often densifies indices of a data-decided count:
+    a CTC decoder's) as a scatter into the default value. TVM's converter called
+    `topi.sparse_to_dense`, which its compiler registers and the runtime does not, and read the shape
+    as a constant; here the shape may be computed from shapes (`ShapeValues`: a symbolic batch)."""
+    from tvm import relax
+
+    indices, shape_tensor, values, default = converter.get_input_tensors(op)
+    shape = converter.shape_values.value(shape_tensor)
+    if shape is None:
+        raise NotImplementedError("SPARSE_TO_DENSE to a shape computed from values, not from shapes")
+    dims = list(shape.reshape(-1))
+    bb = converter.bb
+    where = bb.normalize(converter.get_tensor_expr(indices))
+    if len(where.ty.shape) == 1:
+        where = relax.op.expand_dims(where, 1)
+    updates = bb.normalize(converter.get_tensor_expr(values))
+    count = bb.normalize(where).ty.shape[0]
+    if len(updates.ty.shape) == 0:
+        updates = relax.op.broadcast_to(updates, relax.ShapeExpr([count]))
+    fill = relax.op.broadcast_to(relax.op.reshape(converter.get_tensor_expr(default), []), relax.ShapeExpr(dims))
+    return relax.op.scatter_nd(fill, relax.op.astype(where, "int64"), updates, "update")

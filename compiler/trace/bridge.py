@@ -575,7 +575,12 @@ def _rewritten_for_tflite(graph: Any) -> Any:
     before conversion"): 3-D poolings as 2-D ones (`pooling3d.py`), `tf.image.extract_patches` as
     reshapes or a convolution (`image_patches.py`), integer clips kept as MINIMUM and MAXIMUM
     (`integer_clips.py`), integer outer products as broadcast multiplies (`outer_products.py`),
-    non-max suppressions padded by hand as padded suppressions (`padded_selections.py`)."""
+    non-max suppressions padded by hand as padded suppressions (`padded_selections.py`), CTC greedy
+    decoders as the builtins of their computation (`greedy_decoding.py`, which traces it with this
+    module's TensorFlow)."""
+    import tensorflow as tf
+
+    from tfcheck.compiler.trace.greedy_decoding import greedy_decoders_as_builtins
     from tfcheck.compiler.trace.image_patches import patches_as_builtins
     from tfcheck.compiler.trace.integer_clips import clips_as_min_max
     from tfcheck.compiler.trace.outer_products import outer_products_as_multiplies
@@ -583,7 +588,8 @@ def _rewritten_for_tflite(graph: Any) -> Any:
     from tfcheck.compiler.trace.pooling3d import pools_as_2d
 
     rewritten = patches_as_builtins(pools_as_2d(graph.as_graph_def(), graph), graph)
-    return padded_suppressions(clips_as_min_max(outer_products_as_multiplies(rewritten, graph)))
+    rewritten = padded_suppressions(clips_as_min_max(outer_products_as_multiplies(rewritten, graph)))
+    return greedy_decoders_as_builtins(rewritten, graph, tf)
 
 
 # The converter's words when a TensorList (a tf.TensorArray) has elements of unknown shape, and ours.

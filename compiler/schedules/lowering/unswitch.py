@@ -260,12 +260,18 @@ def _weakest_sufficient(analyzer: sym.Analyzer, instances: list[tirx.Expr]) -> t
 
 
 def fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:
-    """``stmt`` with new variables for the loops and block iterators it defines; what it uses from
-    outside stays. (TVM's RenewDefs refuses a function that already defines a variable twice.)"""
+    """``stmt`` with new variables for the loops, block iterators and bindings it defines; what it
+    uses from outside stays. (TVM's RenewDefs refuses a function that already defines a variable
+    twice, and its simplifier one bound twice to different values: an argmax's `Bind`s of its
+    running value and index, in both versions of a loop split over the cores at run time.)"""
     renamed: dict[tirx.Var, tirx.Var] = {}
 
     def note(var: tirx.Var) -> None:
         renamed[var] = tirx.Var(var.name, str(var.ty))
+
+    def note_binding(binding: tirx.Bind) -> tirx.Bind:
+        note(binding.var)
+        return binding
 
     def note_block(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
         for iter_var in realize.block.iter_vars:
@@ -277,6 +283,7 @@ def fresh_definitions(stmt: tirx.Stmt) -> tirx.Stmt:
         return loop
 
     map_blocks(stmt, note_block, note_loop)
+    tvm_ffi.structural_map(stmt, (tirx.Bind, note_binding))
     return tvm_ffi.structural_map(stmt, (tirx.Var, lambda var: renamed.get(var, var)))
 
 
