@@ -10,17 +10,14 @@ its SHAPE, concatenations) is imported over that size as over an unknown input d
 (`symbolic_import.py`), and the VM allocates the outputs at the size each call finds. The indices are
 computed from operators every backend lowers (a cumulative sum, a scatter, a take): TVM's own
 `relax.op.nonzero` runs through a NumPy function registered by TVM's Python package, which the
-build's verification found and production's runtime, which has no TVM, did not.
+build's verification found and production's runtime, which has no TVM, did not. SPARSE_TO_DENSE,
+which densifies such indices (a CTC decoder's), imports here too, as a scatter.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
-
-# One name per count in a module: the import of a function with two masks gets `true_count_0`, `..._1`.
-_COUNTS = itertools.count()
 
 
 def has_true_indices(model: Any) -> bool:
@@ -54,9 +51,10 @@ def convert_where(converter: Any, select: Callable[[Any], Any], op: Any) -> Any:
         condition = relax.op.not_equal(condition, relax.const(0, dtype))
     flat = bb.normalize(relax.op.reshape(condition, [_product(shape)]))
     found = bb.normalize(relax.op.sum(relax.op.astype(flat, "int64")))
-    count = converter._scalar_tensor_to_dim(found, f"true_count_{next(_COUNTS)}")  # noqa: SLF001 - the frontend's bridge
-    positions = _true_positions(bb, flat, found, count)
     output = converter.get_output_tensors(op)[0]
+    # named after the WHERE's output tensor: one name per count in the module, the same every import
+    count = converter._scalar_tensor_to_dim(found, f"true_count_{output.tensor_idx}")  # noqa: SLF001 - the frontend's bridge
+    positions = _true_positions(bb, flat, found, count)
     indices = relax.op.concat([relax.op.expand_dims(index, 1) for index in _unravelled(positions, shape)], axis=1)
     return relax.op.astype(indices, converter.get_tensor_type_str(output.tensor.Type()))
 
