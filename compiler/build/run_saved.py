@@ -3,10 +3,10 @@ its own that imports neither TVM's Python package nor TensorFlow (`python -m
 tfcheck.compiler.build.run_saved`), through the runtime's own loader and bundled libraries.
 
 The compile child has TVM imported, and with it every function that TVM's Python package and its
-compiler library register. A library that calls one (TVM's UNIQUE and `nonzero` run through NumPy
-functions of its Python package, SPARSE_TO_DENSE and SPACE_TO_BATCH_ND through `topi.*` functions
-of its compiler library) ran there, verified, and failed in production on its first call, whose
-runtime has neither (issue 42). Run apart, such a library fails its verification instead, naming
+compiler library register. A library that calls one (TVM runs `unique` and `nonzero` through NumPy
+functions of its Python package, and converts SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND and
+MATRIX_SET_DIAG to `topi.*` functions of its compiler library) ran there, verified, and failed in
+production on its first call, whose runtime has neither (issue 42). Run apart, such a library fails its verification instead, naming
 the function it needs.
 """
 
