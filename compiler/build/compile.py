@@ -46,8 +46,9 @@ def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResu
     # stay resident through export and verification (docs/build.md, "Memory"). Loops with a trip
     # count known here (RNN layers over a static sequence) run unrolled (`compiler/frontend/loop_unroll.py`).
     # A function whose weights are inputs keeps them out of the library as well (`lift_constants`).
-    compiled = compile_module(unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights)),
-                              target, device, request.tuning, lift=device == "cpu" and request.weights > 0)
+    compiled = compile_module(
+        unroll_constant_loops(import_variant(variant, request.inputs, request.dims, request.weights, request.float64)),
+        target, device, request.tuning, lift=device == "cpu" and request.weights > 0)
     library = Path(request.out_dir) / LIBRARY
     library_weights = save_constants(compiled.weights, Path(request.out_dir) / WEIGHTS) if compiled.weights else 0
     device_code, cpu_features = _export(compiled.executable, library, request.target, target, variant)

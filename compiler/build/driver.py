@@ -442,7 +442,7 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, targe
     staging = cache.new_staging()
     request = CompileRequest(variant_dir=variant.dir, target=target, out_dir=str(staging),
                              tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
-                             weights=variant.weights)
+                             weights=variant.weights, float64=variant.float64)
     compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
                          on_stage=on_stage, timeout=options.timeout)
     result = compiled.result

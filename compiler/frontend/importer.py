@@ -63,14 +63,16 @@ def unimportable(operators: list[OperatorCount]) -> list[OperatorCount]:
 
 
 def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
-                 dims: dict[str, SymbolicDim] | None = None) -> Any:
+                 dims: dict[str, SymbolicDim] | None = None, float64: bool = False) -> Any:
     """Parse the flatbuffer and import it as a Relax IRModule whose `main` takes the inputs in
     signature order and returns the outputs in the concrete function's order.
 
     `inputs` (the traced variant's specs) may name symbolic dimensions (`["batch", 128]`): they
     become `tir.Var`s of `main`'s parameters (`compiler/frontend/symbolic_import.py`), with their upper
-    bounds from `dims`. Raises `ImporterError` naming the operator and TensorFlow node when a
-    conversion fails, and an `ImporterError` saying so when the importer fails outside any operator.
+    bounds from `dims`. With `float64`, the flatbuffer is a float64 function's float32 twin
+    (`compiler/trace/float64_twin.py`), and every float32 tensor of it is read as float64. Raises
+    `ImporterError` naming the operator and TensorFlow node when a conversion fails, and an
+    `ImporterError` saying so when the importer fails outside any operator.
     """
     import tflite
     from tvm.relax.frontend.tflite import from_tflite
@@ -84,7 +86,8 @@ def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
         shapes = input_shapes(model, inputs or [])
         stepped = stepped_shapes(shapes, dims or {})  # a dimension with a step as a multiple of it
         with symbolic_int_lists(shapes is not None or has_true_indices(model)):
-            module = from_tflite(model, shape_dict=stepped, op_converter=_converter_class())
+            module = from_tflite(model, shape_dict=stepped, dtype_dict=_float64_inputs(model) if float64 else None,
+                                 op_converter=_float64_converter_class() if float64 else _converter_class())
         if shapes is not None:
             module = with_bounds(cast_to_steps(module, shapes, stepped), dims or {})
         return _lowered_transposed_convolutions(module) if _has_transposed_convolutions(model) else module
@@ -95,12 +98,12 @@ def import_tflite(path: Path, inputs: list[TensorSpec] | None = None,
 
 
 def import_variant(variant_dir: Path, inputs: list[TensorSpec] | None = None, dims: dict[str, SymbolicDim] | None = None,
-                   weights: int = 0) -> Any:
+                   weights: int = 0, float64: bool = False) -> Any:
     """`import_tflite` of the variant's `model.tflite`, with its `weights` weight inputs (if any)
     bound to the values of `weights.npz` as constants (`bind_weights`), and what follows a
     convolution or dense layer per channel (batch norm) folded into its weight and bias, as the
     converter folds it for frozen weights (`channel_fold.fold_channel_affine`)."""
-    module = import_tflite(variant_dir / "model.tflite", inputs, dims)
+    module = import_tflite(variant_dir / "model.tflite", inputs, dims, float64)
     if not weights:
         return module
     return fold_channel_affine(bind_weights(module, variant_dir / WEIGHTS_FILE, weights))
@@ -182,6 +185,29 @@ def _lowerable_transposed_convolutions(module: Any) -> Any:
     from tvm import relax
 
     return relax.transform.ConvertLayout(TRANSPOSED_CONVOLUTION_LAYOUTS)(module)
+
+
+def _float64_inputs(model: Any) -> dict[str, str]:
+    """The float32 twin's float32 inputs, by name, as float64 (TVM's `from_tflite` types its
+    parameters from the flatbuffer, not through the converter)."""
+    from tflite.TensorType import TensorType
+
+    graph = model.Subgraphs(0)
+    tensors = (graph.Tensors(graph.Inputs(i)) for i in range(graph.InputsLength()))
+    return {tensor.Name().decode("utf-8"): "float64" for tensor in tensors if tensor.Type() == TensorType.FLOAT32}
+
+
+@functools.cache
+def _float64_converter_class() -> type:
+    """`_converter_class` reading every float32 tensor as float64: constants keep their float32
+    buffers (which the twin holds only where float32 is exact) and become float64 constants."""
+    from tflite.TensorType import TensorType
+
+    class Float64Converter(_converter_class()):
+        def get_tensor_type_str(self, tensor_type: int) -> str:
+            return "float64" if tensor_type == TensorType.FLOAT32 else super().get_tensor_type_str(tensor_type)
+
+    return Float64Converter
 
 
 @functools.cache

@@ -195,6 +195,8 @@ class TracedVariant:
     dims: dict[str, SymbolicDim] | None = None  # symbolic dimensions: bounds and the sizes verified
     # weight inputs after the user's (`weights.npz` in `dir`); 0: the weights are frozen in the model
     weights: int = 0
+    # the model is a float64 function's float32 twin, to be imported as float64 (`float64_twin.py`)
+    float64: bool = False
     # why the weights are frozen although the function would take them as inputs: the failure of an
     # earlier build of this variant with them as inputs (`ArtifactCache.lifted_failure`)
     frozen_because: str | None = None
@@ -289,6 +291,7 @@ class CompileRequest:
     inputs: list[TensorSpec] | None = None  # the variant's input specs (symbolic dimensions by name)
     dims: dict[str, SymbolicDim] | None = None  # the variant's symbolic dimensions (TracedVariant.dims)
     weights: int = 0  # the model's weight inputs, bound from `weights.npz` (TracedVariant.weights)
+    float64: bool = False  # the model is a float32 twin to import as float64 (TracedVariant.float64)
 
 
 @dataclass(frozen=True)

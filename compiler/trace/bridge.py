@@ -407,6 +407,37 @@ def lift_weights(concrete: Any) -> LiftedWeights:
                         labels)
 
 
+def computes_in_float64(concrete: Any) -> bool:
+    """Whether every floating-point tensor of the function is float64 (`float64_twin.py`)."""
+    import tensorflow as tf
+
+    from tfcheck.compiler.trace.float64_twin import computes_in_float64 as float64_only
+
+    return float64_only(tf, concrete.graph.as_graph_def())
+
+
+def float32_twin(lifted: LiftedWeights, concrete: Any) -> LiftedWeights:
+    """The lifted float64 function as its float32 twin (`float64_twin.py`): the same inputs but in
+    float32, with the float64 constants that float32 would round as weights after the others.
+    The weights' values stay float64: the importer binds them to the twin read as float64."""
+    import tensorflow as tf
+
+    from tfcheck.compiler.trace.float64_twin import twin_graph
+
+    graph_def, constants = twin_graph(tf, lifted.graph_def)
+    handles, dtypes, shapes, names = list(lifted.handles), list(lifted.dtypes), list(lifted.shapes), list(lifted.names)
+    for name, value in constants:
+        handles.append(tf.constant(value))
+        dtypes.append(tf.float64)
+        shapes.append(list(value.shape))
+        names.append(f"constant {name}")
+        _add_weight_input(tf, graph_def, len(handles) - 1, tf.float32, shapes[-1])
+        _add_identity(graph_def, name, len(handles) - 1, tf.float32)
+    user_inputs = [t.name.split(":")[0] for t in lifted.function.inputs][:len(lifted.function.inputs) - len(lifted.handles)]
+    return LiftedWeights(_function_of(tf, graph_def, user_inputs, len(handles), concrete), graph_def, handles, dtypes,
+                         shapes, names)
+
+
 def _consumers(graph_def: Any) -> dict[str, list[Any]]:
     """Node name -> the nodes that take one of its outputs (or run after it)."""
     found: dict[str, list[Any]] = {}
@@ -654,11 +685,10 @@ def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[s
                  f"{'are' if len(float64_inputs) > 1 else 'is'} float64)") if float64_inputs else ""
         parts.append(
             f"computes TensorFlow op{'s' if len(float64) > 1 else ''} {', '.join(float64)} in float64{given}, and "
-            "TFLite's builtins (and so TVM's importer) have no float64 kernels. Build the model in float32: call "
-            "tf.keras.backend.set_floatx('float32') instead of 'float64' before its layers are made (where layers "
-            "exist already, tf.keras.mixed_precision.set_global_policy('float32') too: Keras 3 fixes its default "
-            "dtype when the first layer is made), or give its layers dtype='float32'; declare the input_signature's "
-            "tensors tf.float32, and cast what comes from float64 code with tf.cast(x, tf.float32)")
+            "TFLite's builtins (and so TVM's importer) have no float64 kernels: tfcheck converts a function computed "
+            "wholly in float64 as a float32 twin read back as float64, with its weights as inputs, but not one that "
+            "mixes float64 with other float dtypes or whose weights are frozen (weights=\"constants\"). "
+            + FLOAT64_ADVICE)
     for op in other:
         kinds = ", ".join(sorted(dtypes[op]))
         parts.append(f"uses TensorFlow op {op} on {kinds} tensors, which TFLite builtins (and so TVM's importer) "
@@ -668,6 +698,12 @@ def _refusal(ops: list[str], dtypes: dict[str, set[str]], float64_inputs: list[s
     return "; it also ".join(parts)
 
 
+# What to write instead of a float64 model that cannot be converted.
+FLOAT64_ADVICE = (
+    "Build the model in float32: call tf.keras.backend.set_floatx('float32') instead of 'float64' before its layers "
+    "are made (where layers exist already, tf.keras.mixed_precision.set_global_policy('float32') too: Keras 3 fixes "
+    "its default dtype when the first layer is made), or give its layers dtype='float32'; declare the "
+    "input_signature's tensors tf.float32, and cast what comes from float64 code with tf.cast(x, tf.float32)")
 # TensorFlow ops that are TFLite builtins for float32 tensors only (and quantized ones), by the
 # builtin's name, for the refusal of one on integers.
 _FLOAT_ONLY = {op: f"have only for float32 tensors ({builtin})" for op, builtin in {

@@ -37,12 +37,14 @@ from tfcheck.compiler.cache.fastkey import ReadRecorder
 from tfcheck.compiler.process.io_file import save_io
 from tfcheck.compiler.process.messages import (OperatorCount, SymbolicFailure, TracedVariant, TraceRequest,
                                                TraceResult)
-from tfcheck.compiler.trace.bridge import (INT_VALUES, LIFT_WEIGHTS_ABOVE, DtypeRefused, LiftedWeights, Traceable,
-                                      WeightsRefused, error_summary,
+from tfcheck.compiler.trace.bridge import (FLOAT64_ADVICE, INT_VALUES, LIFT_WEIGHTS_ABOVE, DtypeRefused,
+                                      LiftedWeights, Traceable, WeightsRefused, computes_in_float64, error_summary,
+                                      float32_twin,
                                       freeze, generate_inputs, import_tensorflow, index_tables, lift_weights,
                                       load_saved_signature,
                                       load_traceable, reference_outputs, tflite_outputs, to_tflite, weight_values)
 from tfcheck.compiler.process.weights_file import WEIGHTS_FILE, save_weights
+from tfcheck.compiler.trace.float64_twin import TwinRefused
 from tfcheck.compiler.trace.unrolled_rnn import concrete_unrolled
 from tfcheck.runtime.manifest import SymbolicDim, TensorSpec
 from tfcheck.runtime.structure import leaf_paths
@@ -195,7 +197,7 @@ def _trace_variant(tf: Any, tf_function: Any, signature: list[Any], arguments: l
     flatbuffer = _convert_unless_cached(prepared, key, variant_dir, events, request, inputs)
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
-    described = dataclasses.replace(described, weights=prepared.weights)  # 0 when the conversion fell back
+    described = dataclasses.replace(described, weights=prepared.weights, float64=prepared.float64)  # 0: fell back
     arrays = generate_inputs(inputs, values)
     try:
         outputs = reference_outputs(concrete, arrays)
@@ -270,7 +272,7 @@ def _trace_symbolic(tf: Any, tf_function: Any, signature: list[Any], arguments: 
         raise StepError(error.message, error.op, fallback) from error
     if flatbuffer is None:
         return dataclasses.replace(described, cached=True)
-    described = dataclasses.replace(described, weights=prepared.weights)
+    described = dataclasses.replace(described, weights=prepared.weights, float64=prepared.float64)
     observed = []
     for index, sizes in enumerate(steps):
         arrays = generate_inputs(_at(inputs, sizes), values)
@@ -412,6 +414,7 @@ class Prepared:
     function: Any
     lifted: LiftedWeights | None
     graph_sha256: str  # the cache key's main part: the graph and, when lifted, every weight's bytes
+    float64: bool = False  # `function` is a float64 function's float32 twin (`float64_twin.py`)
 
     @property
     def weights(self) -> int:
@@ -431,7 +434,12 @@ def prepare(concrete: Any, mode: str) -> Prepared:
     Freezing copies every weight into a GraphDef, and the converter's MLIR copies them again:
     VGG16's 528 MB of weights took the tracing child to 8.8 GB. Lifted, the converter sees a graph
     without a single weight value, and the weights go to the compile child in a file.
+
+    A function computed in float64 is lifted whatever the mode but "constants", and converted as
+    its float32 twin (`float64_twin.py`): frozen, its weights would be rounded to float32.
     """
+    if mode != "constants" and computes_in_float64(concrete):
+        return _float64_prepared(concrete)
     if mode == "inputs" or (mode == "auto" and _captured_bytes(concrete) > LIFT_WEIGHTS_ABOVE):
         try:
             lifted = lift_weights(concrete)
@@ -442,6 +450,18 @@ def prepare(concrete: Any, mode: str) -> Prepared:
             return Prepared(concrete, mode, lifted.function, lifted, lifted_graph_sha256(lifted))
     frozen = freeze(concrete)
     return Prepared(concrete, mode, frozen, None, frozen_graph_sha256(frozen))
+
+
+def _float64_prepared(concrete: Any) -> Prepared:
+    """The float64 function with its weights as inputs, as its float32 twin; one that cannot be
+    lifted or twinned fails with why, and with the converter's advice for float64 models."""
+    try:
+        twin = float32_twin(lift_weights(concrete), concrete)
+    except (WeightsRefused, TwinRefused) as error:
+        raise DtypeRefused(f"computes in float64, which TFLite's builtins lack; tfcheck converts such a function "
+                           f"as a float32 twin read back as float64, with its weights as inputs, but {error}. "
+                           f"{FLOAT64_ADVICE}") from error
+    return Prepared(concrete, "inputs", twin.function, twin, lifted_graph_sha256(twin), float64=True)
 
 
 def _prepare_and_key(concrete: Any, request: TraceRequest,
