@@ -31,13 +31,15 @@ instead (`_rows_axis`, as `contraction._rows_loop` chooses them), and the height
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tvm
 from tvm import relax
 from tvm.target import Target
 
 from tfcheck.compiler.schedules import cpu
-from tfcheck.compiler.schedules.tiling import max_rows, padded_cols, padded_rows
+from tfcheck.compiler.schedules.tiling import DEPTHWISE_MAX_ROWS, max_rows, padded_cols, padded_rows
 
 # The convolutions padded: Relax op -> (its constructor, the data/output and kernel layouts taken).
 _CONVOLUTIONS = {
@@ -94,6 +96,8 @@ class _ChannelPadder(relax.PyExprMutator):
         convolve, data_layout, kernel_layout = form
         data, weight = call.args
         attrs = call.attrs
+        if _is_depthwise(call, data_layout):
+            return self._padded_depthwise(call, convolve)
         if (not isinstance(weight, tvm.ir.expr.Constant) or attrs.groups != 1 or attrs.data_layout != data_layout
                 or attrs.kernel_layout != kernel_layout or attrs.out_layout != data_layout):
             return call
@@ -122,6 +126,35 @@ class _ChannelPadder(relax.PyExprMutator):
         last = len(data_layout) - 1  # the channels' axis
         return relax.op.strided_slice(convolution, axes=[axis, last], begin=[0, 0], end=[width, channels])
 
+    def _padded_depthwise(self, call: relax.Call, convolve: Callable[..., relax.Expr]) -> relax.Expr:
+        """A depthwise convolution over a width that no tile of several columns divides, computed
+        over `padded_rows` columns and sliced back (the slice joins the tile: `contraction._is_crop`).
+        Its tile is up to `DEPTHWISE_MAX_ROWS` columns dividing the width, so Xception's 19- and
+        37-wide maps got one column, each input loaded for one output; over 20 and 40 columns
+        (tiles of 5), one core took 0.11 against 0.21 ms and 0.46 against 0.73 ms at 728 channels,
+        with AVX2 and with AVX-512 (docs/schedules.md, "Depthwise rule"). Only while the output
+        stays in cache: a window's few products per output pay for an extra column on nothing
+        larger (`_width_worth_padding`)."""
+        data, weight = call.args
+        attrs = call.attrs
+        normalized = self.builder_.normalize(call)
+        axis = len(attrs.strides)  # the width: the axis before the channels
+        width, kernel = _static_extent(normalized, axis), static_shape(weight)
+        if width is None or kernel is None:
+            return call
+        window = kernel[: len(attrs.strides)]
+        if width < 2 or not _width_worth_padding(normalized, (*window, 1, 1)):  # a product per window step
+            return call
+        columns = padded_rows(width, DEPTHWISE_MAX_ROWS)
+        if columns == width:
+            return call
+        padding = [int(p) for p in attrs.padding]
+        padding[len(attrs.strides) + axis - 1] += (columns - width) * int(attrs.strides[axis - 1])
+        convolution = self.builder_.emit(convolve(
+            data, weight, attrs.strides, padding, attrs.dilation, attrs.groups,
+            attrs.data_layout, attrs.kernel_layout, attrs.out_layout, attrs.out_dtype))
+        return relax.op.strided_slice(convolution, axes=[axis], begin=[0], end=[width])
+
     def _padded_matmul(self, call: relax.Call) -> relax.Expr:
         """`matmul(x, W)` with constant float32 weights `W[K, N]`, N narrower than one vector, as
         `matmul(x, pad(W))[..., :N]` when `padded_channels` pads N; FoldConstant computes the
@@ -149,6 +182,15 @@ class _ChannelPadder(relax.PyExprMutator):
             return True
         bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
         return isinstance(bound, relax.Call) and all(self._is_constant(arg) for arg in bound.args)
+
+
+def _is_depthwise(call: relax.Call, data_layout: str) -> bool:
+    """Whether `call` is a depthwise convolution in `data_layout`: a group per input channel, each
+    giving one output channel, as TVM's importer makes TFLite's DEPTHWISE_CONV_2D."""
+    attrs = call.attrs
+    data, output = static_shape(call.args[0]), static_shape(call)
+    return (attrs.groups > 1 and attrs.data_layout == data_layout and attrs.out_layout == data_layout
+            and data is not None and output is not None and data[-1] == output[-1] == attrs.groups)
 
 
 def _width_worth_padding(call: relax.Call, kernel: tuple[int, ...]) -> bool:
