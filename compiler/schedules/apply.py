@@ -13,7 +13,7 @@ from tvm.target import Target
 from tfcheck.compiler.schedules.lowering.fresh_outputs import copy_shared_outputs_pass
 
 from tfcheck.compiler.schedules import blocks, cpu
-from tfcheck.compiler.schedules.rewrites import flattened_dense, layer_norm, parallel_matmuls, scalar_steps
+from tfcheck.compiler.schedules.rewrites import flat_steps, flattened_dense, layer_norm, parallel_matmuls, scalar_steps
 from tfcheck.compiler.schedules.rules import expansion_depthwise
 from tfcheck.compiler.schedules.budget import CODE_SIZE_BUDGET, code_size
 from tfcheck.compiler.schedules.rewrites.channel_padding import pad_output_channels
@@ -152,7 +152,9 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     ``AttachAttrLayoutFreeBuffers`` marks which parameters are constants, for weight packing;
     float32 exp, sigmoid, tanh, erf and softmax take vectorisable approximations (`fast_math.py`);
     convolutions first get their output channels padded to whole vectors and a prime output width
-    to one a register tile of several rows divides (`channel_padding.py`). Reshapes to the shape a
+    to one a register tile of several rows divides, and with AVX-512 a 1x1 convolution runs over its
+    image's pixels in a row, the steps after it moved before the reshape back into its epilogue
+    (`channel_padding.py`, `flat_steps.py`). Reshapes to the shape a
     tensor already has (TFLite's fully connected layer on a 3-D input imports with one) go first:
     FuseOps does not fuse a matmul with an elementwise step across a reshape, so the encoder
     block's GELU and residual adds ran as kernels of their own (docs/schedules.md, "Reshapes"); for
@@ -178,6 +180,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
                                   opt_level=0, name="CombineParallelMatmuls"),
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
                                   name="PadOutputChannels"),
+        tvm.transform.module_pass(lambda module, _context: flat_steps.move_steps_before_unflattening(module),
+                                  opt_level=0, name="MoveStepsBeforeUnflattening"),
         relax.transform.LegalizeOps(customize_legalize_map=fast_math_legalization()),
         relax.transform.AnnotateTIROpPattern(),
         tvm.transform.module_pass(lambda module, _context: _reshapes_as_injective(module), opt_level=0,

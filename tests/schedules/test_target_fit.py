@@ -67,10 +67,11 @@ def _tile(kernel: tirx.PrimFunc) -> Tile:
     # AVX2, 16 registers: 5 rows of 2 vectors of 8 over 736 channels (10 accumulators, 2 weights, a
     # broadcast); 2 column tiles a block, 93 KB of weights in half of Zen 3's 512 KB L2
     ("znver3", Tile(rows=5, vectors=2, lanes=8, block=2, strip_bytes=728 * 16 * 4)),
-    # AVX-512, 32 registers: 5 rows of 2 vectors of 16; 23 column tiles, 23 x 93 KB do not fit
-    # half of a 1 MB or a 2 MB L2, and no other number divides 23: no block
-    ("skylake-avx512", Tile(rows=5, vectors=2, lanes=16, block=1, strip_bytes=728 * 32 * 4)),
-    ("sapphirerapids", Tile(rows=5, vectors=2, lanes=16, block=1, strip_bytes=728 * 32 * 4)),
+    # AVX-512, 32 registers: the 361 pixels in a row (channel_padding.flat_columns), as 364 in 7
+    # rows of 2 vectors of 16; 23 column tiles, 23 x 93 KB do not fit half of a 1 MB or a 2 MB L2,
+    # and no other number divides 23: no block
+    ("skylake-avx512", Tile(rows=7, vectors=2, lanes=16, block=1, strip_bytes=728 * 32 * 4)),
+    ("sapphirerapids", Tile(rows=7, vectors=2, lanes=16, block=1, strip_bytes=728 * 32 * 4)),
 ])
 def test_the_tile_and_the_blocks_fit_the_targets_registers_and_l2(mcpu: str, expected: Tile) -> None:
     target = named_target(mcpu)
