@@ -18,8 +18,10 @@ input. The rule builds the classic CPU micro-kernel around that:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 from tvm.target import Target
@@ -102,17 +104,48 @@ def _rows_loop(sch: s_tir.Schedule, main: SBlockRV, spatial: list[LoopRV]) -> in
               if blocks.extent(sch, spatial[index]) is None or blocks.extent(sch, spatial[index]) > 1]
     if not longer:
         return None
-    realize = blocks.realize(sch, main)
-    along = [value for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
-             if any(iter_var.var.same_as(var) for var in blocks.windowed(realize.block))]
-
-    def in_window(index: int) -> bool:
-        return any(value.same_as(sch.get(spatial[index]).loop_var) for value in along)
-
+    in_window = _in_window(sch, main, spatial)
     innermost, outside = longer[-1], longer[-1] - 1
     if in_window(innermost) and outside in longer and blocks.extent(sch, spatial[outside]) and not in_window(outside):
         return outside
     return innermost
+
+
+def _in_window(sch: s_tir.Schedule, main: SBlockRV, spatial: list[LoopRV]) -> Callable[[int], bool]:
+    """Whether the spatial loop at an index binds an iterator the window runs along (`blocks.windowed`)."""
+    realize = blocks.realize(sch, main)
+    along = [value for iter_var, value in zip(realize.block.iter_vars, realize.iter_values)
+             if any(iter_var.var.same_as(var) for var in blocks.windowed(realize.block))]
+    return lambda index: any(value.same_as(sch.get(spatial[index]).loop_var) for value in along)
+
+
+def _tile_registers(sch: s_tir.Schedule, main: SBlockRV, spatial: list[LoopRV], rows_index: int | None,
+                    target: Target) -> int:
+    """The vector registers the register tile may fill: the target's, less one where its rows run
+    along the window over a padding read in place (a 3x3 'same' convolution over its width), whose
+    check on each row's loads needs a register of its own. With AVX2's 16, the 4 x 3-vector tile
+    that filled them ran InceptionV3's 8x8x448 -> 384 3x3 convolution at 56 GFLOP/s, 3.57 ms on one
+    core, and 4 x 2 vectors at 81, 2.46 ms; a 28x28x128 -> 192 one 5.26 against 3.63 ms; the tiles
+    without such checks (1x1, 1x3 over their height, 3x1) were 11-19% slower with one less
+    (docs/schedules.md, "Tiles that fit the registers")."""
+    registers = cpu.vector_registers(target)
+    if rows_index is None or not _in_window(sch, main, spatial)(rows_index) or not _reads_padding(sch.get(main)):
+        return registers
+    return registers - 1
+
+
+def _reads_padding(block: tirx.SBlock) -> bool:
+    """Whether the block reads a padding in place: its value has a load under a bound check
+    (`if_then_else`, what inlining a padding leaves)."""
+    return isinstance(block.body, tirx.BufferStore) and _has_bound_check(block.body.value)
+
+
+def _has_bound_check(expr: tvm.ir.expr.Expr) -> bool:
+    """Whether an `if_then_else` appears in ``expr`` (through calls, arithmetic and casts)."""
+    if isinstance(expr, tvm.ir.Call):
+        return getattr(expr.op, "name", None) == "prim.if_then_else" or any(map(_has_bound_check, expr.args))
+    children = [getattr(expr, name) for name in ("a", "b", "value") if isinstance(getattr(expr, name, None), tvm.ir.expr.Expr)]
+    return any(map(_has_bound_check, children))
 
 
 def _written_shape(sch: s_tir.Schedule, block: SBlockRV) -> list | None:
@@ -209,7 +242,7 @@ def _tile(sch: s_tir.Schedule, main: SBlockRV, target: Target, tile_size: TileSi
     # A symbolic rows axis gets the tile of SYMBOLIC_ROWS rows; its bound check per row comes out
     # of every full tile afterwards (unswitch.py).
     rows, cols = tile_size(rows_extent or SYMBOLIC_ROWS, blocks.extent(sch, spatial[-1]), lanes,
-                           cpu.vector_registers(target))
+                           _tile_registers(sch, main, spatial, rows_index, target))
     cols_outer, cols_inner = sch.split(spatial[-1], factors=[None, cols])
     others = []
     rows_inner = None
