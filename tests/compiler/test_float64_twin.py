@@ -12,16 +12,13 @@ The form is marload/DeepRL-TensorFlow2's (876266d, PPO/PPO_Continuous.py): a Ker
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.compiler.production_run import build_exported, run_exported
 
 tf = pytest.importorskip("tensorflow")
 
@@ -55,17 +52,10 @@ def mixed(states):
     return tf.nn.relu(tf.cast(scores, tf.float32))
 '''
 
-# Run by the artifact's runtime alone: neither TVM's Python package nor TensorFlow is imported.
+# Run by the artifact's runtime alone (`production_run.run_exported`).
 RUN = '''
-import sys
-import numpy as np
-import tfcheck
-
-library = tfcheck.load(sys.argv[1])
-inputs = np.load(sys.argv[2])
 mu, std = library.policy(inputs["states"])
-assert "tvm" not in sys.modules and "tensorflow" not in sys.modules, sorted(sys.modules)
-np.savez(sys.argv[3], mu=np.asarray(mu), std=np.asarray(std))
+results = {"mu": np.asarray(mu), "std": np.asarray(std)}
 '''
 
 
@@ -73,11 +63,7 @@ np.savez(sys.argv[3], mu=np.asarray(mu), std=np.asarray(std))
 def test_a_float64_function_computes_in_float64_and_a_mixed_one_is_refused(project: Callable[..., Path],
                                                                             tmp_path: Path) -> None:
     folder = project({"ppo.py": FUNCTIONS})
-    build = subprocess.run(
-        [sys.executable, "-m", "tfcheck", "build", str(folder / "ppo.py"), "--no-lint", "--cache-dir",
-         str(tmp_path / "cache"), "--out", str(tmp_path / "out"), "--format", "json"],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-    records = {r["name"]: r for r in json.loads(build.stdout)["functions"]}
+    records = build_exported(folder / "ppo.py", tmp_path, "--no-lint")
     policy, mixed = records["policy"], records["mixed"]
     assert (policy["status"], policy["verified"]) == ("built", True), policy["message"]
     assert policy["max_rel_error"] < 1e-12, policy["max_rel_error"]
@@ -88,12 +74,7 @@ def test_a_float64_function_computes_in_float64_and_a_mixed_one_is_refused(proje
     assert [spec["dtype"] for spec in manifest["inputs"] + manifest["outputs"]] == ["float64"] * 3
 
     states = np.random.default_rng(3).standard_normal((5, 3))
-    np.savez(tmp_path / "inputs.npz", states=states)
-    (tmp_path / "run.py").write_text(textwrap.dedent(RUN))
-    run = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "out"), str(tmp_path / "inputs.npz"),
-                          str(tmp_path / "outputs.npz")], capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = np.load(tmp_path / "outputs.npz")
+    got = run_exported(tmp_path, RUN, {"states": states})
     namespace: dict[str, object] = {}
     exec(compile(FUNCTIONS.replace("@tfcheck.aot(dims={\"batch\": (1, 8)})\n", ""), "ppo.py", "exec"),  # noqa: S102
          namespace)

@@ -12,17 +12,13 @@ does not have. Over an unknown batch, the decoder's argmax (a value and an index
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.compiler.production_run import build_exported, run_exported
 
 CASES = [  # merge_repeated, blank_index (None: the last class), sequence lengths
     (True, None, [12, 12, 12]),
@@ -78,15 +74,9 @@ def decode(probabilities):
     return tf.sparse.to_dense(sp_input=st, default_value=-1)
 '''
 
+# Run by the artifact's runtime alone (`production_run.run_exported`).
 RUN = '''
-import sys
-import numpy as np
-import tfcheck
-
-decode = tfcheck.load(sys.argv[1]).decode
-inputs = np.load(sys.argv[2])
-np.savez(sys.argv[3], **{key: np.asarray(decode(inputs[key])) for key in inputs.files})
-assert "tvm" not in sys.modules and "tensorflow" not in sys.modules
+results = {key: np.asarray(library.decode(inputs[key])) for key in inputs.files}
 '''
 
 
@@ -94,25 +84,16 @@ assert "tvm" not in sys.modules and "tensorflow" not in sys.modules
 def test_kerass_greedy_ctc_decode_builds_over_any_batch_and_runs_in_production(
         project: Callable[..., Path], tmp_path: Path) -> None:
     folder = project({"ocr.py": FUNCTIONS})
-    build = subprocess.run(
-        [sys.executable, "-m", "tfcheck", "build", str(folder / "ocr.py"), "--cache-dir", str(tmp_path / "cache"),
-         "--out", str(tmp_path / "out"), "--format", "json"],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-    [record] = json.loads(build.stdout)["functions"]
+    [record] = build_exported(folder / "ocr.py", tmp_path).values()
     assert record["status"] == "built" and record["verified"] is True, record["message"]
 
     rng = np.random.default_rng(11)
     cases = {f"batch_{batch}": rng.random((batch, 12, 6), dtype=np.float32) for batch in (1, 3)}
-    np.savez(tmp_path / "inputs.npz", **cases)
-    (tmp_path / "run.py").write_text(textwrap.dedent(RUN))
-    run = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "out"), str(tmp_path / "inputs.npz"),
-                          str(tmp_path / "outputs.npz")], capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
+    got = run_exported(tmp_path, RUN, cases)
 
     import tensorflow as tf
 
     namespace: dict[str, object] = {}
     exec(compile(FUNCTIONS.replace("@tfcheck.aot(", "dict("), "ocr.py", "exec"), namespace)  # noqa: S102 - the test's own code
-    got = np.load(tmp_path / "outputs.npz")
     for key, value in cases.items():
         np.testing.assert_array_equal(got[key], namespace["decode"](tf.constant(value)).numpy(), err_msg=key)

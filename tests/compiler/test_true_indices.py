@@ -12,16 +12,13 @@ its Python package, which the verification (in the compiler's process) found and
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.compiler.production_run import build_exported, run_exported
 
 pytestmark = pytest.mark.slow
 
@@ -55,28 +52,15 @@ def positives_any_width(x):
     return tf.where(x > 0.0)
 '''
 
-# Run by the artifact's runtime alone: neither TVM's Python package nor TensorFlow is imported.
+# Run by the artifact's runtime alone (`production_run.run_exported`).
 RUN = '''
-import sys
-import numpy as np
-import tfcheck
-
-library = tfcheck.load(sys.argv[1])
-inputs = np.load(sys.argv[2])
 results = {}
 for key in sorted(inputs.files):
     name, _, case = key.partition("__")
     if name == "filter_boxes":
-        output = library.filter_boxes(inputs[key], inputs["scores__" + case])
-    elif name == "nonzero_positions":
-        output = library.nonzero_positions(inputs[key])
-    elif name == "positives_any_width":
-        output = library.positives_any_width(inputs[key])
-    else:
-        continue
-    results[key] = np.asarray(output)
-assert "tvm" not in sys.modules and "tensorflow" not in sys.modules, sorted(sys.modules)
-np.savez(sys.argv[3], **results)
+        results[key] = np.asarray(library.filter_boxes(inputs[key], inputs["scores__" + case]))
+    elif name in ("nonzero_positions", "positives_any_width"):
+        results[key] = np.asarray(getattr(library, name)(inputs[key]))
 '''
 
 
@@ -101,23 +85,13 @@ def _cases() -> dict[str, np.ndarray]:
 def test_data_sized_outputs_build_and_match_tensorflow_at_every_count(project: Callable[..., Path],
                                                                         tmp_path: Path) -> None:
     folder = project({"masks.py": FUNCTIONS})
-    build = subprocess.run(
-        [sys.executable, "-m", "tfcheck", "build", str(folder / "masks.py"), "--cache-dir", str(tmp_path / "cache"),
-         "--out", str(tmp_path / "out"), "--format", "json"],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-    records = {r["function"]: r for r in json.loads(build.stdout)["functions"]}
-    for record in records.values():
+    for record in build_exported(folder / "masks.py", tmp_path).values():
         assert record["status"] == "built" and record["verified"] is True, record["message"]
     manifest = json.loads((tmp_path / "out" / "filter_boxes" / "manifest.json").read_text())
     assert manifest["outputs"][0]["shape"] == [1, None, 7]  # the rows: what the data decide
 
     cases = _cases()
-    np.savez(tmp_path / "inputs.npz", **cases)
-    (tmp_path / "run.py").write_text(textwrap.dedent(RUN))
-    run = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "out"), str(tmp_path / "inputs.npz"),
-                          str(tmp_path / "outputs.npz")], capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = np.load(tmp_path / "outputs.npz")
+    got = run_exported(tmp_path, RUN, cases)
 
     import tensorflow as tf
 
