@@ -78,14 +78,15 @@ def test_the_runtime_install_has_no_tvm_and_no_tensorflow(runtime_python: Path) 
 
 def test_the_runtime_install_stays_under_40_mb_without_numpy(runtime_python: Path) -> None:
     """Issue 19: `pip install 'tfcheck[runtime]'` under 40 MB without NumPy. tfcheck itself is
-    about 4.3 MB with its bytecode (2026-12-06: 29 rules, the compiler's stages); the rest is the
+    about 5.0 MB with its bytecode (2026-12-06: 29 rules, the compiler's stages and rewrites; 4.3
+    MB that morning), bounded at 6 MB so that growth is noticed; the rest is the
     linter's dependencies (libcst with PyYAML, rich with Pygments,
     click) that every install of the one distribution carries (docs/runtime.md). The TVM runtime
     comes with the exported folder, so no TVM distribution is installed (the apache-tvm wheel is
     451 MB, apache-tvm-ffi 12 MB)."""
     sizes = _sizes(runtime_python)
     assert not any(name.startswith(("tvm", "apache_tvm")) for name in sizes)
-    assert sum(size for name, size in sizes.items() if name.startswith("tfcheck")) < 5 * MB
+    assert sum(size for name, size in sizes.items() if name.startswith("tfcheck")) < 6 * MB
     assert sum(size for name, size in sizes.items() if not name.startswith("numpy")) < 40 * MB
 
 
