@@ -10,7 +10,9 @@ last axis (`[N, 1, P, O]` to `[N, H, W, O]`, `H * W == P`), an elementwise step 
 values on either side of it: `op(reshape(y), t)` becomes `reshape(op(y, t'))`, with `t` a scalar,
 a vector over the last axis (`[O]`, `[1, 1, 1, O]`) as it is, or a tensor of the reshape's shape
 reshaped to `y`'s (a view); a unary step (ReLU, a clip, a sigmoid) moves as it is. Each moved step
-leaves the reshape after it, so a chain moves step by step.
+leaves the reshape after it, so a chain moves step by step. (`scalar_steps.py` moves steps by a
+scalar past any reshape, before padding; this pass, after it, takes vectors and tensors too, but
+only past a reshape that keeps the last axis.)
 """
 
 from __future__ import annotations
