@@ -17,6 +17,7 @@ from tfcheck.compiler.schedules.lowering import over_cores
 from tfcheck.compiler.schedules.lowering.over_cores import WHEN_ATTR, version_parallel_loops, work
 from tfcheck.compiler.schedules.lowering.unswitch import loops_in
 
+from ..isa import named_target, skip_unless_runnable
 from .test_operators import TWO_CORES, _parallel_kernels, _parallel_loops, _scheduled_kernels, check, module, rand
 
 
@@ -103,3 +104,53 @@ def test_a_condition_reading_an_inner_index_keeps_the_loop_serial() -> None:
     loop = version_parallel_loops(_triangle, TWO_CORES).body.block.body
     assert loop.kind == tirx.ForKind.SERIAL
     assert WHEN_ATTR not in loop.annotations
+
+
+
+def test_each_version_of_the_loop_keeps_its_accumulators_to_itself() -> None:
+    """The two versions of a loop used a tile's accumulators as one buffer allocated at the root:
+    TVM sized it where its uses meet, as the whole output in memory instead of a tile in registers,
+    and over the cropped sizes of a U-Net of valid convolutions for images of any size (jakeret/unet's
+    1x1 convolution of 32 -> 16 channels over ``h // 4 - 7`` rows) TVM 0.27's code generator failed
+    for an AVX2 target ("Binding of variable rmod ... conflicts with previous binding"). Each
+    version now has its own; the kernel compiles and computes the convolution on both sides."""
+    h, w = tirx.Var("h", "int64"), tirx.Var("w", "int64")
+    weights = rand(1, 1, 32, 16)
+    # The second input, the image, gives the VM ``h`` and ``w``.
+    mod = module([(1, h // 4 - 7, w // 4 - 7, 32), (1, h, w, 1)], lambda bb, x, _image: relax.op.nn.conv2d(
+        x, relax.const(weights), data_layout="NHWC", kernel_layout="HWIO"))
+    mod["main"] = mod["main"].with_attr("tir_var_lower_bound", {"h": 44, "w": 44})
+    avx2 = named_target("znver3")
+    scheduled = apply_default_schedules(mod, avx2)
+    kernels = [version_parallel_loops(func, avx2) for func in scheduled.functions.values()
+               if isinstance(func, tirx.PrimFunc)]
+    versions = [(stmt, _allocated(func)) for func in kernels for stmt in _root_statements(func)
+                if isinstance(stmt, tirx.IfThenElse)]
+    assert versions, "no loop has two versions: the test no longer covers them"
+    for branch, allocated in versions:
+        parallel, serial = (_buffers_used(case) & allocated for case in (branch.then_case, branch.else_case))
+        assert parallel and serial and not parallel & serial
+    vm = relax.VirtualMachine(compile_cpu(scheduled, avx2), tvm.cpu())
+    skip_unless_runnable(avx2)
+    for side in (44, 201):  # serial, over the cores
+        x = rand(1, side // 4 - 7, side // 4 - 7, 32)
+        got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(rand(1, side, side, 1))).numpy()
+        check(got, x @ weights[0, 0])
+
+
+def _root_statements(func: tirx.PrimFunc) -> list[tirx.Stmt]:
+    """The statements of the kernel's root block."""
+    body = func.body.block.body
+    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+
+
+def _buffers_used(stmt: tirx.Stmt) -> set[tirx.Buffer]:
+    """The buffers ``stmt`` reads or writes."""
+    found: set[tirx.Buffer] = set()
+    tvm_ffi.structural_map(stmt, (tirx.Buffer, lambda buffer: found.add(buffer) or buffer))
+    return found
+
+
+def _allocated(func: tirx.PrimFunc) -> set[tirx.Buffer]:
+    """The buffers the kernel's root block allocates."""
+    return set(func.body.block.alloc_buffers)

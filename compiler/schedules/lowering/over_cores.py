@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import tvm_ffi
 from tvm import s_tir, sym, tirx
 from tvm.target import Target
 
@@ -52,7 +53,10 @@ def version_parallel_loops(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc
     if not any(WHEN_ATTR in loop.annotations for loop in loops_in(func.body)):
         return func
     sizes = blocks.shape_vars(func)
-    versioned = func.with_body(_map_marked(func.body, lambda loop: _versioned(loop, sizes)))
+    own = _own_buffers(func)
+    serial_buffers: list[tirx.Buffer] = []
+    body = _map_marked(func.body, lambda loop: _versioned(loop, sizes, own[loop.loop_var], serial_buffers))
+    versioned = func.with_body(_with_allocations(body, serial_buffers))
     if code_size(versioned, cpu.vector_lanes(target, 32)) <= CODE_SIZE_BUDGET:
         return versioned
     return func.with_body(_map_marked(func.body, _serial))
@@ -101,18 +105,77 @@ def _map_marked(stmt: tirx.Stmt, on_marked: Callable[[tirx.For], tirx.Stmt]) -> 
     return map_loops(stmt, lambda loop: on_marked(loop) if WHEN_ATTR in loop.annotations else loop)
 
 
-def _versioned(loop: tirx.For, sizes: set[tirx.Var]) -> tirx.Stmt:
+def _versioned(loop: tirx.For, sizes: set[tirx.Var], own_buffers: list[tirx.Buffer],
+               serial_buffers: list[tirx.Buffer]) -> tirx.Stmt:
     """``if <the loop has more than one iteration and its work reaches the mark>: <the loop over
     the cores> else: <the loop serial>``; the one loop when the condition is known at build time,
     and the serial loop when it reads more than the function's sizes (an inner extent that varies
-    with the loop's index)."""
+    with the loop's index).
+
+    The serial copy gets its own copy of each buffer of the root block that only this loop uses
+    (``own_buffers``; the copies go to ``serial_buffers``). TVM sizes and places an allocation
+    where all its uses meet: a tile's accumulators used by both copies met at the root, as one
+    buffer the size of the output in memory instead of a tile in registers, and their regions
+    over the two copies made TVM 0.27's code generator fail on a U-Net for images of any size on
+    AVX2 ("Binding of variable rmod ... conflicts with previous binding")."""
     threshold = int(loop.annotations[WHEN_ATTR])
     condition = sym.Analyzer().simplify(tirx.And(loop.extent > 1, work(loop) >= threshold))
     if isinstance(condition, tirx.IntImm):
         return _unmarked(loop, tirx.ForKind.PARALLEL) if condition.value else _serial(loop)
     if not set(tirx.analysis.undefined_vars(condition)) <= sizes:
         return _serial(loop)
-    return tirx.IfThenElse(condition, _unmarked(loop, tirx.ForKind.PARALLEL), fresh_definitions(_serial(loop)))
+    serial = _with_own_buffers(fresh_definitions(_serial(loop)), own_buffers, serial_buffers)
+    return tirx.IfThenElse(condition, _unmarked(loop, tirx.ForKind.PARALLEL), serial)
+
+
+def _own_buffers(func: tirx.PrimFunc) -> dict[tirx.Var, list[tirx.Buffer]]:
+    """For each marked loop (by its variable), the buffers of the root block that only it uses: a
+    tile's accumulators, not an intermediate another statement reads."""
+    root = func.body
+    marked = [loop for loop in loops_in(root) if WHEN_ATTR in loop.annotations]
+    if not isinstance(root, s_tir.SBlockRealize):
+        return {loop.loop_var: [] for loop in marked}
+    allocated = list(root.block.alloc_buffers)
+
+    def outside(loop: tirx.For) -> set[tirx.Buffer]:
+        return _buffers_in(map_loops(root.block.body, lambda other: (
+            tirx.Evaluate(0) if other.loop_var.same_as(loop.loop_var) else other)))
+
+    return {loop.loop_var: [buffer for buffer in allocated if buffer in _buffers_in(loop) - outside(loop)]
+            for loop in marked}
+
+
+def _buffers_in(stmt: tirx.Stmt) -> set[tirx.Buffer]:
+    """The buffers ``stmt`` reads or writes."""
+    found: set[tirx.Buffer] = set()
+
+    def note(buffer: tirx.Buffer) -> tirx.Buffer:
+        found.add(buffer)
+        return buffer
+
+    tvm_ffi.structural_map(stmt, (tirx.Buffer, note))
+    return found
+
+
+def _with_own_buffers(stmt: tirx.Stmt, buffers: list[tirx.Buffer], copies: list[tirx.Buffer]) -> tirx.Stmt:
+    """``stmt`` with a new buffer of the same shape for each of ``buffers`` (added to ``copies``)."""
+    renamed = {buffer: tirx.decl_buffer(buffer.shape, buffer.dtype, f"{buffer.name}_serial", strides=buffer.strides,
+                                        elem_offset=buffer.elem_offset,
+                                        scope=buffer.scope(), data_alignment=buffer.data_alignment,
+                                        offset_factor=buffer.offset_factor)
+               for buffer in buffers}
+    copies.extend(renamed.values())
+    return tvm_ffi.structural_map(stmt, (tirx.Buffer, lambda buffer: renamed.get(buffer, buffer)))
+
+
+def _with_allocations(body: tirx.Stmt, buffers: list[tirx.Buffer]) -> tirx.Stmt:
+    """``body`` (a root block) also allocating ``buffers``."""
+    if not buffers:
+        return body
+    block = body.block
+    return s_tir.SBlockRealize(body.iter_values, body.predicate, s_tir.SBlock(
+        block.iter_vars, block.reads, block.writes, block.name_hint, block.body, block.init,
+        [*block.alloc_buffers, *buffers], block.match_buffers, block.annotations))
 
 
 def _serial(loop: tirx.For) -> tirx.For:
