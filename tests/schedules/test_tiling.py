@@ -7,7 +7,8 @@ from hypothesis import given, strategies as st
 
 from tfcheck.compiler.schedules.rewrites.channel_padding import padded_channels
 from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, broadcast_registers, column_block, depthwise_tile,
-                                              divisors, max_rows, padded_cols, padded_rows, register_tile, row_tile,
+                                              divisors, max_rows, padded_cols, padded_rows, register_tile,
+                                              row_tile, rows_for_wider_tile,
                                               vector_tile, vector_width, weight_registers)
 
 
@@ -170,3 +171,16 @@ def test_padded_channels() -> None:
 )
 def test_depthwise_tile(width: int, channels: int, lanes: int, expected: tuple[int, int]) -> None:
     assert depthwise_tile(width, channels, lanes, budget=28) == expected
+
+
+def test_rows_for_wider_tile() -> None:
+    """InceptionV3's 147 columns with AVX2's 16 registers: 7 rows of one vector (7 x 2 needs 17);
+    computed as 150, 6 rows of two (148 would give 4 x 2: fewer accumulators)."""
+    assert register_tile(147, 64, 8, 16) == (7, 8)
+    assert rows_for_wider_tile(147, 64, 8, 16) == 150 and register_tile(150, 64, 8, 16) == (6, 16)
+    assert rows_for_wider_tile(147, 32, 8, 16) == 150
+    assert rows_for_wider_tile(147, 64, 16, 32) == 147  # AVX-512: 7 x 2 fits
+    assert rows_for_wider_tile(35, 64, 8, 16) == 35  # 5 x 2 already
+    assert rows_for_wider_tile(147, 8, 8, 16) == 147  # one vector of columns: no wider tile
+    assert rows_for_wider_tile(30, 13, 8, 16) == 30  # columns not in whole vectors
+    assert rows_for_wider_tile(20, 728, 8, 16) == 20  # 91 vectors: only one row of 7 is wider

@@ -45,7 +45,7 @@ from tvm.target import Target
 
 from tfcheck.compiler.schedules import cpu
 from tfcheck.compiler.schedules.tiling import (DEPTHWISE_MAX_ROWS, max_rows, padded_cols, padded_rows,
-                                                register_tile, tile_rate)
+                                                register_tile, rows_for_wider_tile, tile_rate)
 
 # The convolutions padded: Relax op -> (its constructor, the data/output and kernel layouts taken).
 _CONVOLUTIONS = {
@@ -126,6 +126,8 @@ class _ChannelPadder(relax.PyExprMutator):
         padded = padded_channels(channels, self.lanes)
         if padded >= MIN_VECTORS * self.lanes:
             padded = padded_cols(padded, columns, self.lanes, self.registers)
+        if wider and self._flat_columns is None:
+            columns = rows_for_wider_tile(columns, padded, self.lanes, self.registers)
         if (padded, columns) == (channels, width):
             return call
         wide = np.pad(kernel, [(0, 0)] * (kernel.ndim - 1) + [(0, padded - channels)])
