@@ -199,6 +199,16 @@ def realize(sch: s_tir.Schedule, block: SBlockRV) -> s_tir.SBlockRealize:
     return found
 
 
+def rebuilt(realize: s_tir.SBlockRealize, body: tirx.Stmt | None = None,
+            extra_buffers: tuple[tirx.Buffer, ...] = ()) -> s_tir.SBlockRealize:
+    """``realize`` with its block's body replaced by ``body`` (if given) and ``extra_buffers`` added to
+    its allocations: TVM's SBlock has no copy-with, and the lowering passes change just these."""
+    block = realize.block
+    return s_tir.SBlockRealize(realize.iter_values, realize.predicate, s_tir.SBlock(
+        block.iter_vars, block.reads, block.writes, block.name_hint, block.body if body is None else body,
+        block.init, [*block.alloc_buffers, *extra_buffers], block.match_buffers, block.annotations))
+
+
 def all_blocks(sch: s_tir.Schedule) -> list[SBlockRV]:
     """Every block of the function below its outermost one, nested ones included, in program order.
     The outermost block is `root` in legalised operators, but a hand-written TOPI kernel names its own

@@ -33,8 +33,4 @@ def bind_sizes(func: tirx.PrimFunc) -> tirx.PrimFunc:
     bound = {size: tirx.Var(f"{size.name}_size", str(size.ty)) for size in sizes}
     body = tvm_ffi.structural_map(root.block.body, (tirx.Var, lambda var: bound.get(var, var)))
     binds = [tirx.Bind(bound[size], tirx.Max(size, tirx.IntImm(str(size.ty), 0))) for size in sizes]
-    block = root.block
-    new_block = s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint,
-                             tirx.SeqStmt([*binds, body]), block.init, block.alloc_buffers, block.match_buffers,
-                             block.annotations)
-    return func.with_body(s_tir.SBlockRealize(root.iter_values, root.predicate, new_block))
+    return func.with_body(blocks.rebuilt(root, tirx.SeqStmt([*binds, body])))

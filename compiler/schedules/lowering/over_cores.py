@@ -56,7 +56,7 @@ def version_parallel_loops(func: tirx.PrimFunc, target: Target) -> tirx.PrimFunc
     own = _own_buffers(func)
     serial_buffers: list[tirx.Buffer] = []
     body = _map_marked(func.body, lambda loop: _versioned(loop, sizes, own[loop.loop_var], serial_buffers))
-    versioned = func.with_body(_with_allocations(body, serial_buffers))
+    versioned = func.with_body(blocks.rebuilt(body, extra_buffers=tuple(serial_buffers)) if serial_buffers else body)
     if code_size(versioned, cpu.vector_lanes(target, 32)) <= CODE_SIZE_BUDGET:
         return versioned
     return func.with_body(_map_marked(func.body, _serial))
@@ -141,8 +141,11 @@ def _own_buffers(func: tirx.PrimFunc) -> dict[tirx.Var, list[tirx.Buffer]]:
         return _buffers_in(map_loops(root.block.body, lambda other: (
             tirx.Evaluate(0) if other.loop_var.same_as(loop.loop_var) else other)))
 
-    return {loop.loop_var: [buffer for buffer in allocated if buffer in _buffers_in(loop) - outside(loop)]
-            for loop in marked}
+    def only_in(loop: tirx.For) -> list[tirx.Buffer]:
+        used = _buffers_in(loop) - outside(loop)
+        return [buffer for buffer in allocated if buffer in used]
+
+    return {loop.loop_var: only_in(loop) for loop in marked}
 
 
 def _buffers_in(stmt: tirx.Stmt) -> set[tirx.Buffer]:
@@ -166,16 +169,6 @@ def _with_own_buffers(stmt: tirx.Stmt, buffers: list[tirx.Buffer], copies: list[
                for buffer in buffers}
     copies.extend(renamed.values())
     return tvm_ffi.structural_map(stmt, (tirx.Buffer, lambda buffer: renamed.get(buffer, buffer)))
-
-
-def _with_allocations(body: tirx.Stmt, buffers: list[tirx.Buffer]) -> tirx.Stmt:
-    """``body`` (a root block) also allocating ``buffers``."""
-    if not buffers:
-        return body
-    block = body.block
-    return s_tir.SBlockRealize(body.iter_values, body.predicate, s_tir.SBlock(
-        block.iter_vars, block.reads, block.writes, block.name_hint, block.body, block.init,
-        [*block.alloc_buffers, *buffers], block.match_buffers, block.annotations))
 
 
 def _serial(loop: tirx.For) -> tirx.For:

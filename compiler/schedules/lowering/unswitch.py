@@ -57,11 +57,7 @@ def unswitch_partial_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
     changed = [_unswitch_loop(stmt, shape_vars) if isinstance(stmt, tirx.For) else stmt for stmt in statements]
     if all(new.same_as(old) for new, old in zip(changed, statements)):
         return func
-    new_body = tirx.SeqStmt(changed) if len(changed) > 1 else changed[0]
-    block = root.block
-    new_block = s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, new_body, block.init,
-                             block.alloc_buffers, block.match_buffers, block.annotations)
-    return func.with_body(s_tir.SBlockRealize(root.iter_values, root.predicate, new_block))
+    return func.with_body(blocks.rebuilt(root, tirx.SeqStmt(changed) if len(changed) > 1 else changed[0]))
 
 
 def _unswitch_loop(loop: tirx.For, shape_vars: set[tirx.Var]) -> tirx.For:
@@ -313,13 +309,8 @@ def map_loops(stmt: tirx.Stmt, on_loop: Callable[[tirx.For], tirx.Stmt]) -> tirx
     """``stmt`` with ``on_loop`` applied to every loop (after its body), those inside blocks included:
     the root block holds them all."""
     def in_block(realize: s_tir.SBlockRealize) -> s_tir.SBlockRealize:
-        block = realize.block
-        body = map_loops(block.body, on_loop)
-        if body.same_as(block.body):
-            return realize
-        return s_tir.SBlockRealize(realize.iter_values, realize.predicate, s_tir.SBlock(
-            block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init, block.alloc_buffers,
-            block.match_buffers, block.annotations))
+        body = map_loops(realize.block.body, on_loop)
+        return realize if body.same_as(realize.block.body) else blocks.rebuilt(realize, body)
 
     return map_blocks(stmt, in_block, on_loop)
 
