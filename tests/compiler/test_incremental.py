@@ -124,6 +124,14 @@ def test_a_file_written_during_the_trace_gives_no_fast_key(tmp_path: Path) -> No
     assert not recorded(tmp_path / "rewritten", "rewrite").complete
 
 
+def test_each_imported_distribution_is_versioned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a module, TensorFlow's ~3,000 modules took 10 s of a small function's trace."""
+    asked: list[str] = []
+    monkeypatch.setattr(fastkey, "distribution_version", lambda name: asked.append(name) or "1.0")
+    _, distributions = fastkey._imported_modules()
+    assert "numpy" in distributions and sorted(asked) == sorted(set(asked)) == sorted(distributions)
+
+
 def test_jobs_default_to_the_cores_and_are_capped_by_memory() -> None:
     assert jobs_for(3, available=100 * driver.JOB_MEMORY) == (3, None)
     jobs, note = jobs_for(4, available=2 * driver.JOB_MEMORY + 1)
