@@ -251,6 +251,7 @@ def _tune_missing(
             per_task,
         )
     _drop_unnamed_log_handlers()
+    _import_tensor_intrinsics()
     with tempfile.TemporaryDirectory(dir=db_dir, prefix=".run-") as work_dir:
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             tasks, work_dir=work_dir
@@ -321,6 +322,27 @@ def _drop_unnamed_log_handlers() -> None:
     metaschedule = logging.getLogger("tvm.s_tir.meta_schedule")
     for handler in [h for h in metaschedule.handlers if h.get_name() is None]:
         metaschedule.removeHandler(handler)
+
+
+@functools.cache
+def _import_tensor_intrinsics() -> None:
+    """Import `tvm.s_tir.tensor_intrin` (every `TuneContext` does) in seconds instead of a minute.
+
+    Its ~250 TVMScript functions each call `inspect.stack()`, which looks up the module of every
+    frame. A frame of a frozen module (importlib's, on the stack of every import, and runpy's
+    under `python -m`) names a file, `<frozen NAME>`, that `inspect.getmodule` cannot map, so each
+    lookup scans all of `sys.modules`: 38 s of a 44 s import in a process that imported TVM alone,
+    more where pytest or TensorFlow are loaded. Recording the frozen modules in inspect's own map
+    (what its scan records for a module with a `__file__`) makes those lookups a dictionary hit;
+    the frames' source stays unavailable, as before.
+    """
+    import inspect
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if getattr(getattr(module, "__spec__", None), "origin", None) == "frozen":
+            inspect.modulesbyfile.setdefault(f"<frozen {name}>", name)
+    import tvm.s_tir.tensor_intrin  # noqa: F401
 
 
 def _build_candidate(mod: tvm.IRModule, target: tvm.target.Target, _params: dict | None):
