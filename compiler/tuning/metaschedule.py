@@ -23,8 +23,10 @@ MetaSchedule's `RewriteLayout` postprocessor pre-pack them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -33,6 +35,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -326,23 +329,39 @@ def _drop_unnamed_log_handlers() -> None:
 
 @functools.cache
 def _import_tensor_intrinsics() -> None:
-    """Import `tvm.s_tir.tensor_intrin` (every `TuneContext` does) in seconds instead of a minute.
+    """Import `tvm.s_tir.tensor_intrin` (every `TuneContext` does) in seconds instead of a minute:
+    its ~250 TVMScript functions each call `inspect.stack()` (see `frame_lookups_once`)."""
+    with frame_lookups_once():
+        import tvm.s_tir.tensor_intrin  # noqa: F401
 
-    Its ~250 TVMScript functions each call `inspect.stack()`, which looks up the module of every
-    frame. A frame of a frozen module (importlib's, on the stack of every import, and runpy's
-    under `python -m`) names a file, `<frozen NAME>`, that `inspect.getmodule` cannot map, so each
-    lookup scans all of `sys.modules`: 38 s of a 44 s import in a process that imported TVM alone,
-    more where pytest or TensorFlow are loaded. Recording the frozen modules in inspect's own map
-    (what its scan records for a module with a `__file__`) makes those lookups a dictionary hit;
-    the frames' source stays unavailable, as before.
+
+@contextlib.contextmanager
+def frame_lookups_once() -> Iterator[None]:
+    """Within the block, `inspect.getmodule` looks up a frame whose file is not a module's once per
+    file name.
+
+    `inspect.stack()` looks up the module of every frame on the stack. A frame whose file is not a
+    module's (`<frozen importlib._bootstrap>` on every import, `<frozen runpy>` under `python -m`,
+    `<string>`, TVM's own `<ast>`) is looked up by scanning all of `sys.modules`, again on every
+    call: 38 s of the tensor intrinsics' 44 s import in a process that imported TVM alone, more
+    where pytest or TensorFlow are loaded. For a frame the answer depends only on the file name (a
+    frame has no `__name__` to match a module by), so it is kept.
     """
-    import inspect
-    import sys
+    scan = inspect.getmodule
+    known: dict[str, object] = {}
 
-    for name, module in list(sys.modules.items()):
-        if getattr(getattr(module, "__spec__", None), "origin", None) == "frozen":
-            inspect.modulesbyfile.setdefault(f"<frozen {name}>", name)
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    def getmodule(obj: object, _filename: str | None = None) -> object:
+        if _filename is None or not inspect.isframe(obj) or not _filename.startswith("<"):
+            return scan(obj, _filename)
+        if _filename not in known:
+            known[_filename] = scan(obj, _filename)
+        return known[_filename]
+
+    inspect.getmodule = getmodule
+    try:
+        yield
+    finally:
+        inspect.getmodule = scan
 
 
 def _build_candidate(mod: tvm.IRModule, target: tvm.target.Target, _params: dict | None):
