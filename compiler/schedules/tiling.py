@@ -181,10 +181,35 @@ def padded_cols(extent: int, rows_extent: int, lanes: int, registers: int) -> in
     which allow no tile of 2 to 6 vectors, only one vector by up to 7 rows, whose every broadcast
     feeds one FMA. At 736 (92 vectors) the tile is 5 x 2 vectors, at 1.1% more work: 3.70 against
     5.64-5.73 ms on one core (docs/schedules.md, "Tiles that fit the registers")."""
-    def useful(cols: int) -> float:
-        return tile_rate(rows_extent, cols, lanes, registers) * extent / cols
+    return _fastest_padding(extent, range(extent, extent + extent // 8 + 1, lanes),
+                            lambda cols: tile_rate(rows_extent, cols, lanes, registers))
 
-    best = max(range(extent, extent + extent // 8 + 1, lanes), key=lambda cols: (useful(cols), -cols))
+
+def padded_matmul_rows(extent: int, cols_extent: int, lanes: int, registers: int) -> int:
+    """The rows to compute for a dense layer of ``extent`` rows and ``cols_extent`` columns:
+    ``extent``, or the extent up to a quarter (and a tile's height) more whose register tile
+    advances the real rows fastest, where that is at least ``WIDER_TILE_GAIN`` times as fast.
+
+    Tiles divide the rows, so a row count with no divisor from 2 to 7 (ViT-B/16's 197 tokens,
+    InceptionV3's 17x17 = 289 pixels flattened) gets a tile of one row, each weight vector loaded
+    for one FMA: 197 x 768 -> 768 took 5.2-5.5 ms on one Zen 3 core, 196 rows 2.5-2.6 ms; 198
+    rows are 33 tiles of 6 x 2 vectors (benchmarks/awkward_rows.py). The padded rows are a copy
+    of the input: under one vector of columns, each input element feeds too little work to pay
+    for it, and the rows stay; so do rows whose tile is already half as tall as a tile can be."""
+    if cols_extent < lanes or register_tile(extent, cols_extent, lanes, registers)[0] >= max_rows(registers) // 2:
+        return extent
+    # Within a tile's height of the extent lies a multiple of every height a tile may have.
+    last = extent + min(extent // 4, max_rows(registers) - 1)
+    return _fastest_padding(extent, range(extent, last + 1), lambda rows: tile_rate(rows, cols_extent, lanes, registers))
+
+
+def _fastest_padding(extent: int, candidates: range, rate: Callable[[int], float]) -> int:
+    """The candidate extent whose tile ``rate``, times the share of it that is real, is highest,
+    where that beats ``extent``'s own by ``WIDER_TILE_GAIN``; else ``extent``."""
+    def useful(padded: int) -> float:
+        return rate(padded) * extent / padded
+
+    best = max(candidates, key=lambda padded: (useful(padded), -padded))
     return best if useful(best) >= WIDER_TILE_GAIN * useful(extent) else extent
 
 

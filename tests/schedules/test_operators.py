@@ -349,6 +349,38 @@ def test_narrow_dense_output_padded_to_one_vector(batch: int) -> None:
     assert rules == ["schedule_contraction"]
 
 
+@pytest.mark.parametrize(("shape", "computed"), [((197, 96), 198), ((1, 289, 96), 290), ((196, 96), 196)])
+def test_a_dense_layer_over_rows_without_a_good_divisor_computes_a_few_more(shape: tuple[int, ...],
+                                                                             computed: int) -> None:
+    """ViT-B/16's 197 tokens are prime, so the register tiles that divide them are one row tall;
+    with a zero row more, 198 are 33 tiles of 6 (AVX2) and the result is sliced back to the real
+    rows, after the bias. 196 rows have tiles of 4 already (benchmarks/awkward_rows.py)."""
+    x, w, b = rand(*shape), rand(96, 64), rand(64)
+
+    def emit(bb, x_var):
+        return relax.op.nn.relu(relax.op.add(bb.emit(relax.op.matmul(x_var, relax.const(w))), relax.const(b)))
+
+    mod = module([x.shape], emit)
+    for mcpu in ("znver3", "znver4"):
+        script = pad_output_channels(mod, named_target(mcpu)).script()
+        assert f"R.Tensor(({', '.join(map(str, (*shape[:-1][:-1], computed, 64)))}), dtype=\"float32\") = R.matmul(" \
+            in script
+    actual, rules = run(mod, x)
+    check(actual, np.maximum(x @ w + b, 0))
+    assert "schedule_contraction" in rules
+
+
+def test_attentions_product_of_two_inputs_over_197_rows_computes_198() -> None:
+    """`softmax(q k) v` in a ViT-B/16 block: neither operand is a constant, and the rows are the
+    197 tokens; padding the left operand's rows needs no constant (benchmarks/vit_encoder.py)."""
+    x, y = rand(2, 197, 16), rand(2, 16, 64)
+    mod = module([x.shape, y.shape], lambda bb, x_var, y_var: relax.op.matmul(x_var, y_var))
+    script = pad_output_channels(mod, named_target("znver3")).script()
+    assert 'R.Tensor((2, 198, 64), dtype="float32") = R.matmul(' in script
+    actual, _rules = run(mod, x, y)
+    check(actual, x @ y)
+
+
 def test_a_reshape_to_the_same_shape_does_not_keep_a_dense_layer_from_its_epilogue() -> None:
     """TFLite's fully connected layer on a [1, 64, 128] input imports as a matmul and a reshape to
     the shape it already has; that reshape stopped FuseOps, so the GELU (or residual add) after it

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from tfcheck.compiler.schedules.rewrites.channel_padding import padded_channels
 from tfcheck.compiler.schedules.tiling import (MAX_ACCUMULATORS, broadcast_registers, column_block, depthwise_tile,
-                                              divisors, max_rows, padded_cols, padded_rows, register_tile,
+                                              divisors, max_rows, padded_cols, padded_matmul_rows, padded_rows, register_tile,
                                               row_tile, rows_for_wider_tile,
                                               vector_tile, vector_width, weight_registers)
 
@@ -133,6 +133,28 @@ def test_padded_cols_widen_only_where_a_better_tile_pays(cols: int, rows: int, l
 def test_padded_cols_add_at_most_an_eighth_in_whole_vectors(cols: int, rows: int) -> None:
     padded = padded_cols(cols, rows, 8, 16)
     assert cols <= padded <= cols + cols // 8 and padded % 8 == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "lanes", "registers", "expected"),
+    [
+        (197, 768, 8, 16, 198),  # ViT-B/16's tokens with AVX2: one-row tiles -> 33 tiles of 6 x 2 vectors
+        (289, 192, 8, 16, 290),  # InceptionV3's 17x17 pixels: 58 tiles of 5 x 2
+        (196, 768, 8, 16, 196),  # 7 x 4 x 7 rows: tiles of 4 already
+        (7, 768, 8, 16, 7),  # a row tile of 7: no padding
+        (197, 768, 16, 32, 198),  # AVX-512 too
+        (197, 4, 8, 16, 197),  # narrower than a vector: too little work per input element for a copy
+    ],
+)
+def test_padded_matmul_rows_pad_only_where_a_taller_tile_pays(rows: int, cols: int, lanes: int, registers: int,
+                                                               expected: int) -> None:
+    assert padded_matmul_rows(rows, cols, lanes, registers) == expected
+
+
+@settings(deadline=None)
+@given(rows=st.integers(1, 400), cols=st.integers(1, 64).map(lambda v: v * 8))
+def test_padded_matmul_rows_add_at_most_a_quarter(rows: int, cols: int) -> None:
+    assert rows <= padded_matmul_rows(rows, cols, 8, 16) <= rows + rows // 4
 
 
 @pytest.mark.parametrize(
