@@ -220,7 +220,7 @@ class _ChannelPadder(relax.PyExprMutator):
         # no faster at batch 1 (docs/schedules.md, "Narrow outputs").
         if len(shape) == 2 and channels < self.lanes and self._is_constant(weight):
             padded = padded_channels(channels, self.lanes)
-        rows = _static_rows(data)
+        rows = _static_extent(data, -2)
         wanted = rows if rows is None else padded_matmul_rows(rows, padded, self.lanes, self.registers)
         if (padded, wanted) == (channels, rows):
             return call
@@ -313,20 +313,12 @@ def _rows_axis(call: relax.Call, kernel: tuple[int, ...]) -> int:
     return width
 
 
-def _static_extent(call: relax.Call, axis: int) -> int | None:
-    """The extent of a convolution's output along ``axis``, or None when it is not a constant."""
-    shape = getattr(call.ty, "shape", None)
-    value = shape.values[axis] if shape is not None and len(shape.values) in (4, 5) else None
+def _static_extent(expr: relax.Expr, axis: int) -> int | None:
+    """The extent of a tensor expression along ``axis`` (negative from the end), or None when it
+    is not a constant or the tensor has no such axis."""
+    values = getattr(getattr(expr.ty, "shape", None), "values", None)
+    value = values[axis] if values is not None and -len(values) <= axis < len(values) else None
     return int(value.value) if isinstance(value, tvm.tirx.IntImm) else None
-
-
-def _static_rows(data: relax.Expr) -> int | None:
-    """The rows of a matmul's left operand (its second-to-last axis) when static and more than one."""
-    shape = getattr(data.ty, "shape", None)
-    values = getattr(shape, "values", None)
-    if values is None or len(values) < 2 or not isinstance(values[-2], tvm.tirx.IntImm):
-        return None
-    return int(values[-2].value) if int(values[-2].value) > 1 else None
 
 
 def static_shape(expr: relax.Expr) -> tuple[int, ...] | None:
