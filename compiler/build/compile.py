@@ -26,6 +26,17 @@ from tfcheck.runtime.threads import use_all_cores
 from tfcheck.runtime.weights import WEIGHTS
 
 
+def preload() -> None:
+    """What every compiling child imports first, once for all of them in the fork server
+    (`compiler/process/forkserver.py`): TVM, the importer and the schedules."""
+    use_all_cores()
+    import tvm  # noqa: F401
+
+    import tfcheck.compiler.frontend.importer  # noqa: F401
+    import tfcheck.compiler.frontend.loop_unroll  # noqa: F401
+    import tfcheck.compiler.schedules  # noqa: F401
+
+
 def compile_variant(request: CompileRequest, events: EventWriter) -> CompileResult:
     """Compile one traced variant for one target and verify the exported library."""
     # Before any TVM code can start the thread pool (constant folding runs the weight-packing

@@ -270,7 +270,7 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
     traced = None if options.dry_run else recall(options.cache, request)
     if traced is None:
         outcome = run_child("tfcheck.compiler.trace.tracing", request, TraceResult, Path(request.work_dir),
-                            on_stage=on_stage, timeout=options.timeout)
+                            on_stage=on_stage, timeout=options.timeout, forked=True)
         traced = outcome.result
         if traced is None:
             return [_trace_failure(function, failed, outcome)]
@@ -444,7 +444,7 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, targe
                              tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
                              weights=variant.weights, float64=variant.float64)
     compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
-                         on_stage=on_stage, timeout=options.timeout)
+                         on_stage=on_stage, timeout=options.timeout, forked=True)
     result = compiled.result
     if result is None or result.verify.passed is False:
         cache.discard_staging(staging)

@@ -13,9 +13,9 @@ installed packages (`ReadRecorder`, a `TraceInputs`):
 - folder listings (`os.listdir`, `os.scandir`, and so `glob` and `os.walk`), as a hash of the
   sorted names;
 - environment variables: every one read through `os.environ` (and so `os.getenv`), with the value
-  the child started with; all of them when the code iterated the environment; and, since
+  the child started with, those its fork server's imports read included; all of them when the code iterated the environment; and, since
   TensorFlow's C++ reads its variables with `getenv`, which no Python hook sees, every variable
-  whose name starts with one of `NATIVE_PREFIXES`;
+  whose name starts with one of `environment.NATIVE_PREFIXES`;
 - the version of every installed distribution a module was imported from (TensorFlow, Keras,
   NumPy, ...).
 
@@ -29,7 +29,7 @@ full trace, so a change can cost a trace but never return a stale artifact.
 
 What the record cannot see (docs/build.md, "Incremental builds"): files read by native code
 outside the project's folders, and environment variables read by native code outside
-`NATIVE_PREFIXES`.
+`environment.NATIVE_PREFIXES` (`compiler/process/environment.py`).
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from tfcheck.compiler.cache.artifacts import ArtifactCache
-from tfcheck.compiler.process.child import CHILD_ENVIRONMENT, EVENTS_FD_VARIABLE
+from tfcheck.compiler.process.environment import ALL, PRELOAD_READS, agrees, environment_record, record_reads
 from tfcheck.compiler.process.messages import ContractError, TraceInputs, TraceRequest, TraceResult, from_message, to_message
 from tfcheck.compiler.cache.opens import FolderWatch
 from tfcheck.runtime.bundled import distribution_version
@@ -59,14 +59,7 @@ from tfcheck.runtime.paths import UnsafePathError
 
 # Bump when what a record holds, or how it is compared, changes: older records then never match.
 FASTKEY_VERSION = 1
-# Variables that TensorFlow, XLA, CUDA, oneDNN, OpenMP, Keras, TVM or Python read from native code
-# (or at start-up), where no audit hook sees the read: all of them go into every fast key.
-NATIVE_PREFIXES = ("TF_", "XLA_", "CUDA_", "NVIDIA_", "ONEDNN_", "DNNL_", "MKL_", "OMP_", "KMP_",
-                   "KERAS_", "TVM_", "PYTHON", "LD_", "TFCHECK_")
-# Set by `child.run_child` for its own use: never part of what the user's code depends on.
-_OWN_VARIABLES = frozenset({EVENTS_FD_VARIABLE, *CHILD_ENVIRONMENT})
 _SYSTEM_TREES = ("/proc/", "/sys/", "/dev/")
-_ALL = "*"
 
 
 # --- the tracing child ---------------------------------------------------------------------------
@@ -93,8 +86,8 @@ class ReadRecorder:
         The folder watch first: listing the folders to watch is not the user's code listing them."""
         self._watch.start(self._watched, lambda folder: not self._project_path(folder))
         sys.addaudithook(self._on_event)
-        _RecordingEnviron.reads = self._variables
-        os.environ.__class__ = _RecordingEnviron
+        self._variables |= PRELOAD_READS
+        record_reads(self._variables)
 
     def _on_event(self, event: str, args: tuple[Any, ...]) -> None:
         # An exception here would surface in the user's `open`: never let one out.
@@ -107,7 +100,7 @@ class ReadRecorder:
             elif event in ("os.listdir", "os.scandir") and not isinstance(args[0], int):
                 self._listings.add(os.path.abspath(os.fsdecode(args[0] if args[0] is not None else ".")))
         except Exception:  # noqa: BLE001 - a path we cannot decode is one we cannot record
-            self._files.add(_ALL)
+            self._files.add(ALL)
 
     def inputs(self) -> TraceInputs:
         """What was read so far, hashed now."""
@@ -122,7 +115,7 @@ class ReadRecorder:
             distributions=distributions,
             # A file written since the trace began may have been read before the write: its hash
             # now would vouch for content the trace never saw.
-            complete=(native is not None and _ALL not in self._files
+            complete=(native is not None and ALL not in self._files
                       and not any(self._changed_since_start(path) for path in files)),
         )
 
@@ -136,7 +129,7 @@ class ReadRecorder:
     def _project_path(self, path: str) -> bool:
         """Whether `path` is the user's (hashed), not an installed package's (versioned), the
         build's own (work folder, cache) or the system's (/proc)."""
-        if path == _ALL or path.startswith(_SYSTEM_TREES) or f"{os.sep}__pycache__{os.sep}" in path:
+        if path == ALL or path.startswith(_SYSTEM_TREES) or f"{os.sep}__pycache__{os.sep}" in path:
             return False
         if any(path.startswith(prefix) for prefix in self._ignored) or self._made_here(path):
             return False
@@ -148,23 +141,6 @@ class ReadRecorder:
         before the trace (when it was opened, or now) is the user's, and recorded."""
         return (path.startswith(self._temporary) and path not in self._older_temporary
                 and self._changed_since_start(path))
-
-
-class _RecordingEnviron(type(os.environ)):  # type: ignore[misc]
-    """`os.environ` that notes every variable read (`[]`, `get`, `in`, `getenv`), and `*` when the
-    code iterates all of them."""
-
-    __slots__ = ()
-    reads: set[str] = set()
-
-    def __getitem__(self, key: str) -> str:
-        if isinstance(key, str):  # `b"X" in os.environ` asks, and fails, for a bytes key
-            _RecordingEnviron.reads.add(key)
-        return super().__getitem__(key)
-
-    def __iter__(self) -> Iterator[str]:
-        _RecordingEnviron.reads.add(_ALL)
-        return super().__iter__()
 
 
 def _reads(mode: Any, flags: Any) -> bool:
@@ -228,17 +204,6 @@ def listing_digest(path: str) -> str | None:
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def environment_record(environment: Mapping[str, str], reads: set[str]) -> dict[str, str | None]:
-    """The variables the fast key holds, with their values (None: unset): those read, those of
-    `NATIVE_PREFIXES`, and under `*` a hash of all of them when the code iterated them."""
-    names = {name for name in reads if name != _ALL} | {name for name in environment if name.startswith(NATIVE_PREFIXES)}
-    record = {name: environment.get(name) for name in sorted(names - _OWN_VARIABLES)}
-    if _ALL in reads:
-        everything = sorted((name, value) for name, value in environment.items() if name not in _OWN_VARIABLES)
-        record[_ALL] = hashlib.sha256(json.dumps(everything).encode()).hexdigest()
-    return record
-
-
 def python_version() -> str:
     return f"{sys.implementation.cache_tag} {sys.version}"
 
@@ -297,7 +262,7 @@ def changed(inputs: TraceInputs, environment: Mapping[str, str]) -> str | None:
     for distribution, version in inputs.distributions.items():
         if distribution_version(distribution) != version:
             return f"distribution {distribution}"
-    if environment_record(environment, set(inputs.environment)) != inputs.environment:
+    if not agrees(environment, inputs.environment):
         return "environment"
     for path, digest in inputs.files.items():
         if _file_digest(path) != digest:

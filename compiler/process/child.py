@@ -5,6 +5,8 @@ hang or a polluted global state in one function's build never reaches the `tfche
 next function. The child's stdout and stderr belong to the user's code (prints, TensorFlow logs)
 and go to a log file; tfcheck's own messages travel as JSON lines on a separate pipe whose file
 descriptor is passed in `TFCHECK_EVENTS_FD`, so nothing the user prints can be mistaken for one.
+The tracing and compiling children are forked from a server that imported TensorFlow or TVM once
+(`compiler/process/forkserver.py`), wherever that child is the process a fresh start would be.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from tfcheck.compiler.process.environment import CHILD_ENVIRONMENT, EVENTS_FD_VARIABLE
+from tfcheck.compiler.process.forkserver import ForkedProcess, server_for
 from tfcheck.compiler.process.messages import (ChildError, ContractError, Stage, SymbolicFailure, from_message,
                                                to_message)
 
-EVENTS_FD_VARIABLE = "TFCHECK_EVENTS_FD"
-# Set in every child's environment besides the parent's own variables.
-CHILD_ENVIRONMENT = {"PYTHONUNBUFFERED": "1"}
 Request = TypeVar("Request")
+Process = subprocess.Popen | ForkedProcess
 Result = TypeVar("Result")
 _LOG_TAIL_LINES = 15
 
@@ -41,7 +43,7 @@ class _Children:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running: set[subprocess.Popen] = set()
+        self.running: set[Process] = set()
         self.stopped = False
 
 
@@ -160,6 +162,7 @@ def run_child(
     timeout: float,
     env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
+    forked: bool = False,
 ) -> ChildOutcome[Result]:
     """Run `python -m module request.json` (the request dataclass as JSON) and collect its events
     until it exits; the result comes back as a `result_type`.
@@ -168,12 +171,16 @@ def run_child(
     here in any case, so that the parent's other ends of those pipes see an end of file when the
     child exits, or at once when it never starts.
 
+    `forked`: the module has a `preload()`, and the child is forked from a server that ran it once
+    for all of this process's children (`compiler/process/forkserver.py`) wherever it would be the
+    same process as a fresh one (never with `pass_fds`).
+
     Crashes (signals), non-zero exits without an error event and timeouts are turned into error
     messages that name the stage and quote the end of what the child printed in it; a crash adds
     what its signal means and the stage's advice, and hands on the stage's symbolic fallback.
     """
     try:
-        return _run_child(module, request, result_type, work_dir, on_stage, timeout, env, pass_fds)
+        return _run_child(module, request, result_type, work_dir, on_stage, timeout, env, pass_fds, forked)
     finally:
         for fd in pass_fds:
             os.close(fd)
@@ -181,25 +188,30 @@ def run_child(
 
 def _run_child(module: str, request: object, result_type: type[Result], work_dir: Path,
                on_stage: Callable[[str], None], timeout: float, env: dict[str, str] | None,
-               pass_fds: tuple[int, ...]) -> ChildOutcome[Result]:
+               pass_fds: tuple[int, ...], forked: bool) -> ChildOutcome[Result]:
     work_dir.mkdir(parents=True, exist_ok=True)
     request_path = work_dir / f"{module.rsplit('.', 1)[-1]}-request.json"
     request_path.write_text(json.dumps(to_message(request)), encoding="utf-8")
     log_path = work_dir / f"{module.rsplit('.', 1)[-1]}.log"
-    read_fd, write_fd = os.pipe()
     # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
     # the log that the failure message quotes.
-    child_env = {**os.environ, **CHILD_ENVIRONMENT, **(env or {}), EVENTS_FD_VARIABLE: str(write_fd)}
+    environment = {**os.environ, **CHILD_ENVIRONMENT, **(env or {})}
+    server = server_for(module, environment, timeout) if forked and not pass_fds else None
+    read_fd, write_fd = os.pipe()
     with _CHILDREN.lock, log_path.open("wb") as log:
         if _CHILDREN.stopped:  # the build was interrupted while this thread was between two children
             os.close(read_fd)
             os.close(write_fd)
             raise KeyboardInterrupt
-        process = subprocess.Popen(
-            [sys.executable, "-m", module, str(request_path)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd, *pass_fds), env=child_env, start_new_session=True,
-        )
+        process: Process | None = None
+        if server is not None:
+            process = server.fork([str(request_path)], os.getcwd(), environment, log.fileno(), write_fd)
+        if process is None:
+            process = subprocess.Popen(
+                [sys.executable, "-m", module, str(request_path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd, *pass_fds),
+                env={**environment, EVENTS_FD_VARIABLE: str(write_fd)}, start_new_session=True,
+            )
         _CHILDREN.running.add(process)
     os.close(write_fd)
     try:
@@ -230,13 +242,13 @@ def allow_children() -> None:
         _CHILDREN.stopped = False
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: Process) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
 
-def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[str], None],
+def _read_events(read_fd: int, process: Process, on_stage: Callable[[str], None],
                  timeout: float) -> tuple[list[dict[str, Any]], bool]:
     """Read JSON-line events until the pipe closes; kill the child's group at the deadline."""
     deadline = time.monotonic() + timeout
@@ -269,7 +281,7 @@ def _read_events(read_fd: int, process: subprocess.Popen, on_stage: Callable[[st
     return events, False
 
 
-def _outcome(events: list[dict[str, Any]], process: subprocess.Popen, timed_out: bool,
+def _outcome(events: list[dict[str, Any]], process: Process, timed_out: bool,
              timeout: float, log_path: Path, result_type: type[Result]) -> ChildOutcome[Result]:
     for event in events:
         if event["event"] not in ("result", "error"):

@@ -51,6 +51,12 @@ from tfcheck.runtime.structure import leaf_paths
 from tfcheck.runtime.weights import read_weights
 
 
+def preload() -> None:
+    """What every tracing child imports before the user's module, once for all of them in the
+    fork server (`compiler/process/forkserver.py`): TensorFlow and Keras, as `trace_function` does."""
+    import_tensorflow(onednn=False)
+
+
 def trace_function(request: TraceRequest, events: EventWriter) -> TraceResult:
     """Import, trace every shape entry, and report what the parent needs for the cache key (and,
     unless in a dry run, for the fast key: what the import and the trace read)."""

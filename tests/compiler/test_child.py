@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -46,23 +47,30 @@ STEPS = {
 }
 
 
-@pytest.fixture
-def child_module(tmp_path: Path) -> Path:
-    """A module per behaviour, each a real child entry point built on `child_main`."""
+@pytest.fixture(params=[False, True], ids=["fresh", "forked"])
+def child_module(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module per behaviour, each a real child entry point built on `child_main`, run in a fresh
+    process or forked from a server that preloaded it (`compiler/process/forkserver.py`): every
+    behaviour must read the same either way."""
     for name, body in STEPS.items():
         (tmp_path / f"step_{name}.py").write_text(
             "from dataclasses import dataclass\n"
             "from tfcheck.compiler.process.child import StepError, child_main\n\n"
             "@dataclass(frozen=True)\nclass Echo:\n    x: int\n\n"
+            "def preload():\n    import xml.dom.minidom\n\n"
             f"def step(request, events):\n    {body}\n\n"
             "if __name__ == '__main__':\n    child_main(step, Echo)\n")
+    monkeypatch.setattr(sys.modules[__name__], "FORKED", request.param)
     return tmp_path
+
+
+FORKED = False  # set by `child_module`
 
 
 def run(module_dir: Path, name: str, timeout: float = 60) -> tuple[object, list[str]]:
     stages: list[str] = []
     outcome = run_child(f"step_{name}", Echo(21), Echo, module_dir / "work", on_stage=stages.append,
-                        timeout=timeout, env={"PYTHONPATH": str(module_dir)})
+                        timeout=timeout, env={"PYTHONPATH": str(module_dir)}, forked=FORKED)
     return outcome, stages
 
 
@@ -143,7 +151,7 @@ def test_stop_children_kills_the_running_ones_and_starts_no_more(child_module: P
     outcomes: list[object] = []
     waiting = threading.Thread(target=lambda: outcomes.append(run_child(
         "step_hangs", Echo(21), Echo, child_module / "work", on_stage=stages.append, timeout=60,
-        env={"PYTHONPATH": str(child_module)})))
+        env={"PYTHONPATH": str(child_module)}, forked=FORKED)))
     waiting.start()
     deadline = time.monotonic() + 30
     while not stages and time.monotonic() < deadline:  # the child is running its step
