@@ -30,7 +30,7 @@ from tfcheck.compiler.cache.artifacts import ArtifactCache, sources_digest
 from tfcheck.compiler.cache.fastkey import recall, remember
 from tfcheck.compiler.frontend.importer import unimportable
 from tfcheck.compiler.frontend.top_k_order import order_hint, top_ks
-from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children
+from tfcheck.compiler.process.child import ChildOutcome, allow_children, run_child, stop_children, warm_up
 from tfcheck.compiler.process.messages import (Bounds, CompileOptions, CompileRequest, CompileResult, KeyParts,
                                                OperatorCount, ShapeEntry, TracedVariant, TraceRequest, TraceResult,
                                                TuningOptions, as_json)
@@ -102,6 +102,7 @@ class Reporter(Protocol):
 # of the "code generators" alone had missed the symbolic importer, the TFLite conversion and four
 # others, so a changed importer returned the artifacts of the old one.
 COMPILER_ROOT = Path(__file__).resolve().parents[1]
+COMPILE_STEP = "tfcheck.compiler.build.compile"  # the compiling child's module
 
 
 def versions() -> dict[str, str]:
@@ -269,6 +270,8 @@ def _trace_and_build(function: AnnotatedFunction, options: BuildOptions, request
     """Trace (or recall the trace), then build each traced variant for the request's target."""
     traced = None if options.dry_run else recall(options.cache, request)
     if traced is None:
+        if not options.dry_run:
+            warm_up(COMPILE_STEP, options.timeout)  # TVM's import overlaps the trace
         outcome = run_child("tfcheck.compiler.trace.tracing", request, TraceResult, Path(request.work_dir),
                             on_stage=on_stage, timeout=options.timeout, forked=True)
         traced = outcome.result
@@ -443,7 +446,7 @@ def _compile_and_store(function: AnnotatedFunction, options: BuildOptions, targe
     request = CompileRequest(variant_dir=variant.dir, target=target, out_dir=str(staging),
                              tuning=options.tuning, inputs=variant.inputs, dims=variant.dims,
                              weights=variant.weights, float64=variant.float64)
-    compiled = run_child("tfcheck.compiler.build.compile", request, CompileResult, Path(variant.dir),
+    compiled = run_child(COMPILE_STEP, request, CompileResult, Path(variant.dir),
                          on_stage=on_stage, timeout=options.timeout, forked=True)
     result = compiled.result
     if result is None or result.verify.passed is False:

@@ -186,6 +186,17 @@ def run_child(
             os.close(fd)
 
 
+def warm_up(module: str, timeout: float, env: dict[str, str] | None = None) -> None:
+    """Start the fork server of `module` (a `run_child(..., forked=True)` module) in the
+    background, so that its imports overlap other work: the compiling server's TVM, the trace."""
+    threading.Thread(target=server_for, args=(module, _environment(env), timeout), daemon=True).start()
+
+
+def _environment(env: dict[str, str] | None) -> dict[str, str]:
+    """A child's environment: the parent's own, `CHILD_ENVIRONMENT`, and the step's `env`."""
+    return {**os.environ, **CHILD_ENVIRONMENT, **(env or {})}
+
+
 def _run_child(module: str, request: object, result_type: type[Result], work_dir: Path,
                on_stage: Callable[[str], None], timeout: float, env: dict[str, str] | None,
                pass_fds: tuple[int, ...], forked: bool) -> ChildOutcome[Result]:
@@ -195,7 +206,7 @@ def _run_child(module: str, request: object, result_type: type[Result], work_dir
     log_path = work_dir / f"{module.rsplit('.', 1)[-1]}.log"
     # Unbuffered, so that what the user's code printed just before an os._exit or a crash is in
     # the log that the failure message quotes.
-    environment = {**os.environ, **CHILD_ENVIRONMENT, **(env or {})}
+    environment = _environment(env)
     server = server_for(module, environment, timeout) if forked and not pass_fds else None
     read_fd, write_fd = os.pipe()
     with _CHILDREN.lock, log_path.open("wb") as log:

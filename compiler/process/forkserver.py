@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,22 +134,26 @@ def _take_request(control: socket.socket, module: str, selector: selectors.BaseS
     status_fd, log_fd, events_fd = fds
     status = socket.socket(fileno=status_fd)
     request = json.loads(data)
-    refusal = _refusal(request["cwd"])
-    if refusal:
-        status.send(json.dumps({"refused": refusal}).encode())
-        for fd in (log_fd, events_fd):
-            os.close(fd)
-        status.close()
-        return True
     fork = Fork(module, request["argv"], request["cwd"], request["environment"], log_fd, events_fd)
-    pid = _fork(fork, status)
+    try:
+        pid = _fork(fork, status)  # in the child, raises _BecomeChild, which keeps both descriptors
+    except (_Refused, OSError) as refusal:  # OSError: no process to be had (memory, a limit)
+        status.send(json.dumps({"refused": str(refusal)}).encode())
+        status.close()
+        pid = None
     os.close(log_fd)
     os.close(events_fd)
+    if pid is None:
+        return True
     pidfd = os.pidfd_open(pid)
     waiting[pidfd] = (pid, status)
     selector.register(pidfd, selectors.EVENT_READ)
     status.send(json.dumps({"pid": pid}).encode())
     return True
+
+
+class _Refused(Exception):
+    """The child would not be the process a fresh start gives (`_refusal`)."""
 
 
 def _refusal(cwd: str) -> str | None:
@@ -189,9 +194,18 @@ def _path_imported() -> dict[str, str]:
 
 def _fork(fork: Fork, status: socket.socket) -> int:
     """Fork; the child unwinds the server (`_BecomeChild`) once it leads its own session, which
-    the parent waits for, so that killing its process group by the pid never misses it."""
+    the parent waits for, so that killing its process group by the pid never misses it.
+
+    The server's only other thread is OpenBLAS's pool (NumPy starts it at import), whose own
+    `pthread_atfork` handlers make forking safe: Python's warning about forking a process with
+    threads (3.12 on) is silenced for that one call."""
+    refusal = _refusal(fork.cwd)
+    if refusal:
+        raise _Refused(refusal)
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:
         os.close(read_end)
         os.setsid()
