@@ -165,10 +165,14 @@ def _refusal(cwd: str) -> str | None:
     except OSError as error:
         return f"cannot list {cwd}: {error}"
     imported = _path_imported()
-    own = os.path.realpath(cwd)
-    shadowed = sorted(name for name in names & imported.keys()
-                      if not os.path.realpath(imported[name]).startswith(os.path.join(own, name)))
+    shadowed = sorted(name for name in names & imported.keys() if not _imported_from(imported[name], name, cwd))
     return f"{cwd} holds {shadowed[0]}, a module the server imported from elsewhere" if shadowed else None
+
+
+def _imported_from(origin: str, name: str, folder: str) -> bool:
+    """Whether the module `name`, whose file is `origin`, is the folder's own `name`."""
+    relative = os.path.relpath(os.path.realpath(origin), os.path.realpath(folder))
+    return not relative.startswith(os.pardir) and relative.split(os.sep)[0].partition(".")[0] == name
 
 
 def _module_name(entry: os.DirEntry[str]) -> str | None:

@@ -103,6 +103,13 @@ def server_pid() -> int:
     return server._process.pid
 
 
+def test_the_folder_a_preloaded_module_came_from_is_no_shadow(probe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tfcheck build` run in the folder of the module itself."""
+    monkeypatch.chdir(probe)
+    report, _ = run_probe(probe)
+    assert report["forked"] and report["cwd"] == str(probe)
+
+
 def test_a_variable_the_preload_read_gets_a_server_of_its_own(probe: Path) -> None:
     first, _ = run_probe(probe, PROBE_AT_IMPORT="a")
     first_server = server_pid()
