@@ -4,7 +4,10 @@ and wherever it could not be, the child is a fresh process."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,3 +158,19 @@ def test_a_module_without_preload_runs_in_fresh_processes(probe: Path) -> None:
     first, _ = run_probe(probe)
     second, _ = run_probe(probe)
     assert not first["forked"] and not second["forked"] and second["request"] == "hello"
+
+
+def test_the_tracing_preload_leaves_tensorflows_runtime_for_the_child() -> None:
+    """What the tracing server imports must not start TensorFlow's runtime: its thread pools would
+    not exist in a forked child, and a user's module may still configure them (`tf.config`)."""
+    script = ("import os\n"
+              "from tfcheck.compiler.trace.tracing import preload\n"
+              "preload()\n"
+              "from tensorflow.python.eager import context\n"
+              "import tensorflow as tf\n"
+              "print(context.context()._initialized)\n"
+              "tf.config.threading.set_inter_op_parallelism_threads(1)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False"]
