@@ -280,7 +280,6 @@ class ForkServer:
     (`environment.agrees`: those its Python code read, and the native ones)."""
 
     def __init__(self, module: str, environment: dict[str, str], timeout: float) -> None:
-        self.module = module
         self._control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # Started in an empty folder, so that nothing it imports comes from a working directory
         # (`sys.path[0]`): each child's own is checked against what it imported (`_refusal`).
@@ -336,12 +335,14 @@ class ForkServer:
 
 
 class _Servers:
-    """This process's servers, one per child module at most; None for a module whose server
-    could not start (its children are fresh processes from then on)."""
+    """This process's servers, one per child module at most. A module whose server could not start
+    keeps the environment it failed in instead: its children are fresh processes until a build
+    asks in another environment (another `PYTHONPATH` may find a module that starts)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.by_module: dict[str, ForkServer | None] = {}
+        self.by_module: dict[str, ForkServer] = {}
+        self.failed_in: dict[str, dict[str, str]] = {}
         self.starting: dict[str, threading.Lock] = {}
         self.retired: list[ForkServer] = []  # replaced, still reporting their children's exits
 
@@ -351,37 +352,37 @@ _SERVERS = _Servers()
 
 def server_for(module: str, environment: dict[str, str], timeout: float) -> ForkServer | None:
     """The server for `module`'s children in `environment`, started on first use (and again for
-    an environment that disagrees with its own, or when the system killed it); None where there is none to use: turned
-    off, not Linux, or it failed to start (every child of `module` is a fresh process from then on)."""
+    an environment that disagrees with its own, or when the system killed it); None where there
+    is none to use: turned off, not Linux, or it failed to start in this environment."""
     if environment.get(SWITCH_VARIABLE) == "0" or not hasattr(os, "pidfd_open"):
         return None
     with _SERVERS.lock:
         starting = _SERVERS.starting.setdefault(module, threading.Lock())
     with starting:  # a second thread waits for the server the first one is starting
-        server = _SERVERS.by_module.get(module)
-        if module in _SERVERS.by_module and server is None:
+        if _SERVERS.failed_in.get(module) == environment:
             return None
-        if server is None or not server.alive() or not agrees(environment, server.depends_on):
-            if server is not None:
-                server.close()  # the children it forked still get their exit reported
-                with _SERVERS.lock:
-                    _SERVERS.retired = [*(old for old in _SERVERS.retired if old.alive()), server]
-            server = _SERVERS.by_module[module] = _start(module, environment, timeout)
+        server = _SERVERS.by_module.get(module)
+        if server is not None and server.alive() and agrees(environment, server.depends_on):
+            return server
+        if server is not None:
+            server.close()  # the children it forked still get their exit reported
+            with _SERVERS.lock:
+                _SERVERS.retired = [*(old for old in _SERVERS.retired if old.alive()), server]
+                del _SERVERS.by_module[module]
+        try:
+            server = _SERVERS.by_module[module] = ForkServer(module, environment, timeout)
+        except OSError:
+            _SERVERS.failed_in[module] = environment
+            return None
+        _SERVERS.failed_in.pop(module, None)
     return server
-
-
-def _start(module: str, environment: dict[str, str], timeout: float) -> ForkServer | None:
-    try:
-        return ForkServer(module, environment, timeout)
-    except OSError:
-        return None
 
 
 @atexit.register
 def close_servers() -> None:
     """Let every server exit with this process."""
     with _SERVERS.lock:
-        servers = [server for server in _SERVERS.by_module.values() if server is not None]
+        servers = list(_SERVERS.by_module.values())
         _SERVERS.by_module.clear()
     for server in servers:
         server.close()

@@ -174,3 +174,15 @@ def test_the_tracing_preload_leaves_tensorflows_runtime_for_the_child() -> None:
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False"]
+
+
+def test_a_module_whose_server_failed_gets_one_in_another_environment(probe: Path, tmp_path: Path) -> None:
+    """Another `PYTHONPATH` finds another module of the same name, which has a `preload()`."""
+    source = probe / "probe_child.py"
+    without = tmp_path / "without"
+    without.mkdir()
+    (without / "probe_child.py").write_text(source.read_text().replace("def preload():", "def import_marker():")
+                                            .replace("    preload()  #", "    import_marker()  #"))
+    (without / "probe_marker.py").write_text((probe / "probe_marker.py").read_text())
+    assert not run_probe(without)[0]["forked"]
+    assert run_probe(probe)[0]["forked"]
