@@ -184,12 +184,14 @@ def _is_crop(block: tirx.SBlock, shape: list) -> bool:
 def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) -> SBlockRV | None:
     """Inline the elementwise chain after ``main`` into its last block and return that block.
 
-    Only consumers of ``main``'s own shape join the epilogue, and one crop (`_is_crop`) with the
-    chain of its shape after it: a convolution padded to a wider output (`channel_padding.py`)
+    Only consumers of ``main``'s own shape join the epilogue, and crops (`_is_crop`) with the
+    chain of each one's shape after it: a convolution padded to a wider output (`channel_padding.py`)
     then writes only its real columns from each tile, instead of writing the whole padded output
     to a buffer of its own for a second pass (28 MB for keras.io's CT-scan classifier's second
-    layer; docs/schedules.md, "Slices in the tile"). A consumer that broadcasts the
-    result over a larger tensor (squeeze-and-excitation: a 1x1 convolution of the pooled
+    layer; docs/schedules.md, "Slices in the tile"). A crop of a crop is a crop: a width padded for
+    AVX-512's tiles, then sliced by the model, gives two (an 11x11 'valid' 3x3 convolution sliced
+    to 7x8 wrote its whole output in a pass of its own with AVX-512, in the tile with AVX2). A
+    consumer that broadcasts the result over a larger tensor (squeeze-and-excitation: a 1x1 convolution of the pooled
     ``[1, 1, 1, C]`` tensor, a sigmoid, then a multiply with the ``[1, H, W, C]`` feature map)
     would be computed under every register tile with all its loops unrolled: ``H x W x C / lanes``
     copies of the sigmoid, which took LLVM minutes and gigabytes on EfficientNetB0 (see
@@ -199,13 +201,13 @@ def _consumers_to_epilogue(sch: s_tir.Schedule, main: SBlockRV, target: Target) 
     after = blocks.child_blocks(sch)
     names = [sch.get(b).name_hint for b in after]
     tail = after[names.index(sch.get(main).name_hint) + 1 :]
-    shape, cropped, epilogue = _written_shape(sch, main), False, 0
+    shape, epilogue = _written_shape(sch, main), 0
     while epilogue < len(tail):
         written = _written_shape(sch, tail[epilogue])
         if written is None or not tvm_ffi.structural_equal(written, shape):
-            if written is None or cropped or not _is_crop(sch.get(tail[epilogue]), shape):
+            if written is None or not _is_crop(sch.get(tail[epilogue]), shape):
                 break
-            shape, cropped = written, True
+            shape = written
         epilogue += 1
     for block in tail[epilogue:]:
         fallback.schedule_block(sch, block, target)
