@@ -13,7 +13,8 @@ from tvm.target import Target
 from tfcheck.compiler.schedules.lowering.fresh_outputs import copy_shared_outputs_pass
 
 from tfcheck.compiler.schedules import blocks, cpu
-from tfcheck.compiler.schedules.rewrites import flat_steps, flattened_dense, layer_norm, parallel_matmuls, scalar_steps
+from tfcheck.compiler.schedules.rewrites import (flat_steps, flattened_dense, layer_norm, parallel_matmuls, scalar_steps,
+                                                 winograd)
 from tfcheck.compiler.schedules.rules import expansion_depthwise
 from tfcheck.compiler.schedules.budget import CODE_SIZE_BUDGET, code_size
 from tfcheck.compiler.schedules.rewrites.channel_padding import pad_output_channels
@@ -178,6 +179,8 @@ def legalize_and_fuse(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
                                   opt_level=0, name="MoveScalarStepsBeforeReshapes"),
         tvm.transform.module_pass(lambda module, _context: parallel_matmuls.combine_parallel_matmuls(module),
                                   opt_level=0, name="CombineParallelMatmuls"),
+        tvm.transform.module_pass(lambda module, _context: winograd.winograd_convolutions(module, target),
+                                  opt_level=0, name="WinogradConvolutions"),
         tvm.transform.module_pass(lambda module, _context: pad_output_channels(module, target), opt_level=0,
                                   name="PadOutputChannels"),
         tvm.transform.module_pass(lambda module, _context: flat_steps.move_steps_before_unflattening(module),

@@ -54,6 +54,7 @@ def test_a_one_by_seven_convolution_takes_its_rows_over_the_height(mcpu: str) ->
     assert accumulator == (1, 18, 17, 32)  # the height padded for tiles of several rows, not the width
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 @pytest.mark.parametrize(("kernel", "pads"), [((7, 1), (3, 0, 3, 0)), ((3, 3), (1, 1, 1, 1)), ((1, 1), (0, 0, 0, 0))])
 def test_other_windows_keep_their_rows_over_the_width(kernel: tuple[int, int], pads: tuple[int, ...]) -> None:
     """A 7x1 window runs along the height, a 3x3 along both: the width stays the rows (padded to 18)."""

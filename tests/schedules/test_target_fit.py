@@ -104,6 +104,7 @@ def _convolution_tile(kernel_size: tuple[int, int], pads: tuple[int, int, int, i
     return _tile(kernel)
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 @pytest.mark.parametrize(("kernel_size", "pads", "out", "rows", "vectors"), [
     # 'same' over 24 channels out, 216 multiply-adds per input element: read in place, a check on
     # every row's loads; 4 x 3 vectors would fill all 16
@@ -123,6 +124,7 @@ def test_a_tile_whose_rows_check_the_padding_leaves_a_register_for_it(kernel_siz
     assert (tile.rows, tile.vectors) == (rows, vectors), tile
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 def test_a_width_with_only_one_vector_tiles_is_computed_wider() -> None:
     """InceptionV3's 147x147x32 -> 64 'same' 3x3 convolution on AVX2: 147 columns gave 7 x 1-vector
     tiles, 10.8 ms on a Zen 3 core; over 150 columns (sliced back in the tile) 6 x 2, 8.7 ms
