@@ -30,12 +30,23 @@ POINTWISE = RNG.normal([1, 1, 5, 40])
 DEPTHWISE = RNG.normal([3, 3, 24, 1])
 DENSE = RNG.normal([33, 19])
 BIAS = RNG.normal([19])
+WINOGRAD = RNG.normal([3, 3, 24, 32]) * 0.2
+BIAS32 = RNG.normal([32])
 
 
 @tfcheck.aot(shapes=[(1, 7, 9, 5), (2, 16, 16, 5), (3, 13, 6, 5)])
 @tf.function(input_signature=[tf.TensorSpec([None, None, None, 5], tf.float32)])
 def conv_same_bias_relu6(x):
     return tf.nn.relu6(tf.nn.conv2d(x, CONV3, 1, "SAME") + BIAS)
+
+
+@tfcheck.aot(shapes=[(1, 17, 15, 24), (2, 9, 9, 24), (1, 9, 9, 24)])
+@tf.function(input_signature=[tf.TensorSpec([None, None, None, 24], tf.float32)])
+def conv3x3_winograd(x):
+    # Winograd's F(4x4, 3x3) and F(2x2, 3x3) (compiler/schedules/rewrites/winograd.py): 'same' with
+    # its bias and ReLU in the output transform, 'valid' alone; partial tiles, a batch.
+    same = tf.nn.relu(tf.nn.conv2d(x, WINOGRAD, 1, "SAME") + BIAS32)
+    return same, tf.nn.conv2d(x, WINOGRAD, 1, "VALID")
 
 
 @tfcheck.aot(shapes=[(1, 11, 11, 5), (2, 17, 9, 5)])
@@ -90,7 +101,7 @@ def test_every_shape_of_every_operator_matches_tensorflow(project: Callable[...,
     failures = [f"{r['function']} {r['inputs']}: {r['message']}" for r in records if r["status"] != "built"]
     assert not failures and result.exit_code == 0, "\n".join(failures)
     built = {(r["function"].rsplit(".", 1)[-1], json.dumps([i["shape"] for i in r["inputs"]])) for r in records}
-    assert len(built) == 16  # every shape entry of every function became its own artifact
+    assert len(built) == 19  # every shape entry of every function became its own artifact
     for record in records:
         assert record["verified"] is True, record
         assert record["max_abs_error"] < 1e-3, record

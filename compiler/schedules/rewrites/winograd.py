@@ -129,6 +129,7 @@ class Tiling:
 
     @property
     def tiles(self) -> int:
+        """The real tiles, ``P``: the matmul's rows past them are zero."""
         return self.batch * self.rows * self.cols
 
 
@@ -140,9 +141,11 @@ class _Source:
         self.lines: list[str] = []
 
     def vector(self, base: str) -> str:
+        """The channels ``base .. base + lanes`` as an index."""
         return f"T.ramp({base}, 1, {self.lanes})" if self.lanes > 1 else base
 
     def constant(self, value: float) -> str:
+        """``value`` in every lane."""
         scalar = f"T.float32({value!r})"
         return f"T.Broadcast({scalar}, {self.lanes})" if self.lanes > 1 else scalar
 
@@ -152,15 +155,21 @@ class _Source:
         for coefficient, name in zip(coefficients, names):
             if coefficient == 0:
                 continue
-            sign = "-" if coefficient < 0 else "+"
             term = name if abs(coefficient) == 1 else f"{name} * {self.constant(float(abs(coefficient)))}"
-            text = (f"{'-' if sign == '-' else ''}{term}" if not text else f"{text} {sign} {term}")
+            if not text:
+                text = f"-{term}" if coefficient < 0 else term
+            else:
+                text = f"{text} {'-' if coefficient < 0 else '+'} {term}"
         return text or self.constant(0.0)
 
     def line(self, depth: int, text: str) -> None:
+        """A statement ``depth`` levels into the function's body."""
         self.lines.append("    " * depth + text)
 
-    def function(self, params: list[str], body_depth_lines: list[str]) -> tvm.tirx.PrimFunc:
+    def function(self, params: list[str]) -> tvm.tirx.PrimFunc:
+        """The kernel of the lines so far, taking ``params``; marked scheduled, so the rules leave
+        it as written, and opaque, so FuseOps fuses nothing into it. (The rule attribute is
+        `apply.RULE_ATTR`, spelled out: apply imports this module.)"""
         header = [
             "@T.prim_func(s_tir=True, private=True)",
             f"def main({', '.join(params)}):",
@@ -168,7 +177,7 @@ class _Source:
             f'"tfcheck.schedule_rule": "{RULE}"}})',
         ]
         # A root block, as legalised kernels have: passes that inspect kernels expect one.
-        body = ['    with T.sblock("root"):'] + ["    " + line for line in body_depth_lines]
+        body = ['    with T.sblock("root"):'] + ["    " + line for line in self.lines]
         return tvm.script.from_source("\n".join(header + body))
 
 
@@ -211,7 +220,7 @@ def input_kernel(tiling: Tiling, channels: int, lanes: int) -> tvm.tirx.PrimFunc
         source.line(4, f"v[{e}, p, {channel}] = {source.constant(0.0)}")
     params = [f'x: T.Buffer(({tiling.batch}, {height_in}, {width_in}, {channels}), "float32")',
               f'v: T.Buffer(({alpha * alpha}, {tiling.padded}, {channels}), "float32")']
-    return source.function(params, source.lines)
+    return source.function(params)
 
 
 def output_kernel(tiling: Tiling, channels: int, lanes: int, epilogue: Epilogue) -> tvm.tirx.PrimFunc:
@@ -254,7 +263,7 @@ def output_kernel(tiling: Tiling, channels: int, lanes: int, epilogue: Epilogue)
     if epilogue.bias is not None:
         params.append(f'bias: T.Buffer(({channels},), "float32")')
     params.append(f'y: T.Buffer(({tiling.batch}, {tiling.height}, {tiling.width}, {channels}), "float32")')
-    return source.function(params, source.lines)
+    return source.function(params)
 
 
 def _eligible(call: relax.Call) -> tuple[tuple[int, ...], np.ndarray] | None:
