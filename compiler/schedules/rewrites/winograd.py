@@ -345,30 +345,27 @@ def _or_original(rewritten: relax.Expr | None, original: relax.Expr) -> relax.Ex
 
 def winograd_convolutions(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
     """``mod`` with each eligible 3x3 stride-1 convolution (see the module) as Winograd's, the
-    bias and the ReLU or clip right after it taken into its output transform."""
+    bias and the ReLU or clip right after it taken into its output transform. (A convolution or
+    bias whose value something else reads too is then computed again for that reader: Keras's
+    layers, batch norms folded, give none.)"""
     rewriter = _Rewriter(mod, target)
     conv = is_op("relax.nn.conv2d")(wildcard(), is_const())
     bias = is_op("relax.add")(conv, is_const())
     activation = is_op("relax.nn.relu")(bias) | is_op("relax.clip")(bias, wildcard(), wildcard())
 
-    def with_activation(expr: relax.Expr, matches: dict) -> relax.Expr:
+    def with_epilogue(expr: relax.Expr, matches: dict) -> relax.Expr:
+        add = matches[bias]  # `expr` itself, or the add under a ReLU or clip
         channels = static_shape(matches[conv])
-        values = None if channels is None else _bias(matches[bias].args[1], channels[-1])
+        values = None if channels is None else _bias(add.args[1], channels[-1])
         if values is None:
             return expr
-        return _or_original(rewriter.convolution(matches[conv], Epilogue(values, _clip(expr))), expr)
-
-    def with_bias(expr: relax.Expr, matches: dict) -> relax.Expr:
-        channels = static_shape(matches[conv])
-        values = None if channels is None else _bias(expr.args[1], channels[-1])
-        if values is None:
-            return expr
-        return _or_original(rewriter.convolution(matches[conv], Epilogue(values, None)), expr)
+        clip = None if expr.op.name == "relax.add" else _clip(expr)
+        return _or_original(rewriter.convolution(matches[conv], Epilogue(values, clip)), expr)
 
     def alone(expr: relax.Expr, _matches: dict) -> relax.Expr:
         return _or_original(rewriter.convolution(expr, Epilogue(None, None)), expr)
 
-    for pattern, rewrite in ((activation, with_activation), (bias, with_bias), (conv, alone)):
+    for pattern, rewrite in ((activation, with_epilogue), (bias, with_epilogue), (conv, alone)):
         mod = rewrite_functions(mod, pattern, rewrite)
     if not rewriter.kernels:
         return mod
