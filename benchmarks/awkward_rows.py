@@ -16,15 +16,14 @@ of the calling thread's CPU time (best round). Figures: docs/journal/schedules.m
 
 from __future__ import annotations
 
-import argparse
-import time
+import functools
 
 import numpy as np
 import tvm
 from tvm import relax
 from tvm.script import relax as R
 
-from tfcheck.compiler.build.targets import resolve_target
+import kernel_rounds  # sibling script
 from tfcheck.compiler.schedules import apply_default_schedules
 from tfcheck.compiler.schedules.apply import compile_cpu
 
@@ -47,30 +46,20 @@ def dense_relu(rows: int, inner: int, units: int, rng: np.random.Generator) -> t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", action="append", help="MxKxN (repeatable; default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--target", default="cpu", help="as tfcheck build --target: cpu (this CPU) or a TVM target "
-                        'JSON object, e.g. \'{"kind": "llvm", "mcpu": "znver3", "num-cores": 1}\'')
-    args = parser.parse_args()
-    target = tvm.target.Target(resolve_target(args.target, None).json)
+    args, target = kernel_rounds.arguments(__doc__, "MxKxN", 15)
     rng = np.random.default_rng(0)
     machines = {}
     for shape in args.shape or SHAPES:
         rows, inner, units = (int(n) for n in shape.split("x"))
         library = compile_cpu(apply_default_schedules(dense_relu(rows, inner, units, rng), target), target)
         x = tvm.runtime.tensor(rng.standard_normal((rows, inner), dtype=np.float32))
-        machines[shape] = (relax.VirtualMachine(library, tvm.cpu())["main"], x, 2 * rows * inner * units)
-    best = dict.fromkeys(machines, float("inf"))
-    for _ in range(args.rounds):
-        for shape, (run, x, _flops) in machines.items():
-            started = time.thread_time()
-            for _ in range(CALLS):
-                run(x)
-            best[shape] = min(best[shape], (time.thread_time() - started) / CALLS)
+        run = relax.VirtualMachine(library, tvm.cpu())["main"]
+        machines[shape] = (functools.partial(run, x), 2 * rows * inner * units)
+    best = kernel_rounds.best_thread_times({shape: call for shape, (call, _flops) in machines.items()}, args.rounds,
+                                           CALLS)
     print(f"target {target}; best of {args.rounds} rounds of {CALLS} calls, thread CPU time")
     print("| shape | ms | GFLOP/s |\n|---|---:|---:|")
-    for shape, (_run, _x, flops) in machines.items():
+    for shape, (_call, flops) in machines.items():
         print(f"| {shape} | {best[shape] * 1e3:.3f} | {flops / best[shape] / 1e9:.1f} |")
 
 

@@ -1,22 +1,23 @@
-"""3x3 stride-1 convolutions direct and as Winograd's F(2x2, 3x3) and F(4x4, 3x3), one core.
+"""Stride-1 convolutions direct and in Winograd's forms, one core.
 
-`compiler/schedules/rewrites/winograd.py` rewrites a 3x3 stride-1 convolution into an input
-transform, a batched matmul and an output transform when its output has enough tiles. This times
-each form of InceptionV3's and ResNet50's 3x3 layers (conv + bias + ReLU, constant weights),
-scheduled and compiled as `tfcheck build` compiles them, in interleaved rounds of the calling
-thread's CPU time (best round):
+`compiler/schedules/rewrites/winograd.py` rewrites a stride-1 convolution of a 3x3, 5x5, 1xN or Nx1
+window into an input transform, a batched matmul and an output transform when its output has
+enough tiles. This times each form of InceptionV3's, ResNet50's layers (conv + bias + ReLU,
+constant weights), scheduled and compiled as `tfcheck build` compiles them, in interleaved rounds
+of the calling thread's CPU time (best round):
 
     TVM_NUM_THREADS=1 .venv/bin/python benchmarks/winograd_layers.py [--rounds 10] [--target cpu]
-        [--shape 73x73x80x192v ...]
+        [--shape 73x73x80x192:3x3v ...]
 
-A shape is `HxWxCxK` and `s` ('same') or `v` ('valid'). GFLOP/s counts the direct convolution's
-multiply-adds, so the forms compare on one scale. Figures: docs/journal/schedules.md.
+A shape is `HxWxCxK:KHxKW` then `s` ('same') or `v` ('valid'). The forms: `direct`, `F(2)` (tiles
+of 2 along each axis the window is longer than 1) and `F(4)` (of 4, for 3-long windows). GFLOP/s
+counts the direct convolution's multiply-adds, so the forms compare on one scale. Figures:
+docs/schedules.md ("Winograd's form").
 """
 
 from __future__ import annotations
 
-import argparse
-import time
+import functools
 from collections.abc import Callable
 from unittest import mock
 
@@ -25,47 +26,54 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
-from tfcheck.compiler.build.targets import resolve_target
+import kernel_rounds  # sibling script
 from tfcheck.compiler.schedules import apply_default_schedules
 from tfcheck.compiler.schedules.apply import compile_cpu
 from tfcheck.compiler.schedules.rewrites import winograd
 
-# InceptionV3's 3x3 stride-1 layers at 299x299, then ResNet50's at 224x224.
-SHAPES = ("149x149x32x32v", "147x147x32x64s", "73x73x80x192v", "35x35x64x96s", "35x35x96x96s", "8x8x448x384s",
-          "56x56x64x64s", "28x28x128x128s", "14x14x256x256s", "7x7x512x512s")
+# InceptionV3's stride-1 layers at 299x299 but its 1x1 ones, then ResNet50's 3x3 ones at 224x224.
+SHAPES = ("149x149x32x32:3x3v", "147x147x32x64:3x3s", "73x73x80x192:3x3v", "35x35x48x64:5x5s", "35x35x64x96:3x3s",
+          "35x35x96x96:3x3s", "17x17x128x128:1x7s", "17x17x128x192:7x1s", "17x17x192x192:1x7s",
+          "17x17x192x192:7x1s", "8x8x448x384:3x3s", "8x8x384x384:1x3s", "8x8x384x384:3x1s",
+          "56x56x64x64:3x3s", "28x28x128x128:3x3s", "14x14x256x256:3x3s", "7x7x512x512:3x3s")
 CALLS = 5
 
-# Each form: the transform `winograd_convolutions` is made to choose (None: the direct convolution).
-FORMS: dict[str, Callable[[int, int, int], winograd.Transform | None]] = {
-    "direct": lambda *_: None, "F(2x2)": lambda *_: winograd.F2, "F(4x4)": lambda *_: winograd.F4}
+
+def _form(pick: int) -> Callable[..., winograd.Plan | None]:
+    """The plan that takes, along each axis, the transform at ``pick`` among the window's choices
+    (0: the fewest multiplies; -1: the smallest tile), whatever the tiles."""
+    def plan(_batch: int, _height: int, _width: int, window: tuple[int, int]) -> winograd.Plan | None:
+        down, across = (winograd.CHOICES.get(extent) for extent in window)
+        return None if down is None or across is None else winograd.Plan(down[pick], across[pick])
+    return plan
+
+
+# Each form: the plan `winograd_convolutions` is made to choose (None: the direct convolution).
+FORMS: dict[str, Callable[..., winograd.Plan | None]] = {"direct": lambda *_: None, "F(2)": _form(-1), "F(4)": _form(0)}
 
 
 def conv_relu(shape: str, rng: np.random.Generator) -> tuple[tvm.IRModule, tuple[int, ...], int]:
     """`relu(conv2d(x, W) + b)` (NHWC, HWIO, constant W and b), its input shape and its multiply-adds."""
-    height, width, channels, outputs = (int(n) for n in shape[:-1].split("x"))
-    pad = 1 if shape.endswith("s") else 0
-    weights = relax.const(rng.standard_normal((3, 3, channels, outputs), dtype=np.float32) * 0.05)
+    sizes, window = shape[:-1].split(":")
+    height, width, channels, outputs = (int(n) for n in sizes.split("x"))
+    kh, kw = (int(n) for n in window.split("x"))
+    pads = [kh // 2, kw // 2, kh // 2, kw // 2] if shape.endswith("s") else [0] * 4
+    weights = relax.const(rng.standard_normal((kh, kw, channels, outputs), dtype=np.float32) * 0.05)
     bias = relax.const(rng.standard_normal((outputs,), dtype=np.float32))
     builder = relax.BlockBuilder()
     x = relax.Var("x", R.Tensor((1, height, width, channels), "float32"))
     with builder.function("main", [x]):
         with builder.dataflow():
-            conv = builder.emit(relax.op.nn.conv2d(x, weights, padding=[pad] * 4, data_layout="NHWC",
+            conv = builder.emit(relax.op.nn.conv2d(x, weights, padding=pads, data_layout="NHWC",
                                                    kernel_layout="HWIO"))
             out = builder.emit_output(relax.op.nn.relu(relax.op.add(conv, bias)))
         builder.emit_func_output(out)
-    out_h, out_w = height + 2 * pad - 2, width + 2 * pad - 2
-    return builder.get(), (1, height, width, channels), out_h * out_w * 9 * channels * outputs
+    out_h, out_w = height + pads[0] + pads[2] - kh + 1, width + pads[1] + pads[3] - kw + 1
+    return builder.get(), (1, height, width, channels), out_h * out_w * kh * kw * channels * outputs
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", action="append", help="HxWxCxK then s or v (repeatable; default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--target", default="cpu", help="as tfcheck build --target: cpu (this CPU) or a TVM target "
-                        'JSON object, e.g. \'{"kind": "llvm", "mcpu": "znver3", "num-cores": 1}\'')
-    args = parser.parse_args()
-    target = tvm.target.Target(resolve_target(args.target, None).json)
+    args, target = kernel_rounds.arguments(__doc__, "HxWxCxK:KHxKW then s or v", 10)
     rng = np.random.default_rng(0)
     runs = {}
     for shape in args.shape or SHAPES:
@@ -77,21 +85,15 @@ def main() -> None:
                 library = compile_cpu(apply_default_schedules(mod, target), target)
             run = relax.VirtualMachine(library, tvm.cpu())["main"]
             outputs[form] = run(x).numpy()
-            runs[shape, form] = (run, x, multiply_adds)
+            runs[shape, form] = (functools.partial(run, x), multiply_adds)
         scale = float(np.abs(outputs["direct"]).max())
         errors = {form: float(np.abs(out - outputs["direct"]).max()) / scale for form, out in outputs.items()}
         print(f"{shape}: largest difference from the direct form, relative to its largest output: {errors}")
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(args.rounds):
-        for key, (run, x, _work) in runs.items():
-            started = time.thread_time()
-            for _ in range(CALLS):
-                run(x)
-            best[key] = min(best[key], (time.thread_time() - started) / CALLS)
+    best = kernel_rounds.best_thread_times({key: call for key, (call, _adds) in runs.items()}, args.rounds, CALLS)
     print(f"target {target}; best of {args.rounds} rounds of {CALLS} calls, thread CPU time, ms (GFLOP/s)")
     print("| shape | " + " | ".join(FORMS) + " |\n|---|" + "---:|" * len(FORMS))
     for shape in args.shape or SHAPES:
-        cells = [f"{best[shape, form] * 1e3:.3f} ({2 * runs[shape, form][2] / best[shape, form] / 1e9:.0f})"
+        cells = [f"{best[shape, form] * 1e3:.3f} ({2 * runs[shape, form][1] / best[shape, form] / 1e9:.0f})"
                  for form in FORMS]
         print(f"| {shape} | " + " | ".join(cells) + " |")
 

@@ -32,6 +32,7 @@ DENSE = RNG.normal([33, 19])
 BIAS = RNG.normal([19])
 WINOGRAD = RNG.normal([3, 3, 24, 32]) * 0.2
 BIAS32 = RNG.normal([32])
+SEVEN = RNG.normal([1, 7, 24, 16]) * 0.2
 
 
 @tfcheck.aot(shapes=[(1, 7, 9, 5), (2, 16, 16, 5), (3, 13, 6, 5)])
@@ -42,11 +43,12 @@ def conv_same_bias_relu6(x):
 
 @tfcheck.aot(shapes=[(1, 17, 15, 24), (2, 9, 9, 24), (1, 9, 9, 24)])
 @tf.function(input_signature=[tf.TensorSpec([None, None, None, 24], tf.float32)])
-def conv3x3_winograd(x):
-    # Winograd's F(4x4, 3x3) and F(2x2, 3x3) (compiler/schedules/rewrites/winograd.py): 'same' with
-    # its bias and ReLU in the output transform, 'valid' alone; partial tiles, a batch.
+def winograd_forms(x):
+    # Winograd's F(4x4, 3x3), F(2x2, 3x3) and F(2, 7) across a 1x7 window
+    # (compiler/schedules/rewrites/winograd.py): 'same' with its bias and ReLU in the output
+    # transform, 'valid' alone; partial tiles, a batch.
     same = tf.nn.relu(tf.nn.conv2d(x, WINOGRAD, 1, "SAME") + BIAS32)
-    return same, tf.nn.conv2d(x, WINOGRAD, 1, "VALID")
+    return same, tf.nn.conv2d(x, WINOGRAD, 1, "VALID"), tf.nn.conv2d(x, SEVEN, 1, "SAME")
 
 
 @tfcheck.aot(shapes=[(1, 11, 11, 5), (2, 17, 9, 5)])

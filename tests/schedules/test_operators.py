@@ -141,6 +141,7 @@ def test_a_convolution_reads_its_padding_in_place(pads, strides) -> None:
     check(run(mod, x)[0], expected)
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads", "copied"), [
     ((1, 35, 35, 48), (5, 5), 64, (1, 1), (2, 2, 2, 2), True),  # InceptionV3's 5x5: 1600 per input element
     ((1, 17, 17, 64), (1, 7), 64, (1, 1), (0, 3, 0, 3), True),  # a 1x7 over its width: 448

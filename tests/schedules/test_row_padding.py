@@ -59,6 +59,7 @@ def tile_rows(kernel: tirx.PrimFunc) -> tuple[int, int]:
     return int(unrolled[0].extent), max(int(written.source.shape[1]), int(written.source.shape[2]))
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 @pytest.mark.parametrize("mcpu", sorted(TARGETS))
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
 def test_a_prime_output_width_gets_several_rows_per_tile(shape, kernel, out, strides, pads, mcpu: str) -> None:
@@ -79,6 +80,7 @@ def output_written_per_tile(kernel: tirx.PrimFunc) -> bool:
     return sch.get(sch.get_loops(blocks_in_order[-1])[0]).same_as(tiles)
 
 
+@pytest.mark.usefixtures("direct_convolutions")
 @pytest.mark.parametrize(("shape", "kernel", "out", "strides", "pads"), PRIME_WIDTH)
 def test_the_padded_kernel_matches_numpy(shape, kernel, out, strides, pads) -> None:
     """On this machine's target: the extra column is computed, then dropped before bias and ReLU6,

@@ -23,6 +23,9 @@ from tfcheck.compiler.schedules.apply import RULE_ATTR
 from ..isa import host_target, named_target
 from .test_operators import check, conv_case, run
 
+# The direct convolution's rows: these windows take Winograd's form where it applies.
+pytestmark = pytest.mark.usefixtures("direct_convolutions")
+
 # (input NHWC, kernel HW, output channels, strides, pads (top, left, bottom, right))
 ONE_BY_SEVEN = ((1, 17, 17, 24), (1, 7), 32, (1, 1), (0, 3, 0, 3))  # InceptionV3's mixed6 1x7, 'same'
 

@@ -1,31 +1,33 @@
-"""3x3 stride-1 convolutions as Winograd's minimal filtering F(m x m, 3 x 3) (a Relax rewrite before legalisation).
+"""Stride-1 convolutions as Winograd's minimal filtering, F(m, r) along each axis (a Relax rewrite before legalisation).
 
-At the FMA ceiling, a direct 3x3 convolution does 9 multiply-adds per output and input channel.
-Winograd's algorithm (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016)
-computes each m x m tile of the output from an (m + 2) x (m + 2) tile of the input as
+At the FMA ceiling, a direct convolution does ``kh x kw`` multiply-adds per output and input
+channel. Winograd's algorithm (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+Networks", 2016) computes each ``m x n`` tile of the output from an ``(m + kh - 1) x (n + kw - 1)``
+tile of the input as
 
-    Y = A^T [ (G g G^T) (.) (B^T d B) ] A
+    Y = A_down^T [ (G_down g G_across^T) (.) (B_down^T d B_across) ] A_across
 
-summed over the input channels: the element-wise products over channels are ``(m + 2)^2``
-independent matmuls, ``(m + 2)^2 / m^2`` multiply-adds per output and input channel (2.25 for
-F(4x4, 3x3), 4 for F(2x2, 3x3)), the transforms a few additions per element. So a convolution
-becomes three steps here:
+summed over the input channels: the element-wise products over channels are independent matmuls,
+one per point of the transformed tile. F(4x4, 3x3) does 36 / 16 = 2.25 multiply-adds per output and
+input channel where the direct 3x3 convolution does 9; F(2, 7) along the width of a 1x7 window 4
+where it does 7. So a convolution becomes three steps here:
 
-- ``winograd_input``: the input padded to whole tiles, each tile transformed, ``V[(m+2)^2, P, C]``
+- ``winograd_input``: the input padded to whole tiles, each tile transformed, ``V[points, P, C]``
   for the ``P`` tiles (a kernel written for the target below: vectors over the channels, the tiles
   over the cores);
-- a batched ``matmul(V, U)`` by the transformed filters ``U = G g G^T``, computed here from the
-  constant weights: the contraction rule schedules it like any dense layer, weights packed;
+- a batched ``matmul(V, U)`` by the transformed filters ``U``, computed here from the constant
+  weights: the contraction rule schedules it like any dense layer, weights packed;
 - ``winograd_output``: each tile's ``A^T M A``, with the bias and the ReLU or clip that followed the
   convolution, written to the output's real rows and columns.
 
-XNNPACK's and oneDNN's float32 CPU kernels run 3x3 convolutions directly; with both at the FMA
-ceiling, this is where a margin comes from (issue 39). Only where it pays: enough tiles to share
-each transformed weight (`MIN_TILES`; an 8x8 map's 4 tiles of F(4x4) would read 4x the weights of
-a direct convolution for a fraction of its work), float32, constant weights, NHWC and HWIO, no
-groups or dilation. F(4x4) where there are enough of its tiles, else F(2x2). Its rounding error
-grows with m (the transforms' constants reach 8 for F(4x4)); F(4x4, 3x3) stays within float32's
-tolerance of the direct convolution (tests/schedules/test_winograd.py).
+The matrices come from `cook_toom` (exact rational arithmetic); a window one step long on an axis
+(1x7, 7x1, 1x3) keeps that axis as it is (`IDENTITY`). XNNPACK's and oneDNN's float32 CPU kernels
+run these convolutions directly; with both at the FMA ceiling, this is where a margin comes from
+(issue 39). Only where it pays: enough tiles to share each transformed weight (`MIN_TILES`),
+float32, constant weights, NHWC and HWIO, no groups or dilation, windows of 1, 3, 5 or 7 along each
+axis (`CHOICES`). The rounding error grows with the tile (the transforms' constants reach 8 for
+F(4, 3), 21/4 and 1/90 for F(2, 7)); every form stays within float32's tolerance of the direct
+convolution (tests/schedules/test_winograd.py).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ RULE = "winograd"
 # Tiles (matmul rows) from which a convolution runs as Winograd's: each transformed weight is then
 # used by at least this many rows, as a dense layer's weights by a batch of this many. On one Zen 4
 # core (benchmarks/winograd_layers.py), with AVX2: 7x7x512 -> 512 took 2.72 ms direct, 2.28 as
-# F(4x4) (4 tiles), 1.88 as F(2x2) (16 tiles); 14x14x256 -> 256 2.21, 1.01 as F(4x4) (16 tiles).
+# F(4x4) (4 tiles), 1.88 as F(2x2) (16 tiles); 14x14x256 -> 256 2.21, 1.01 as F(4x4) (16 tiles);
+# InceptionV3's 8x8x384 -> 384 1x3 0.51, 0.30 as F(4, 3) across (16 tiles).
 MIN_TILES = 16
 
 # Input and output channels from which it pays: the transforms' additions per element are fixed,
@@ -61,7 +64,8 @@ MIN_CHANNELS = 16
 
 @dataclass(frozen=True)
 class Transform:
-    """The matrices of F(m x m, 3 x 3): ``B^T`` (alpha x alpha), ``G`` (alpha x 3), ``A^T`` (m x alpha)."""
+    """One axis of F(m, r): ``B^T`` (alpha x alpha), ``G`` (alpha x r), ``A^T`` (m x alpha), alpha = m + r - 1.
+    A 2-D convolution takes one per axis; a window one step long on an axis takes `IDENTITY` there."""
 
     m: int
     bt: tuple[tuple[Fraction, ...], ...]
@@ -70,40 +74,94 @@ class Transform:
 
     @property
     def alpha(self) -> int:
-        """The input tile's side, m + 2."""
-        return self.m + 2
+        """The input tile's side, m + r - 1."""
+        return len(self.bt)
+
+    @property
+    def r(self) -> int:
+        """The window's length."""
+        return len(self.g[0])
 
 
-def _matrix(rows: list[list[int | str]]) -> tuple[tuple[Fraction, ...], ...]:
-    return tuple(tuple(Fraction(value) for value in row) for row in rows)
+def cook_toom(m: int, r: int, points: tuple[int | str, ...]) -> Transform:
+    """F(m, r) interpolating at ``points`` (m + r - 2 of them) and infinity, exactly.
+
+    ``A^T`` and ``G`` are the Vandermonde matrices of the points (``G``'s rows over each point's
+    ``prod(p - q)``, which keeps ``B^T`` integral where it can be); ``B^T`` is then the one matrix
+    with ``sum_j A^T[i, j] G[j, k] B^T[j, l] = [l == i + k]``: F(4, 3) at 0, +-1, +-2 is Lavin and
+    Gray's. Solved in rational arithmetic: no rounding before the float32 constants."""
+    finite = [Fraction(p) for p in points]
+    alpha = m + r - 1
+    if len(finite) != alpha - 1 or len(set(finite)) != len(finite):
+        raise ValueError(f"F({m}, {r}) needs {alpha - 1} distinct points")
+    scale = [math.prod(p - q for q in finite if q != p) for p in finite]
+    at = [[p**i for p in finite] + [Fraction(i == m - 1)] for i in range(m)]
+    g = [[p**k / f for k in range(r)] for p, f in zip(finite, scale)] + [[Fraction(k == r - 1) for k in range(r)]]
+    system = [[at[i][j] * g[j][k] for j in range(alpha)] for i in range(m) for k in range(r)]
+    columns = [_solve(system, [Fraction(l == i + k) for i in range(m) for k in range(r)]) for l in range(alpha)]
+    bt = [[columns[l][j] for l in range(alpha)] for j in range(alpha)]
+    return Transform(m, tuple(map(tuple, bt)), tuple(map(tuple, g)), tuple(map(tuple, at)))
 
 
-# Lavin and Gray's matrices: F(2x2) interpolates at 0, 1, -1 and infinity; F(4x4) at 0, 1, -1, 2, -2
-# and infinity.
-F2 = Transform(2, _matrix([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
-               _matrix([[1, 0, 0], ["1/2", "1/2", "1/2"], ["1/2", "-1/2", "1/2"], [0, 0, 1]]),
-               _matrix([[1, 1, 1, 0], [0, 1, -1, -1]]))
-F4 = Transform(4, _matrix([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-                           [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]),
-               _matrix([["1/4", 0, 0], ["-1/6", "-1/6", "-1/6"], ["-1/6", "1/6", "-1/6"],
-                        ["1/24", "1/12", "1/6"], ["1/24", "-1/12", "1/6"], [0, 0, 1]]),
-               _matrix([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]))
+def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
+    """The solution of an overdetermined but consistent system (Gauss-Jordan over the rationals)."""
+    width = len(rows[0])
+    table = [row + [value] for row, value in zip(rows, rhs)]
+    for column in range(width):
+        pivot = next(index for index in range(column, len(table)) if table[index][column] != 0)
+        table[column], table[pivot] = table[pivot], table[column]
+        table[column] = [value / table[column][column] for value in table[column]]
+        for index, row in enumerate(table):
+            if index != column and row[column] != 0:
+                table[index] = [value - row[column] * lead for value, lead in zip(row, table[column])]
+    if any(value != 0 for row in table[width:] for value in row):
+        raise ValueError("the points give no such transform")
+    return [table[index][width] for index in range(width)]
 
 
-def choose_transform(batch: int, height: int, width: int) -> Transform | None:
-    """F(4x4) where the output has `MIN_TILES` of its tiles, else F(2x2) where it has that many of
-    its own, else None (the direct convolution)."""
-    for transform in (F4, F2):
-        if batch * math.ceil(height / transform.m) * math.ceil(width / transform.m) >= MIN_TILES:
-            return transform
+# A window one step long: the tile is one row (or column) of the output, read as it is.
+IDENTITY = Transform(1, ((Fraction(1),),), ((Fraction(1),),), ((Fraction(1),),))
+F2 = cook_toom(2, 3, (0, 1, -1))
+F4 = cook_toom(4, 3, (0, 1, -1, 2, -2))
+F2_5 = cook_toom(2, 5, (0, 1, -1, 2, -2))
+F2_7 = cook_toom(2, 7, (0, 1, -1, 2, -2, "1/2", "-1/2"))
+
+# The transforms tried for a window of each length along an axis, fewest multiplies first.
+CHOICES: dict[int, tuple[Transform, ...]] = {1: (IDENTITY,), 3: (F4, F2), 5: (F2_5,), 7: (F2_7,)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The transform along the height and along the width."""
+
+    down: Transform
+    across: Transform
+
+    @property
+    def points(self) -> int:
+        """Products per tile and input channel: the batched matmul's batch."""
+        return self.down.alpha * self.across.alpha
+
+
+def choose_transform(batch: int, height: int, width: int, window: tuple[int, int] = (3, 3)) -> Plan | None:
+    """The transforms for a convolution of ``window`` over a ``height`` x ``width`` output: a square
+    window the same on both axes (F(4x4, 3x3), else F(2x2, 3x3)), a window one step long on an axis
+    `IDENTITY` there; the first whose output has `MIN_TILES` tiles, or None (the direct convolution)."""
+    down, across = (CHOICES.get(extent) for extent in window)
+    if down is None or across is None or window == (1, 1):
+        return None
+    plans = [Plan(t, t) for t in down] if window[0] == window[1] else [Plan(d, a) for d in down for a in across]
+    for plan in plans:
+        if batch * math.ceil(height / plan.down.m) * math.ceil(width / plan.across.m) >= MIN_TILES:
+            return plan
     return None
 
 
-def filter_transform(kernel: np.ndarray, transform: Transform) -> np.ndarray:
-    """``U = G g G^T`` of an HWIO 3x3 kernel, as ``[alpha^2, C, K]`` float32 (computed in float64)."""
-    g = np.array(transform.g, dtype=np.float64)
-    u = np.einsum("ai,ijck,bj->abck", g, kernel.astype(np.float64), g)
-    return u.reshape(transform.alpha**2, *kernel.shape[2:]).astype(np.float32)
+def filter_transform(kernel: np.ndarray, plan: Plan) -> np.ndarray:
+    """``U = G_down g G_across^T`` of an HWIO kernel, as ``[points, C, K]`` float32 (computed in float64)."""
+    down, across = (np.array(t.g, dtype=np.float64) for t in (plan.down, plan.across))
+    u = np.einsum("ai,ijck,bj->abck", down, kernel.astype(np.float64), across)
+    return u.reshape(plan.points, *kernel.shape[2:]).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -116,10 +174,10 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class Tiling:
-    """How a convolution's output is cut into tiles: ``P = batch * rows * cols`` tiles of m x m,
-    the matmul computing ``padded`` rows (`tiling.padded_matmul_rows`)."""
+    """How a convolution's output is cut into tiles: ``P = batch * rows * cols`` tiles of
+    ``plan.down.m x plan.across.m``, the matmul computing ``padded`` rows (`tiling.padded_matmul_rows`)."""
 
-    transform: Transform
+    plan: Plan
     batch: int
     height: int  # the output's
     width: int
@@ -131,6 +189,12 @@ class Tiling:
     def tiles(self) -> int:
         """The real tiles, ``P``: the matmul's rows past them are zero."""
         return self.batch * self.rows * self.cols
+
+    @property
+    def input_shape(self) -> tuple[int, int]:
+        """The height and width of the input padded to whole tiles."""
+        down, across = self.plan.down, self.plan.across
+        return self.rows * down.m + down.r - 1, self.cols * across.m + across.r - 1
 
 
 class _Source:
@@ -166,6 +230,14 @@ class _Source:
         """A statement ``depth`` levels into the function's body."""
         self.lines.append("    " * depth + text)
 
+    def store(self, depth: int, target: str, value: str, checks: list[str]) -> None:
+        """``target = value``, under the non-empty ``checks``."""
+        condition = " and ".join(check for check in checks if check)
+        if condition:
+            self.line(depth, f"if {condition}:")
+            depth += 1
+        self.line(depth, f"{target} = {value}")
+
     def function(self, params: list[str]) -> tvm.tirx.PrimFunc:
         """The kernel of the lines so far, taking ``params``; marked scheduled, so the rules leave
         it as written, and opaque, so FuseOps fuses nothing into it. (The rule attribute is
@@ -184,86 +256,82 @@ class _Source:
 def _tile_origin(source: _Source, tiling: Tiling, depth: int) -> None:
     """Let-bind the tile ``p``'s batch index and first output row and column: ``n``, ``h0``, ``w0``."""
     per_image = tiling.rows * tiling.cols
-    m = tiling.transform.m
     source.line(depth, f"n: T.let = p // {per_image}")
-    source.line(depth, f"h0: T.let = p % {per_image} // {tiling.cols} * {m}")
-    source.line(depth, f"w0: T.let = p % {tiling.cols} * {m}")
+    source.line(depth, f"h0: T.let = p % {per_image} // {tiling.cols} * {tiling.plan.down.m}")
+    source.line(depth, f"w0: T.let = p % {tiling.cols} * {tiling.plan.across.m}")
 
 
 def input_kernel(tiling: Tiling, channels: int, lanes: int) -> tvm.tirx.PrimFunc:
-    """``V[xi * alpha + nu, p, c] = (B^T d_p B)[xi, nu]`` for each tile ``d_p`` of the input, already
-    padded to whole tiles (``[batch, rows * m + 2, cols * m + 2, C]``); the rows past the tiles zero."""
-    t = tiling.transform
-    alpha = t.alpha
+    """``V[xi * alpha_across + nu, p, c] = (B_down^T d_p B_across)[xi, nu]`` for each tile ``d_p`` of
+    the input, already padded to whole tiles (`Tiling.input_shape`); the rows past the tiles zero."""
+    down, across = tiling.plan.down, tiling.plan.across
     source = _Source(vector_width(channels, lanes))
     width = source.lanes
-    height_in, width_in = tiling.rows * t.m + 2, tiling.cols * t.m + 2
     source.line(1, f"for p in T.parallel({tiling.padded}):")
     source.line(2, f"if p < {tiling.tiles}:")
     _tile_origin(source, tiling, 3)
     source.line(3, f"for co in range({channels // width}):")
     channel = source.vector(f"co * {width}")
-    for i in range(alpha):
-        for j in range(alpha):
+    for i in range(down.alpha):
+        for j in range(across.alpha):
             source.line(4, f"d_{i}_{j}: T.let = x[n, h0 + {i}, w0 + {j}, {channel}]")
-    for xi in range(alpha):  # B^T d: each row xi of the tile's columns
-        for j in range(alpha):
-            terms = source.combination(t.bt[xi], [f"d_{i}_{j}" for i in range(alpha)])
+    for xi in range(down.alpha):  # B^T d: each row xi of the tile's columns
+        for j in range(across.alpha):
+            terms = source.combination(down.bt[xi], [f"d_{i}_{j}" for i in range(down.alpha)])
             source.line(4, f"s_{xi}_{j}: T.let = {terms}")
-    for xi in range(alpha):  # (B^T d) B
-        for nu in range(alpha):
-            terms = source.combination(t.bt[nu], [f"s_{xi}_{j}" for j in range(alpha)])
-            source.line(4, f"v[{xi * alpha + nu}, p, {channel}] = {terms}")
+    for xi in range(down.alpha):  # (B^T d) B
+        for nu in range(across.alpha):
+            terms = source.combination(across.bt[nu], [f"s_{xi}_{j}" for j in range(across.alpha)])
+            source.line(4, f"v[{xi * across.alpha + nu}, p, {channel}] = {terms}")
     source.line(2, "else:")
     source.line(3, f"for co in range({channels // width}):")
-    for e in range(alpha * alpha):
+    for e in range(tiling.plan.points):
         source.line(4, f"v[{e}, p, {channel}] = {source.constant(0.0)}")
+    height_in, width_in = tiling.input_shape
     params = [f'x: T.Buffer(({tiling.batch}, {height_in}, {width_in}, {channels}), "float32")',
-              f'v: T.Buffer(({alpha * alpha}, {tiling.padded}, {channels}), "float32")']
+              f'v: T.Buffer(({tiling.plan.points}, {tiling.padded}, {channels}), "float32")']
     return source.function(params)
 
 
 def output_kernel(tiling: Tiling, channels: int, lanes: int, epilogue: Epilogue) -> tvm.tirx.PrimFunc:
-    """``y[n, h0 + a, w0 + b, k] = act((A^T M_p A)[a, b] + bias[k])`` for each tile ``p`` of
-    ``M[alpha^2, P, K]``, the output's rows and columns past its edge not written."""
-    t = tiling.transform
-    alpha = t.alpha
+    """``y[n, h0 + a, w0 + b, k] = act((A_down^T M_p A_across)[a, b] + bias[k])`` for each tile ``p``
+    of ``M[points, P, K]``, the output's rows and columns past its edge not written."""
+    down, across = tiling.plan.down, tiling.plan.across
     source = _Source(vector_width(channels, lanes))
     width = source.lanes
     source.line(1, f"for p in T.parallel({tiling.tiles}):")
     _tile_origin(source, tiling, 2)
     source.line(2, f"for ko in range({channels // width}):")
     channel = source.vector(f"ko * {width}")
-    for e in range(alpha * alpha):
+    for e in range(tiling.plan.points):
         source.line(3, f"m_{e}: T.let = mm[{e}, p, {channel}]")
-    for xi in range(alpha):  # M A: each row xi's m columns
-        for b in range(t.m):
-            terms = source.combination(t.at[b], [f"m_{xi * alpha + nu}" for nu in range(alpha)])
+    for xi in range(down.alpha):  # M A: each row xi's m columns
+        for b in range(across.m):
+            terms = source.combination(across.at[b], [f"m_{xi * across.alpha + nu}" for nu in range(across.alpha)])
             source.line(3, f"r_{xi}_{b}: T.let = {terms}")
-    for a in range(t.m):  # A^T (M A)
-        for b in range(t.m):
-            value = source.combination(t.at[a], [f"r_{xi}_{b}" for xi in range(alpha)])
-            if epilogue.bias is not None:
-                value = f"{value} + bias[{channel}]"
-            if epilogue.clip is not None:
-                low, high = epilogue.clip
-                value = f"T.max({value}, {source.constant(low)})"
-                if math.isfinite(high):
-                    value = f"T.min({value}, {source.constant(high)})"
-            checks = [f"h0 + {a} < {tiling.height}" if (tiling.height % t.m) else "",
-                      f"w0 + {b} < {tiling.width}" if (tiling.width % t.m) else ""]
-            condition = " and ".join(check for check in checks if check)
-            store = f"y[n, h0 + {a}, w0 + {b}, {channel}] = {value}"
-            if condition:
-                source.line(3, f"if {condition}:")
-                source.line(4, store)
-            else:
-                source.line(3, store)
-    params = [f'mm: T.Buffer(({alpha * alpha}, {tiling.padded}, {channels}), "float32")']
+    for a in range(down.m):  # A^T (M A)
+        for b in range(across.m):
+            value = source.combination(down.at[a], [f"r_{xi}_{b}" for xi in range(down.alpha)])
+            source.store(3, f"y[n, h0 + {a}, w0 + {b}, {channel}]", _with_epilogue(source, value, epilogue, channel),
+                         [f"h0 + {a} < {tiling.height}" if tiling.height % down.m else "",
+                          f"w0 + {b} < {tiling.width}" if tiling.width % across.m else ""])
+    params = [f'mm: T.Buffer(({tiling.plan.points}, {tiling.padded}, {channels}), "float32")']
     if epilogue.bias is not None:
         params.append(f'bias: T.Buffer(({channels},), "float32")')
     params.append(f'y: T.Buffer(({tiling.batch}, {tiling.height}, {tiling.width}, {channels}), "float32")')
     return source.function(params)
+
+
+def _with_epilogue(source: _Source, value: str, epilogue: Epilogue, channel: str) -> str:
+    """``value`` with the bias added and the ReLU or clip applied."""
+    if epilogue.bias is not None:
+        value = f"{value} + bias[{channel}]"
+    if epilogue.clip is not None:
+        low, high = epilogue.clip
+        value = f"T.max({value}, {source.constant(low)})"
+        if math.isfinite(high):
+            value = f"T.min({value}, {source.constant(high)})"
+    return value
 
 
 def _eligible(call: relax.Call) -> tuple[tuple[int, ...], np.ndarray] | None:
@@ -277,7 +345,7 @@ def _eligible(call: relax.Call) -> tuple[tuple[int, ...], np.ndarray] | None:
             or data.ty.dtype != "float32" or (attrs.out_dtype and str(attrs.out_dtype) not in ("", "float32"))):
         return None
     kernel = weight.value.numpy()
-    if kernel.dtype != np.float32 or kernel.shape[:2] != (3, 3) or min(kernel.shape[2:]) < MIN_CHANNELS:
+    if kernel.dtype != np.float32 or min(kernel.shape[2:]) < MIN_CHANNELS:
         return None
     return shape, kernel
 
@@ -302,23 +370,24 @@ class _Rewriter:
         if eligible is None:
             return None
         (batch, height, width, channels), kernel = eligible
+        window = kernel.shape[:2]
         top, left, bottom, right = (int(p) for p in call.attrs.padding)
-        out_h, out_w = height + top + bottom - 2, width + left + right - 2
-        transform = choose_transform(batch, out_h, out_w)
-        if transform is None or out_h < 1 or out_w < 1:
+        out_h, out_w = height + top + bottom - window[0] + 1, width + left + right - window[1] + 1
+        plan = choose_transform(batch, out_h, out_w, window) if out_h > 0 and out_w > 0 else None
+        if plan is None:
             return None
         outputs = kernel.shape[3]
-        rows, cols = math.ceil(out_h / transform.m), math.ceil(out_w / transform.m)
-        tiles = batch * rows * cols
-        tiling = Tiling(transform, batch, out_h, out_w, rows, cols,
-                        padded_matmul_rows(tiles, outputs, self.lanes, self.registers))
-        widths = [0, 0, top, rows * transform.m + 2 - height - top, left, cols * transform.m + 2 - width - left, 0, 0]
+        rows, cols = math.ceil(out_h / plan.down.m), math.ceil(out_w / plan.across.m)
+        tiling = Tiling(plan, batch, out_h, out_w, rows, cols,
+                        padded_matmul_rows(batch * rows * cols, outputs, self.lanes, self.registers))
+        height_in, width_in = tiling.input_shape
+        widths = [0, 0, top, height_in - height - top, left, width_in - width - left, 0, 0]
         data = relax.op.nn.pad(call.args[0], widths) if any(widths) else call.args[0]
-        alpha2 = transform.alpha**2
         input_gvar = self._add(input_kernel(tiling, channels, self.lanes), "winograd_input")
         output_gvar = self._add(output_kernel(tiling, outputs, self.lanes, epilogue), "winograd_output")
-        tiles_in = relax.call_tir(input_gvar, [data], relax.TensorType((alpha2, tiling.padded, channels), "float32"))
-        product = relax.op.matmul(tiles_in, relax.const(filter_transform(kernel, transform)))
+        tiles_in = relax.call_tir(input_gvar, [data],
+                                  relax.TensorType((plan.points, tiling.padded, channels), "float32"))
+        product = relax.op.matmul(tiles_in, relax.const(filter_transform(kernel, plan)))
         args = [product] + ([relax.const(epilogue.bias)] if epilogue.bias is not None else [])
         return relax.call_tir(output_gvar, args, relax.TensorType((batch, out_h, out_w, outputs), "float32"))
 
@@ -344,7 +413,7 @@ def _or_original(rewritten: relax.Expr | None, original: relax.Expr) -> relax.Ex
 
 
 def winograd_convolutions(mod: tvm.IRModule, target: Target) -> tvm.IRModule:
-    """``mod`` with each eligible 3x3 stride-1 convolution (see the module) as Winograd's, the
+    """``mod`` with each eligible stride-1 convolution (see the module) as Winograd's, the
     bias and the ReLU or clip right after it taken into its output transform. (A convolution or
     bias whose value something else reads too is then computed again for that reader: Keras's
     layers, batch norms folded, give none.)"""
