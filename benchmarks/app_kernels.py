@@ -8,7 +8,7 @@ by the time the Relax VM spends in them, with the schedule rule each one got and
 table of `tfcheck bench --profile`, from the same code (`compiler/bench/profile.py`):
 
     .venv/bin/python benchmarks/app_kernels.py DenseNet121 [--size 224] [--rounds 10] [--calls 3]
-        [--variants default,unpadded] [--targets avx512,avx2] [--kernels] [--top 20]
+        [--variants default,unpadded,direct] [--targets avx512,avx2] [--kernels] [--top 20]
 
 Two commits' builds in the same rounds: ``--export DIR`` builds each variant and target as
 ``tfcheck build`` compiles (``compile_cpu``) and writes ``DIR/<model>-<variant>-<target>.so``;
@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -41,7 +42,7 @@ import tvm  # noqa: E402
 from tfcheck.compiler.bench.profile import FunctionProfile, KernelProfile, markdown  # noqa: E402
 from tfcheck.compiler.process.messages import KernelRecord  # noqa: E402
 from tfcheck.compiler.schedules import apply as schedules, compile_cpu  # noqa: E402
-from tfcheck.compiler.schedules.rewrites import channel_padding  # noqa: E402
+from tfcheck.compiler.schedules.rewrites import channel_padding, winograd  # noqa: E402
 from tfcheck.compiler.build.targets import host_cpu_target  # noqa: E402
 from tfcheck.compiler.trace.bridge import import_tensorflow  # noqa: E402
 
@@ -60,9 +61,15 @@ def without_width_padding(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.I
         channel_padding.padded_rows = saved
 
 
+def direct_convolutions(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """The default build with every convolution direct: without Winograd's form (`winograd.py`)."""
+    with mock.patch.object(winograd, "choose_transform", lambda *_args: None):
+        return schedules.apply_default_schedules(mod, target)
+
+
 # Scheduling steps to compare with ``--variants``.
 VARIANTS: dict[str, bench.Schedule] = {"default": schedules.apply_default_schedules,
-                                        "unpadded": without_width_padding}
+                                        "unpadded": without_width_padding, "direct": direct_convolutions}
 
 
 def application(tf: Any, keras: Any, name: str, size: int) -> tuple[Any, Any]:
