@@ -203,6 +203,16 @@ def padded_matmul_rows(extent: int, cols_extent: int, lanes: int, registers: int
     return _fastest_padding(extent, range(extent, last + 1), lambda rows: tile_rate(rows, cols_extent, lanes, registers))
 
 
+def padded_free_rows(extent: int, cols_extent: int, lanes: int, registers: int) -> int:
+    """The rows to compute for a matmul whose extra rows cost their work alone (no copy: Winograd's
+    tiles, whose input transform writes the rows past the real ones as zeros): the extent up to a
+    tile's height more whose register tile advances the real rows fastest, where that is at least
+    ``WIDER_TILE_GAIN`` times as fast. InceptionV3's 1x7 convolutions as F(2, 7) have 153 rows
+    (17 x 9 tiles), a 3-row tile of 2 AVX2 vectors over 160 columns: 154 rows take 2 x 5."""
+    last = extent + max_rows(registers) - 1
+    return _fastest_padding(extent, range(extent, last + 1), lambda rows: tile_rate(rows, cols_extent, lanes, registers))
+
+
 def _fastest_padding(extent: int, candidates: range, rate: Callable[[int], float]) -> int:
     """The candidate extent whose tile ``rate``, times the share of it that is real, is highest,
     where that beats ``extent``'s own by ``WIDER_TILE_GAIN``; else ``extent``."""

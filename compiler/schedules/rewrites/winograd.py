@@ -45,7 +45,7 @@ from tvm.target import Target
 from tfcheck.compiler.schedules import cpu
 from tfcheck.compiler.schedules.rewrites.channel_padding import static_shape
 from tfcheck.compiler.schedules.rewrites.relax_rewrite import rewrite_functions
-from tfcheck.compiler.schedules.tiling import padded_matmul_rows, vector_width
+from tfcheck.compiler.schedules.tiling import padded_free_rows, vector_width
 
 # The rule name the kernels written here carry (`apply.RULE_ATTR`), for the kernel table.
 RULE = "winograd"
@@ -175,7 +175,7 @@ class Epilogue:
 @dataclass(frozen=True)
 class Tiling:
     """How a convolution's output is cut into tiles: ``P = batch * rows * cols`` tiles of
-    ``plan.down.m x plan.across.m``, the matmul computing ``padded`` rows (`tiling.padded_matmul_rows`)."""
+    ``plan.down.m x plan.across.m``, the matmul computing ``padded`` rows (`tiling.padded_free_rows`)."""
 
     plan: Plan
     batch: int
@@ -379,7 +379,7 @@ class _Rewriter:
         outputs = kernel.shape[3]
         rows, cols = math.ceil(out_h / plan.down.m), math.ceil(out_w / plan.across.m)
         tiling = Tiling(plan, batch, out_h, out_w, rows, cols,
-                        padded_matmul_rows(batch * rows * cols, outputs, self.lanes, self.registers))
+                        padded_free_rows(batch * rows * cols, outputs, self.lanes, self.registers))
         height_in, width_in = tiling.input_shape
         widths = [0, 0, top, height_in - height - top, left, width_in - width - left, 0, 0]
         data = relax.op.nn.pad(call.args[0], widths) if any(widths) else call.args[0]
