@@ -121,11 +121,12 @@ def conv_module(shape, out, pads, *, strides=(1, 1), dilation=(1, 1), epilogue="
         if epilogue == "none":
             return y
         y = bb.emit(relax.op.add(y, relax.const(b)))
-        return {"bias": y, "relu": relax.op.nn.relu(y), "relu6": relax.op.clip(y, 0.0, 6.0)}[epilogue]
+        return {"bias": y, "relu": relax.op.nn.relu(y), "relu6": relax.op.clip(y, 0.0, 6.0),
+                "below-6": relax.op.clip(y, -np.inf, 6.0)}[epilogue]
 
     direct = reference.conv2d_nhwc(x, w, strides, pads, dilation)
     expected = {"none": direct, "bias": direct + b, "relu": np.maximum(direct + b, 0),
-                "relu6": np.clip(direct + b, 0, 6)}[epilogue]
+                "relu6": np.clip(direct + b, 0, 6), "below-6": np.minimum(direct + b, 6)}[epilogue]
     shapes = [shape] if constant else [shape, w.shape]
     return module(shapes, emit), x, expected
 
@@ -172,7 +173,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("epilogue", ["relu", "relu6", "bias", "none"])
+@pytest.mark.parametrize("epilogue", ["relu", "relu6", "below-6", "bias", "none"])
 @pytest.mark.parametrize(("shape", "out", "pads", "kernel"), CASES)
 def test_winograd_kernels_match_numpy(shape, out, pads, kernel, epilogue: str) -> None:
     mod, x, expected = conv_module(shape, out, pads, epilogue=epilogue, kernel=kernel)
@@ -202,3 +203,17 @@ def test_the_matmul_takes_a_row_more_where_its_tile_is_faster(mcpu: str, padded:
     [rows] = {int(func.params[-1].shape[1]) for gvar, func in fused.functions_items()
               if isinstance(func, tirx.PrimFunc) and gvar.name_hint.startswith("winograd_input")}
     assert rows == padded
+
+def test_a_kernel_that_cannot_be_written_leaves_the_convolution_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before its infinite bounds were skipped, a clip at -inf wrote `T.float32(-inf)`, which TVMScript
+    does not parse, and the whole build of the function failed: now any such failure keeps that
+    convolution direct and the build goes on."""
+    def unwritable(*_args):
+        raise ValueError("not parsed")
+
+    monkeypatch.setattr(winograd, "output_kernel", unwritable)
+    mod, x, expected = conv_module((1, 16, 16, 16), 32, (1, 1, 1, 1))
+    assert winograd_kernels(mod, named_target("znver3")) == []
+    actual, rules = run(mod, x, target=host_target())
+    check(actual, expected)
+    assert winograd.RULE not in rules

@@ -32,6 +32,7 @@ convolution (tests/schedules/test_winograd.py).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,6 +47,8 @@ from tfcheck.compiler.schedules import cpu
 from tfcheck.compiler.schedules.rewrites.channel_padding import static_shape
 from tfcheck.compiler.schedules.rewrites.relax_rewrite import rewrite_functions
 from tfcheck.compiler.schedules.tiling import padded_free_rows, vector_width
+
+logger = logging.getLogger(__name__)
 
 # The rule name the kernels written here carry (`apply.RULE_ATTR`), for the kernel table.
 RULE = "winograd"
@@ -327,8 +330,9 @@ def _with_epilogue(source: _Source, value: str, epilogue: Epilogue, channel: str
     if epilogue.bias is not None:
         value = f"{value} + bias[{channel}]"
     if epilogue.clip is not None:
-        low, high = epilogue.clip
-        value = f"T.max({value}, {source.constant(low)})"
+        low, high = epilogue.clip  # an infinite bound (a ReLU's, a clip's) clips nothing
+        if math.isfinite(low):
+            value = f"T.max({value}, {source.constant(low)})"
         if math.isfinite(high):
             value = f"T.min({value}, {source.constant(high)})"
     return value
@@ -383,8 +387,14 @@ class _Rewriter:
         height_in, width_in = tiling.input_shape
         widths = [0, 0, top, height_in - height - top, left, width_in - width - left, 0, 0]
         data = relax.op.nn.pad(call.args[0], widths) if any(widths) else call.args[0]
-        input_gvar = self._add(input_kernel(tiling, channels, self.lanes), "winograd_input")
-        output_gvar = self._add(output_kernel(tiling, outputs, self.lanes, epilogue), "winograd_output")
+        try:
+            kernels = input_kernel(tiling, channels, self.lanes), output_kernel(tiling, outputs, self.lanes, epilogue)
+        except Exception as error:  # noqa: BLE001 - TVM's parser raises many kinds; any leaves the convolution direct
+            logger.warning("Winograd's form of a %s convolution over %s could not be written (%s): it stays direct",
+                           "x".join(map(str, window)), (batch, height, width, channels), error)
+            return None
+        input_gvar = self._add(kernels[0], "winograd_input")
+        output_gvar = self._add(kernels[1], "winograd_output")
         tiles_in = relax.call_tir(input_gvar, [data],
                                   relax.TensorType((plan.points, tiling.padded, channels), "float32"))
         product = relax.op.matmul(tiles_in, relax.const(filter_transform(kernel, plan)))
